@@ -1,0 +1,54 @@
+"""The unit of evaluation: a `Doc` (one benchmark sample) and the ways a model is asked about it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class SamplingMethod(str, Enum):
+    """What the model is asked to do with a doc; each metric declares the one it needs."""
+
+    GENERATIVE = "GENERATIVE"
+    LOGPROBS = "LOGPROBS"
+    PERPLEXITY = "PERPLEXITY"
+
+
+@dataclass(slots=True)
+class Doc:
+    """One evaluation sample, as lighteval defines it.
+
+    The prompt function of a task turns a dataset row into a `Doc`; the task then sets `id`,
+    `task_name`, `fewshot_samples`, `sampling_methods` and the generation settings.
+    """
+
+    query: str
+    choices: list[str]
+    gold_index: int | list[int]
+    instruction: str | None = None
+    images: list[Any] | None = None
+    specific: dict | None = None
+    unconditioned_query: str | None = None
+    original_query: str | None = None
+
+    id: str = ""
+    task_name: str = ""
+
+    fewshot_samples: list["Doc"] = field(default_factory=list)
+    sampling_methods: list[SamplingMethod] = field(default_factory=list)
+    fewshot_sorting_class: str | None = None
+
+    generation_size: int | None = None
+    stop_sequences: list[str] | None = None
+    use_logits: bool = False
+    num_samples: int = 1
+    generation_grammar: None = None
+
+    def get_golds(self) -> list[str]:
+        """The gold answer(s) as strings, in the order of `gold_index`."""
+        indices = self.gold_index if isinstance(self.gold_index, list) else [self.gold_index]
+        return [self.choices[i] for i in indices]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
