@@ -46,3 +46,7 @@ class LayoutError(LightevalNanotronError, ValueError):
 
 class EvaluationError(LightevalNanotronError, RuntimeError):
     """An evaluation failed on at least one rank; every rank raises it together."""
+
+
+class TrackingError(LightevalNanotronError, RuntimeError):
+    """At least one results logger failed; the others still ran and files already written are intact."""

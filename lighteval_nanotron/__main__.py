@@ -1,0 +1,7 @@
+"""`python -m lighteval_nanotron ...` runs the `lighteval-nanotron` command line."""
+
+import sys
+
+from lighteval_nanotron.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,132 @@
+"""`LightevalTaskConfig`: everything that defines a task, with lighteval's fields and defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.tasks.fewshot import FewShotSelection
+from lighteval_nanotron.tasks.requests import Doc
+
+
+def _as_list(value: Any) -> list:
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes)):
+        return [value]
+    return list(value)
+
+
+@dataclass
+class LightevalTaskConfig:
+    """Configuration of one evaluation task (same fields and defaults as lighteval 0.11).
+
+    `metrics` holds metric objects from `lighteval_nanotron.metrics`. Sequence fields accept a
+    single string or any sequence and are stored as lists.
+    """
+
+    name: str
+    """Short task name, e.g. `arc:easy`; the part before `:` names its superset."""
+    prompt_function: Callable[[dict, str], Doc | None]
+    """`fn(row, task_name) -> Doc | None` turns a dataset row into a `Doc` (None drops the row)."""
+    hf_repo: str
+    """Hub dataset repository, or a local folder."""
+    hf_subset: str
+    """Dataset configuration name (`default` when the dataset has none)."""
+    metrics: Sequence[Any]
+    """Metric objects; their categories decide how the model is queried."""
+
+    hf_revision: str | None = None
+    """Dataset revision (branch, tag or commit) on the Hub; None is the latest."""
+    hf_filter: Callable[[dict], bool] | None = None
+    """Keep only the rows for which this returns True."""
+    hf_avail_splits: Sequence[str] = field(default_factory=lambda: ["train", "validation", "test"])
+    """Splits the dataset has; used to find a few-shot split."""
+
+    evaluation_splits: Sequence[str] = field(default_factory=lambda: ["validation"])
+    """Splits whose rows are evaluated, concatenated in this order."""
+    few_shots_split: str | None = None
+    """Split few-shot examples come from; None picks the first train/dev/valid split not evaluated."""
+    few_shots_select: str | None = None
+    """One of balanced (default), random, sequential, random_sampling_from_train, random_sampling."""
+
+    generation_size: int | None = None
+    """Maximum number of new tokens for generative metrics."""
+    generation_grammar: Any | None = None
+    """Grammar for structured generation; kept for API compatibility, unused by the Nanotron model."""
+    stop_sequence: Sequence[str] | None = None
+    """Strings that end a generation."""
+    num_samples: list[int] | None = None
+    """Numbers of samples to generate per doc; the largest one (and at least 1) is used."""
+
+    suite: Sequence[str] = field(default_factory=lambda: ["custom"])
+    """Suites the task is registered in; the first one names it in results."""
+
+    original_num_docs: int = -1
+    """Number of docs in the evaluation splits (filled in when docs are built)."""
+    effective_num_docs: int = -1
+    """Number of docs actually evaluated (filled in by `get_docs`)."""
+
+    must_remove_duplicate_docs: bool = False
+    """Drop eval docs whose query, choices, gold and instruction repeat an earlier doc."""
+
+    num_fewshots: int = 0
+    """Number of few-shot examples per doc (set from the task spec)."""
+    truncate_fewshots: bool = False
+    """Allow the model layer to drop few-shot examples when the context is too long."""
+
+    version: int = 0
+    """Bump when the dataset or the prompt changes."""
+
+    def __post_init__(self) -> None:
+        self.metrics = _as_list(self.metrics)
+        self.hf_avail_splits = _as_list(self.hf_avail_splits)
+        self.evaluation_splits = _as_list(self.evaluation_splits)
+        self.suite = _as_list(self.suite)
+        if self.stop_sequence is not None:
+            self.stop_sequence = _as_list(self.stop_sequence)
+        if self.num_samples is not None:
+            self.num_samples = [int(n) for n in _as_list(self.num_samples)]
+        self._validate()
+
+    def _validate(self) -> None:
+        where = f"task config {self.name!r}"
+        if not self.name or "|" in self.name or "@" in self.name or "," in self.name:
+            raise ConfigError(f"{where}: name must be non-empty and contain none of '|', '@', ','.")
+        if not callable(self.prompt_function):
+            raise ConfigError(f"{where}: prompt_function must be a callable fn(row, task_name) -> Doc.")
+        if not self.suite or any(not s or "|" in s for s in self.suite):
+            raise ConfigError(f"{where}: suite must be a non-empty list of names without '|'.")
+        if not self.evaluation_splits:
+            raise ConfigError(f"{where}: evaluation_splits must name at least one split.")
+        if self.few_shots_select is not None and self.few_shots_select not in FewShotSelection.names():
+            raise ConfigError(
+                f"{where}: few_shots_select={self.few_shots_select!r} is not one of "
+                f"{', '.join(FewShotSelection.names())}."
+            )
+        if int(self.num_fewshots) < 0:
+            raise ConfigError(f"{where}: num_fewshots must be >= 0, got {self.num_fewshots}.")
+        if self.hf_filter is not None and not callable(self.hf_filter):
+            raise ConfigError(f"{where}: hf_filter must be a callable fn(row) -> bool.")
+
+    @property
+    def full_name(self) -> str:
+        """`suite|name|num_fewshots`, the task's key in results."""
+        return f"{self.suite[0]}|{self.name}|{self.num_fewshots}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-friendly view (callables by name, metrics by metric name), for results files."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "metrics":
+                value = [getattr(m, "metric_name", repr(m)) for m in value]
+            elif callable(value):
+                value = getattr(value, "__qualname__", repr(value))
+            elif value is not None and not isinstance(value, (str, int, float, bool, list, dict)):
+                value = repr(value)
+            out[f.name] = value
+        out["full_name"] = self.full_name
+        return out

@@ -1,0 +1,257 @@
+"""`LightevalTask`: a configured task, its dataset, its docs and their few-shot examples.
+
+Everything here is deterministic and free of global state: docs come out in the same order with
+the same few-shot examples in every process and at every call, and no global RNG is touched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import multiprocessing
+import random
+from typing import Any
+
+from lighteval_nanotron.errors import DatasetLoadError, PromptFunctionError
+from lighteval_nanotron.tasks.config import LightevalTaskConfig
+from lighteval_nanotron.tasks.data_dirs import DatasetSource, describe_data_dirs, get_data_dirs, load_source
+from lighteval_nanotron.tasks.fewshot import FewShotSampler
+from lighteval_nanotron.tasks.requests import Doc, SamplingMethod
+
+logger = logging.getLogger(__name__)
+
+DOC_SHUFFLE_SEED = 42
+"""Seed of the doc order (so that `max_samples` takes a random but fixed subset), as in lighteval."""
+FEWSHOT_SEED = 0
+FEWSHOT_SPLIT_KEYWORDS = ("train", "dev", "valid", "default")
+
+DocKey = tuple[str, int]  # (split, row index): where a doc comes from
+
+
+def _content_key(doc: Doc) -> tuple:
+    return (doc.query, tuple(map(str, doc.choices)), repr(doc.gold_index), doc.instruction)
+
+
+def _drop_duplicates(docs: list[Doc], keys: list[DocKey]) -> tuple[list[Doc], list[DocKey]]:
+    seen: set[tuple] = set()
+    kept_docs, kept_keys = [], []
+    for doc, key in zip(docs, keys):
+        content = _content_key(doc)
+        if content not in seen:
+            seen.add(content)
+            kept_docs.append(doc)
+            kept_keys.append(key)
+    return kept_docs, kept_keys
+
+
+class LightevalTask:
+    """One task of a run, built from its config (lighteval's attribute names are kept)."""
+
+    def __init__(self, config: LightevalTaskConfig):
+        self.config = config
+        self.dataset_config = config
+        self.name = config.name
+        self.version = config.version
+        self.suite = config.suite
+        self.full_name = config.full_name
+
+        self.dataset_path = config.hf_repo
+        self.dataset_config_name = config.hf_subset
+        self.dataset_revision = config.hf_revision
+        self.dataset_filter = config.hf_filter
+        self.dataset: Any = None  # a datasets.DatasetDict, loaded on first use
+        self.evaluation_split = list(config.evaluation_splits)
+
+        self.fewshot_split: str | None = config.few_shots_split or self.get_first_possible_fewshot_splits(
+            config.hf_avail_splits or []
+        )
+        self.fewshot_selection = config.few_shots_select
+        self.must_remove_duplicate_docs = config.must_remove_duplicate_docs
+        self.formatter = config.prompt_function
+
+        self.metrics = list(config.metrics)
+        self.sampling_methods: list[SamplingMethod] = list(dict.fromkeys(m.category for m in self.metrics))
+
+        self.generation_size = config.generation_size
+        self.generation_grammar = config.generation_grammar
+        self.stop_sequence = list(config.stop_sequence or [])
+        self.num_samples = [1, *(config.num_samples or [])]
+
+        self._docs: list[Doc] | None = None
+        self._doc_keys: list[DocKey] = []
+        self._fewshot_docs: list[Doc] | None = None
+        self._fewshot_keys: list[DocKey] = []
+        self._sampler: FewShotSampler | None = None
+
+    def __repr__(self) -> str:
+        return f"LightevalTask({self.full_name!r})"
+
+    def get_first_possible_fewshot_splits(self, available_splits: list[str] | tuple[str, ...]) -> str | None:
+        """The first non-evaluation split whose name contains train, then dev, valid, default.
+
+        Returns None (few-shot examples then come from the evaluation splits) when none matches.
+        """
+        candidates = [split for split in available_splits if split not in self.evaluation_split]
+        for keyword in FEWSHOT_SPLIT_KEYWORDS:
+            for split in candidates:
+                if keyword in split:
+                    return split
+        if self.config.num_fewshots > 0:
+            logger.warning(
+                "Task %s takes its few-shot examples from its evaluation split(s); a doc is never its own example.",
+                self.full_name,
+            )
+        return None
+
+    def _dataset_source(self) -> DatasetSource:
+        return DatasetSource(
+            task_name=self.full_name,
+            hf_repo=self.dataset_path,
+            hf_subset=self.dataset_config_name,
+            hf_revision=self.dataset_revision,
+            data_dirs=tuple(get_data_dirs()),
+        )
+
+    def _apply_filter(self, dataset: Any) -> Any:
+        if self.dataset_filter is None:
+            return dataset
+        return dataset.filter(self.dataset_filter)
+
+    def _docs_from_splits(self, splits: list[str], few_shots: bool) -> tuple[list[Doc], list[DocKey]]:
+        if self.dataset is None:
+            self.dataset = self.download_dataset_worker(self)
+        docs: list[Doc] = []
+        keys: list[DocKey] = []
+        for split in splits:
+            if split not in self.dataset:
+                raise DatasetLoadError(
+                    f"Task {self.full_name!r}: split {split!r} is not in dataset {self.dataset_path!r} "
+                    f"subset {self.dataset_config_name!r} (available: {sorted(self.dataset)}; "
+                    f"{describe_data_dirs(tuple(get_data_dirs()))}). Fix the task's evaluation_splits / "
+                    f"few_shots_split, or add {split}.jsonl to the subset folder of your data dir."
+                )
+            for index, row in enumerate(self.dataset[split]):
+                doc = self._format_row(dict(row), split, index, few_shots)
+                if doc is not None:
+                    doc.id = str(index) if len(splits) == 1 else f"{split}-{index}"
+                    docs.append(doc)
+                    keys.append((split, index))
+        return docs, keys
+
+    def _format_row(self, row: dict, split: str, index: int, few_shots: bool) -> Doc | None:
+        # lighteval passes these two keys to prompt functions; some built-in prompts read them.
+        row["__few_shots"] = few_shots
+        row["__index"] = index
+        try:
+            doc = self.formatter(row, self.name)
+        except Exception as error:
+            raise PromptFunctionError(
+                f"Task {self.full_name!r}: prompt function "
+                f"{getattr(self.formatter, '__qualname__', self.formatter)!r} raised on row {index} of split "
+                f"{split!r} ({type(error).__name__}: {error}). Fix the prompt function or filter that row "
+                "out with hf_filter."
+            ) from error
+        if doc is not None and not isinstance(doc, Doc):
+            raise PromptFunctionError(
+                f"Task {self.full_name!r}: prompt function returned {type(doc).__name__} on row {index} of "
+                f"split {split!r}; it must return a Doc or None."
+            )
+        return doc
+
+    def fewshot_docs(self) -> list[Doc]:
+        """The few-shot pool: docs of the few-shot split, else of the evaluation splits."""
+        if self._fewshot_docs is None:
+            splits = [self.fewshot_split] if self.fewshot_split is not None else self.evaluation_split
+            self._fewshot_docs, self._fewshot_keys = self._docs_from_splits(splits, few_shots=True)
+        return self._fewshot_docs
+
+    def eval_docs(self) -> list[Doc]:
+        """The evaluation docs in dataset order (duplicates dropped if the config asks for it)."""
+        if self._docs is None:
+            docs, keys = self._docs_from_splits(self.evaluation_split, few_shots=False)
+            if self.must_remove_duplicate_docs:
+                docs, keys = _drop_duplicates(docs, keys)
+            self._docs, self._doc_keys = docs, keys
+            self.config.original_num_docs = len(docs)
+        return self._docs
+
+    def _fewshot_sampler(self) -> FewShotSampler:
+        if self._sampler is None:
+            self._sampler = FewShotSampler(self.fewshot_selection, self.fewshot_docs(), seed=FEWSHOT_SEED)
+        return self._sampler
+
+    def _fewshots_for(self, doc: Doc, key: DocKey) -> list[Doc]:
+        num_fewshots = self.config.num_fewshots
+        if num_fewshots <= 0:
+            return []
+        pool = self.fewshot_docs()
+        content = _content_key(doc)
+
+        def is_self(index: int) -> bool:
+            return self._fewshot_keys[index] == key or _content_key(pool[index]) == content
+
+        return self._fewshot_sampler().sample(num_fewshots, doc_key=f"{key[0]}:{key[1]}", is_self=is_self)
+
+    def get_docs(self, max_samples: int | None = None) -> list[Doc]:
+        """Evaluation docs ready to run: a fixed shuffle, cut to `max_samples`, with few-shots set.
+
+        Returns fresh copies: calling it again returns equal docs and leaves the cached ones as is.
+        """
+        eval_docs = self.eval_docs()
+        if not eval_docs:
+            raise DatasetLoadError(
+                f"Task {self.full_name!r} has no documents in splits {self.evaluation_split} "
+                "(empty split, or every row filtered out by hf_filter / the prompt function)."
+            )
+        order = list(range(len(eval_docs)))
+        random.Random(DOC_SHUFFLE_SEED).shuffle(order)
+        if max_samples is not None and max_samples > 0:
+            order = order[:max_samples]
+        num_samples = max(self.num_samples)
+        docs = []
+        for index in order:
+            doc = eval_docs[index]
+            docs.append(
+                dataclasses.replace(
+                    doc,
+                    task_name=self.full_name,
+                    fewshot_samples=self._fewshots_for(doc, self._doc_keys[index]),
+                    sampling_methods=list(self.sampling_methods),
+                    generation_size=self.generation_size,
+                    generation_grammar=self.generation_grammar,
+                    stop_sequences=list(self.stop_sequence),
+                    num_samples=num_samples,
+                )
+            )
+        self.config.effective_num_docs = len(docs)
+        return docs
+
+    def aggregation(self) -> dict[str, Any]:
+        """Metric name -> corpus aggregation function, over all metrics of the task."""
+        aggregations: dict[str, Any] = {}
+        for metric in self.metrics:
+            aggregations.update(metric.get_corpus_aggregations())
+        return aggregations
+
+    @staticmethod
+    def download_dataset_worker(task: LightevalTask) -> Any:
+        """Load the task's dataset (data dirs, else the Hub), then apply `hf_filter`."""
+        return task._apply_filter(load_source(task._dataset_source()))
+
+    @staticmethod
+    def load_datasets(tasks: dict[str, LightevalTask], dataset_loading_processes: int = 1) -> None:
+        """Load the datasets of `tasks`, in parallel with several processes (one task per job).
+
+        Workers get only picklable dataset sources and return results in task order; filters run
+        in this process, so lambdas and functions of custom task files work.
+        """
+        pending = [task for task in tasks.values() if task.dataset is None]
+        sources = [task._dataset_source() for task in pending]
+        if dataset_loading_processes <= 1 or len(sources) <= 1:
+            datasets = [load_source(source) for source in sources]
+        else:
+            context = multiprocessing.get_context("spawn")  # forking a process with threads is unsafe
+            with context.Pool(processes=min(dataset_loading_processes, len(sources))) as pool:
+                datasets = pool.map(load_source, sources, chunksize=1)
+        for task, dataset in zip(pending, datasets):
+            task.dataset = task._apply_filter(dataset)

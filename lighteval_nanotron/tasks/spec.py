@@ -1,0 +1,120 @@
+"""Task spec strings: `suite|task|k`, `task|k`, `task`, `suite|task|k|truncate` (deprecated),
+with `@param=value` metric parameters, given as a comma list or a file of specs."""
+
+from __future__ import annotations
+
+import ast
+import os
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lighteval_nanotron.errors import TaskSpecError
+
+SPEC_FORMS = "suite|task|k, task|k or task (k = number of few-shot examples, default 0)"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One parsed spec; `suite` is None when the spec names no suite."""
+
+    task: str
+    suite: str | None = None
+    num_fewshots: int = 0
+    metric_params: dict[str, Any] = field(default_factory=dict)
+    truncate_fewshots: bool | None = None
+    text: str = ""
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _split_params(part: str, spec: str) -> tuple[str, dict[str, Any]]:
+    head, *params = part.split("@")
+    parsed: dict[str, Any] = {}
+    for param in params:
+        name, sep, value = param.partition("=")
+        if not sep or not name.strip():
+            raise TaskSpecError(f"Malformed metric parameter {param!r} in task spec {spec!r}: use task@name=value.")
+        parsed[name.strip()] = _parse_value(value.strip())
+    return head.strip(), parsed
+
+
+def _parse_int(text: str, spec: str, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise TaskSpecError(f"Task spec {spec!r}: {what} must be an integer, got {text!r}. Use {SPEC_FORMS}.") from None
+    if value < 0:
+        raise TaskSpecError(f"Task spec {spec!r}: {what} must be >= 0, got {value}.")
+    return value
+
+
+def parse_task_spec(spec: str, known_suites: Iterable[str] = ()) -> TaskSpec:
+    """Parse one spec. A 2-part spec whose second part is not a number is read as `suite|task`."""
+    text = spec.strip()
+    if not text:
+        raise TaskSpecError(f"Empty task spec. Use {SPEC_FORMS}.")
+    params: dict[str, Any] = {}
+    parts = []
+    for raw in text.split("|"):
+        part, part_params = _split_params(raw, text)
+        params.update(part_params)
+        parts.append(part)
+    if any(not part for part in parts):
+        raise TaskSpecError(f"Task spec {text!r} has an empty part. Use {SPEC_FORMS}.")
+
+    truncate = None
+    if len(parts) == 1:
+        suite, task, k = None, parts[0], "0"
+    elif len(parts) == 2:
+        if not parts[1].lstrip("-").isdigit() and parts[0] in set(known_suites):
+            suite, task, k = parts[0], parts[1], "0"
+        else:
+            suite, task, k = None, parts[0], parts[1]
+    elif len(parts) == 3:
+        suite, task, k = parts
+    elif len(parts) == 4:
+        warnings.warn(
+            f"Task spec {text!r}: the 4-part form suite|task|k|truncate is deprecated; "
+            "use suite|task|k (truncate_fewshots is set from the 4th part for now).",
+            FutureWarning,
+            stacklevel=2,
+        )
+        suite, task, k = parts[:3]
+        truncate = bool(_parse_int(parts[3], text, "the truncate flag (0 or 1)"))
+    else:
+        raise TaskSpecError(f"Task spec {text!r} has {len(parts)} '|'-separated parts. Use {SPEC_FORMS}.")
+    return TaskSpec(
+        task=task,
+        suite=suite,
+        num_fewshots=_parse_int(k, text, "the number of few-shot examples"),
+        metric_params=params,
+        truncate_fewshots=truncate,
+        text=text,
+    )
+
+
+def _split_specs(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def read_task_list(tasks: str | os.PathLike | Iterable[str]) -> list[str]:
+    """Spec strings from a comma list, a file (one or more specs a line, `#` comments), or a list."""
+    if isinstance(tasks, Path) or (isinstance(tasks, str) and os.path.isfile(tasks)):
+        path = Path(tasks)
+        if not path.is_file():
+            raise TaskSpecError(f"Task list file {str(path)!r} does not exist.")
+        specs: list[str] = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            specs.extend(_split_specs(line.split("#", 1)[0]))
+        return specs
+    if isinstance(tasks, str):
+        return _split_specs(tasks)
+    return [spec for item in tasks for spec in _split_specs(str(item))]

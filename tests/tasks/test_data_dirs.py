@@ -1,0 +1,123 @@
+import gzip
+import json
+
+import pytest
+
+from lighteval_nanotron.errors import DatasetLoadError
+from lighteval_nanotron.tasks import LightevalTask, LightevalTaskConfig, get_data_dirs, set_data_dirs
+from lighteval_nanotron.tasks.data_dirs import BUNDLED_ROOT, candidate_locations
+
+ROWS = [{"question": f"q{i}", "choices": ["a", "b"], "answer_index": i % 2, "label": "AB"[i % 2]} for i in range(4)]
+
+
+def _prompt(line, task_name):
+    from lighteval_nanotron.tasks import Doc
+
+    return Doc(query=line["question"], choices=line["choices"], gold_index=line["answer_index"])
+
+
+def _task(hf_repo="org/bench", hf_subset="main", splits=("test",)):
+    config = LightevalTaskConfig(
+        name="bench",
+        prompt_function=_prompt,
+        hf_repo=hf_repo,
+        hf_subset=hf_subset,
+        metrics=[],
+        hf_avail_splits=list(splits),
+        evaluation_splits=list(splits),
+    )
+    return LightevalTask(config)
+
+
+def _write_jsonl(path, rows, gz=False):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    opener = gzip.open if gz else open
+    with opener(path, "wt") as handle:
+        handle.writelines(json.dumps(row) + "\n" for row in rows)
+
+
+def test_env_var_and_setter(monkeypatch, tmp_path):
+    set_data_dirs(None)
+    monkeypatch.setenv("LIGHTEVAL_NANOTRON_DATA_DIRS", f"{tmp_path}:bundled::org/x={tmp_path}")
+    assert get_data_dirs() == [str(tmp_path), "bundled", f"org/x={tmp_path}"]
+    set_data_dirs(["a", tmp_path])
+    assert get_data_dirs() == ["a", str(tmp_path)]
+
+
+def test_candidate_locations_follow_entry_order(tmp_path):
+    entries = (str(tmp_path / "one"), "bundled", f"org/bench={tmp_path / 'mapped'}", f"org/other={tmp_path}")
+    assert candidate_locations("org/bench", "main", entries) == [
+        tmp_path / "one" / "org/bench" / "main",
+        BUNDLED_ROOT / "org/bench" / "main",
+        tmp_path / "mapped",
+    ]
+    assert candidate_locations("org/bench", None, (str(tmp_path),)) == [tmp_path / "org/bench" / "default"]
+    assert BUNDLED_ROOT.parts[-3:] == ("lighteval_nanotron", "bundled_data", "slices")
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "jsonl.gz", "parquet", "save_to_disk"])
+def test_split_file_formats(tmp_path, kind):
+    from datasets import Dataset
+
+    folder = tmp_path / "org/bench/main"
+    if kind == "jsonl":
+        _write_jsonl(folder / "test.jsonl", ROWS)
+    elif kind == "jsonl.gz":
+        _write_jsonl(folder / "test.jsonl.gz", ROWS, gz=True)
+    elif kind == "parquet":
+        folder.mkdir(parents=True)
+        Dataset.from_list(ROWS).to_parquet(str(folder / "test.parquet"))
+    else:
+        Dataset.from_list(ROWS).save_to_disk(str(folder / "test"))
+    set_data_dirs([str(tmp_path)])
+    docs = _task().eval_docs()
+    assert [d.query for d in docs] == ["q0", "q1", "q2", "q3"]
+
+
+def test_first_matching_data_dir_wins(tmp_path):
+    _write_jsonl(tmp_path / "a/org/bench/main/test.jsonl", ROWS[:1])
+    _write_jsonl(tmp_path / "b/org/bench/main/test.jsonl", ROWS)
+    set_data_dirs([str(tmp_path / "missing"), str(tmp_path / "a"), str(tmp_path / "b")])
+    assert len(_task().eval_docs()) == 1
+
+
+def test_repo_mapping_entry(tmp_path):
+    _write_jsonl(tmp_path / "copy/main/test.jsonl", ROWS)
+    set_data_dirs([f"org/bench={tmp_path / 'copy'}"])
+    assert len(_task().eval_docs()) == 4
+
+
+def test_repo_mapping_to_a_plain_dataset_folder(tmp_path):
+    _write_jsonl(tmp_path / "copy/data/test.jsonl", ROWS)  # a repo copy that datasets reads itself
+    set_data_dirs([f"org/bench={tmp_path / 'copy'}"])
+    assert len(_task(hf_subset=None).eval_docs()) == 4
+
+
+def test_hf_repo_may_be_a_local_folder(tmp_path):
+    _write_jsonl(tmp_path / "local_bench/main/test.jsonl", ROWS)
+    set_data_dirs([])
+    assert len(_task(hf_repo=str(tmp_path / "local_bench")).eval_docs()) == 4
+
+
+def test_missing_dataset_names_task_tries_and_fix(tmp_path):
+    set_data_dirs([str(tmp_path)])
+    with pytest.raises(DatasetLoadError) as info:
+        _task(hf_repo="org/absent_bench_for_tests").eval_docs()
+    message = str(info.value)
+    assert "custom|bench|0" in message and "org/absent_bench_for_tests" in message
+    assert str(tmp_path / "org/absent_bench_for_tests" / "main") in message
+    assert "LIGHTEVAL_NANOTRON_DATA_DIRS=bundled" in message
+
+
+def test_missing_split_lists_available_ones(tmp_path):
+    _write_jsonl(tmp_path / "org/bench/main/train.jsonl", ROWS)
+    set_data_dirs([str(tmp_path)])
+    with pytest.raises(DatasetLoadError, match="split 'test' is not in dataset 'org/bench'.*available: \\['train'\\]"):
+        _task().eval_docs()
+
+
+def test_missing_subset_reports_the_subset_folder(tmp_path):
+    _write_jsonl(tmp_path / "org/bench/main/test.jsonl", ROWS)
+    set_data_dirs([str(tmp_path)])
+    with pytest.raises(DatasetLoadError, match="subset 'other'"):
+        _task(hf_subset="other").eval_docs()
