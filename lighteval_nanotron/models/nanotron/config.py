@@ -1,0 +1,81 @@
+"""Settings of the Nanotron evaluation engine. Every speed-up is a switch; results do not depend
+on any switch (the tests check each one on and off)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from lighteval_nanotron.errors import ConfigError
+
+
+@dataclass
+class EngineConfig:
+    """How requests become micro-batches, and where results go."""
+
+    max_tokens_per_batch: int = 8192
+    """Token budget of one micro-batch: rows x padded length (generation: x (context + new tokens))."""
+
+    max_rows_per_batch: int = 64
+    """Upper bound on the rows of one micro-batch, whatever the budget."""
+
+    max_length: int | None = None
+    """Longest sequence fed to the model; None takes the model's `max_position_embeddings`.
+    Longer requests are truncated from the left and counted in `truncated_tokens_count`."""
+
+    rolling_stride: int | None = None
+    """Rolling log-likelihood: tokens scored per window after the first. Each window is
+    `max_length` tokens long, so every scored token sees at least `max_length - stride` tokens
+    of context. None means `max_length // 2`; `max_length` gives disjoint windows (lighteval)."""
+
+    default_max_new_tokens: int = 256
+    """Generation: new tokens allowed for a doc whose `generation_size` is None."""
+
+    micro_batches_in_flight: int = 4
+    """Pipeline parallel: sends a stage may have outstanding, i.e. micro-batches it may run ahead."""
+
+    pipeline_overlap: bool = True
+    """Pipeline parallel: let stages work on different micro-batches at once. Off: each
+    micro-batch crosses the whole pipeline before the next starts (for measuring the gain)."""
+
+    sort_by_length: bool = True
+    """Sort requests by token length (longest first) before cutting batches. Off: input order."""
+
+    pad_per_batch: bool = True
+    """Pad each micro-batch to its own longest row. Off: pad every batch to the longest request."""
+
+    shared_context: bool = True
+    """Multiple choice: when every choice of a doc is one token, score all of them from one
+    forward of the context instead of one row per choice."""
+
+    kv_cache: bool = True
+    """Generation: decode with Nanotron's key/value cache. Off: recompute the full sequence
+    at every step."""
+
+    pairwise_tokenization: bool = False
+    """Tokenize context and continuation separately (True) or tokenize `context + continuation`
+    and split at the context's token count (False, lighteval's default)."""
+
+    add_special_tokens: bool = True
+    """Let the tokenizer add its special tokens (e.g. BOS) to contexts."""
+
+    gather_to: Literal["all", "reporting"] = "all"
+    """"all": every rank returns the full, ordered results. "reporting": only DP 0 / TP 0 of the
+    output pipeline stage does; every other rank returns an empty list."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_tokens_per_batch", "max_rows_per_batch", "micro_batches_in_flight", "default_max_new_tokens"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"EngineConfig.{name} must be >= 1, got {getattr(self, name)}.")
+        if self.max_length is not None and self.max_length < 2:
+            raise ConfigError(f"EngineConfig.max_length must be >= 2 or None, got {self.max_length}.")
+        if self.rolling_stride is not None and self.rolling_stride < 1:
+            raise ConfigError(f"EngineConfig.rolling_stride must be >= 1 or None, got {self.rolling_stride}.")
+        if self.gather_to not in ("all", "reporting"):
+            raise ConfigError(f"EngineConfig.gather_to must be 'all' or 'reporting', got {self.gather_to!r}.")
+
+    def stride_for(self, max_length: int) -> int:
+        stride = self.rolling_stride if self.rolling_stride is not None else max(1, max_length // 2)
+        if stride > max_length:
+            raise ConfigError(f"EngineConfig.rolling_stride ({stride}) must not exceed max_length ({max_length}).")
+        return stride

@@ -1,0 +1,79 @@
+"""Greedy-generation requests: tokenized, left-truncated contexts with their own stop rules,
+assigned to replicas and cut into micro-batches. Pure and identical on every rank."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from lighteval_nanotron.data import GenerativeTaskDataset
+from lighteval_nanotron.models.nanotron.batching import assign_replicas, cut_batches, replica_order
+from lighteval_nanotron.models.nanotron.config import EngineConfig
+from lighteval_nanotron.models.nanotron.tokenization import TokenizerAdapter
+from lighteval_nanotron.tasks.requests import Doc
+
+
+@dataclass(frozen=True)
+class GenRequest:
+    """One doc to continue greedily. `generation_size` is the effective `max_new_tokens`."""
+
+    index: int
+    context: str
+    input_ids: tuple[int, ...]
+    generation_size: int
+    stop_sequences: tuple[str, ...]
+    truncated_tokens_count: int
+    num_samples: int = 1
+    use_logits: bool = False
+
+    @property
+    def token_length(self) -> int:
+        return len(self.input_ids)
+
+
+@dataclass
+class GenerationPlan:
+    """Prepared once; `NanotronLightevalModel.run(plan)` generates at any checkpoint."""
+
+    requests: list[GenRequest]
+    batches: list[list[GenRequest]] = field(default_factory=list)  # this replica's
+    padded_tokens_count: dict[int, int] = field(default_factory=dict)
+    kind: str = "generation"
+
+
+def make_request(index: int, doc: Doc, context: str, tok: TokenizerAdapter, cfg: EngineConfig, max_length: int) -> GenRequest:
+    """Keep the newest `max_length - max_new_tokens` context tokens (at least one)."""
+    requested = cfg.default_max_new_tokens if doc.generation_size is None else doc.generation_size
+    max_new = max(1, min(requested, max_length - 1))
+    ids = tok.encode(context, add_special_tokens=cfg.add_special_tokens) or [tok.prefix_token_id]
+    budget = max_length - max_new
+    cut = max(0, len(ids) - budget)
+    return GenRequest(
+        index=index,
+        context=context,
+        input_ids=tuple(ids[cut:]),
+        generation_size=max_new,
+        stop_sequences=tuple(doc.stop_sequences or ()),
+        truncated_tokens_count=cut,
+        num_samples=doc.num_samples,
+        use_logits=doc.use_logits,
+    )
+
+
+def build_generation_plan(
+    docs: Sequence[Doc], prompt_fn: Callable[[Doc], str], tok: TokenizerAdapter, cfg: EngineConfig, max_length: int, dp_size: int, dp_rank: int
+) -> GenerationPlan:
+    requests = [make_request(i, doc, prompt_fn(doc), tok, cfg, max_length) for i, doc in enumerate(docs)]
+    plan = GenerationPlan(requests)
+    dataset = GenerativeTaskDataset(requests, num_dataset_splits=None)
+    owner = assign_replicas([r.token_length + r.generation_size for r in requests], dp_size)
+    longest = max((r.token_length + r.generation_size for r in requests), default=1)
+    for replica in range(dp_size):
+        ordered = replica_order(dataset, owner, replica, cfg.sort_by_length)
+        fixed = None if cfg.pad_per_batch else longest
+        for batch in cut_batches(ordered, lambda r: r.token_length + r.generation_size, cfg.max_tokens_per_batch, cfg.max_rows_per_batch, fixed):
+            width = max(r.token_length for r in batch)
+            plan.padded_tokens_count.update({r.index: width - r.token_length for r in batch})
+            if replica == dp_rank:
+                plan.batches.append(batch)
+    return plan

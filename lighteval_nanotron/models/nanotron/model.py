@@ -1,0 +1,97 @@
+"""`NanotronLightevalModel`: the model interface over a live, sharded Nanotron Llama.
+
+    engine = NanotronLightevalModel(model, parallel_context, tokenizer, EngineConfig())
+    plan = engine.prepare_loglikelihood(docs)       # once: prompts, tokens, batches
+    responses = engine.run(plan)                    # at every checkpoint: forwards only
+
+Every rank of the mesh must make the same calls with the same docs (all PP stages take part in
+every forward, all DP replicas in the final gather). With `gather_to="all"` (default) every rank
+returns all responses in doc order; with `"reporting"` only `engine.is_reporting_rank`
+(DP 0 / TP 0 of the output pipeline stage) does and the others return `[]`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from lighteval_nanotron.models.abstract_model import LightevalModel
+from lighteval_nanotron.models.model_output import ModelResponse
+from lighteval_nanotron.models.nanotron.config import EngineConfig
+from lighteval_nanotron.models.nanotron.generation import run_generation
+from lighteval_nanotron.models.nanotron.generation_plan import GenerationPlan, build_generation_plan
+from lighteval_nanotron.models.nanotron.runtime import Runtime, inference_mode
+from lighteval_nanotron.models.nanotron.scoring import run_scoring
+from lighteval_nanotron.models.nanotron.scoring_plan import ScoringPlan, build_batches, loglikelihood_rows, rolling_rows
+from lighteval_nanotron.tasks.requests import Doc
+
+Plan = ScoringPlan | GenerationPlan
+
+
+class NanotronLightevalModel(LightevalModel):
+    """Log-likelihood, rolling log-likelihood and greedy generation on a Nanotron Llama.
+
+    `model` is a `LlamaForTraining` (or its `.model`, or a DDP wrapper); `tokenizer` a
+    `transformers` or `tokenizers` tokenizer; `prompt_fn(doc) -> str` renders a doc's full
+    context (default: plain-text `PromptManager().prepare_prompt`, few-shot examples included).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        parallel_context: Any,
+        tokenizer: Any,
+        config: EngineConfig | None = None,
+        prompt_fn: Callable[[Doc], str] | None = None,
+    ):
+        self.config = config or EngineConfig()
+        self.runtime = Runtime.build(model, parallel_context, tokenizer, self.config)
+        if prompt_fn is None:
+            from lighteval_nanotron.tasks.prompt_manager import PromptManager
+
+            prompt_fn = PromptManager(use_chat_template=False, tokenizer=tokenizer).prepare_prompt
+        self.prompt_fn = prompt_fn
+
+    @property
+    def max_length(self) -> int:
+        return self.runtime.max_length
+
+    @property
+    def is_reporting_rank(self) -> bool:
+        return self.runtime.mesh.is_reporting_rank
+
+    def _scoring_plan(self, kind: str, rows: list, specs: list, num_slots: int) -> ScoringPlan:
+        mesh, rt = self.runtime.mesh, self.runtime
+        batches = build_batches(rows, specs, self.config, mesh.dp_size, mesh.dp_rank, rt.pad_multiple, rt.tok.prefix_token_id)
+        return ScoringPlan(kind, specs, num_slots, batches)
+
+    def prepare_loglikelihood(self, docs: Sequence[Doc], unconditioned: bool = False) -> ScoringPlan:
+        """Plan scoring `doc.choices` after each doc's prompt; with `unconditioned`, also after
+        `doc.unconditioned_query` (for PMI) where the doc has one."""
+        rows, specs, slots = loglikelihood_rows(docs, self.runtime.tok, self.prompt_fn, self.config, self.max_length, unconditioned)
+        return self._scoring_plan("loglikelihood", rows, specs, slots)
+
+    def prepare_rolling(self, docs: Sequence[Doc]) -> ScoringPlan:
+        """Plan the rolling log-likelihood of each doc's prompt text (sliding windows)."""
+        rows, specs, slots = rolling_rows(docs, self.runtime.tok, self.prompt_fn, self.config, self.max_length)
+        return self._scoring_plan("rolling", rows, specs, slots)
+
+    def prepare_generation(self, docs: Sequence[Doc]) -> GenerationPlan:
+        """Plan greedy generation for each doc (its `generation_size` and `stop_sequences`)."""
+        mesh = self.runtime.mesh
+        return build_generation_plan(docs, self.prompt_fn, self.runtime.tok, self.config, self.max_length, mesh.dp_size, mesh.dp_rank)
+
+    def run(self, plan: Plan) -> list[ModelResponse]:
+        """Evaluate a prepared plan on the model's current weights (no_grad, eval mode restored)."""
+        with inference_mode(self.runtime.llama):
+            if isinstance(plan, GenerationPlan):
+                return run_generation(self.runtime, plan)
+            return run_scoring(self.runtime, plan)
+
+    def loglikelihood(self, docs: list[Doc], unconditioned: bool = False) -> list[ModelResponse]:
+        return self.run(self.prepare_loglikelihood(docs, unconditioned))
+
+    def loglikelihood_rolling(self, docs: list[Doc]) -> list[ModelResponse]:
+        return self.run(self.prepare_rolling(docs))
+
+    def greedy_until(self, docs: list[Doc]) -> list[ModelResponse]:
+        return self.run(self.prepare_generation(docs))

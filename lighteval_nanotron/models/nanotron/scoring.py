@@ -1,0 +1,76 @@
+"""Running a scoring plan: micro-batches through the pipeline, vocabulary-parallel log-probs on
+the output stage, per-slot sums gathered once over the world group."""
+
+from __future__ import annotations
+
+import torch
+
+from lighteval_nanotron.models.model_output import ModelResponse
+from lighteval_nanotron.models.nanotron.runtime import Runtime
+from lighteval_nanotron.models.nanotron.scoring_plan import ResponseSpec, ScoringBatch, ScoringPlan
+from lighteval_nanotron.parallel.pipeline import run_stage
+from lighteval_nanotron.parallel.vocab_parallel import target_logprobs
+
+
+def _score_batch(rt: Runtime, batch: ScoringBatch, logits: torch.Tensor, sums: torch.Tensor, misses: torch.Tensor) -> None:
+    """Add this batch's target log-probs to `sums` and non-greedy counts to `misses` (by slot)."""
+    if batch.targets.numel() == 0:
+        return
+    device = logits.device
+    picked = logits[batch.positions.to(device), batch.rows.to(device)]  # [n, vocab / tp]
+    logprobs, greedy = target_logprobs(picked, batch.targets.to(device), rt.mesh.tp_group)
+    sums.index_add_(0, batch.slots, logprobs.double().cpu())
+    misses.index_add_(0, batch.slots, (~greedy).long().cpu())
+
+
+def _local_scores(rt: Runtime, plan: ScoringPlan) -> tuple[list[float], list[int]] | None:
+    """Run this replica's micro-batches; the per-slot results on TP 0 of the output stage."""
+    sums = torch.zeros(plan.num_slots, dtype=torch.float64)
+    misses = torch.zeros(plan.num_slots, dtype=torch.long)
+    if rt.stage is None:
+        return None
+    link = rt.new_link()
+    for batch in plan.batches:
+        mask = torch.ones(batch.input_ids.shape, dtype=torch.bool, device=rt.device)
+        x = batch.input_ids.to(rt.device) if rt.stage.is_first else None
+        logits = run_stage(rt.stage, link, x, mask)
+        if logits is not None:
+            _score_batch(rt, batch, logits, sums, misses)
+        rt.sync_pipeline()
+    link.flush()
+    return (sums.tolist(), misses.tolist()) if rt.mesh.holds_results else None
+
+
+def _merge(payloads: list, num_slots: int) -> tuple[list[float], list[bool]]:
+    sums = [0.0] * num_slots
+    misses = [0] * num_slots
+    for payload in payloads:
+        if payload is None:
+            continue
+        for slot, (value, miss) in enumerate(zip(*payload)):
+            sums[slot] += value
+            misses[slot] += miss
+    return sums, [m == 0 for m in misses]
+
+
+def _response(spec: ResponseSpec, sums: list[float], greedy: list[bool]) -> ModelResponse:
+    return ModelResponse(
+        input=spec.input,
+        input_tokens=list(spec.input_tokens),
+        output_tokens=[list(t) for t in spec.output_tokens],
+        logprobs=[sums[s] for s in spec.slots],
+        argmax_logits_eq_gold=[greedy[s] for s in spec.slots],
+        unconditioned_logprobs=None if spec.unconditioned_slots is None else [sums[s] for s in spec.unconditioned_slots],
+        truncated_tokens_count=spec.truncated_tokens_count,
+        padded_tokens_count=spec.padded_tokens_count,
+    )
+
+
+def run_scoring(rt: Runtime, plan: ScoringPlan) -> list[ModelResponse]:
+    """Responses in the order of the plan's docs (on every rank, or on the reporting rank only)."""
+    payload = _local_scores(rt, plan)
+    gathered = rt.mesh.gather(payload, to_all=rt.config.gather_to == "all")
+    if gathered is None:
+        return []
+    sums, greedy = _merge(gathered, plan.num_slots)
+    return [_response(spec, sums, greedy) for spec in plan.specs]

@@ -1,0 +1,46 @@
+"""Run Nanotron 0.4 on CPU with gloo, explicitly and only when asked.
+
+Nothing here is active on import. Call once per process, before building a model:
+
+    from lighteval_nanotron.parallel.cpu import enable_cpu_support
+    enable_cpu_support()
+
+`enable_cpu_support()` (idempotent) makes Nanotron importable (`import_nanotron`), installs the
+pure-PyTorch flash-attn (`install_flash_attn_fallback(force=True)`), places the Llama model, its
+pipeline P2P and the decoding helpers on the CPU with gloo-safe sends (`model_patches`), and makes
+`DistributedTrainer` train on the CPU (`trainer_patches`). On a GPU machine without flash-attn,
+call `install_flash_attn_fallback()` alone to get only the attention part. See docs/cpu.md.
+"""
+
+from lighteval_nanotron.parallel.cpu.flash_attn_fallback import install_flash_attn_fallback, is_fallback_installed
+from lighteval_nanotron.parallel.cpu.imports import import_nanotron
+
+_ENABLED = False
+
+
+def enable_cpu_support() -> None:
+    """Patch Nanotron 0.4 so that models, pipelines, decoding and the trainer run on CPU/gloo."""
+    global _ENABLED
+    if _ENABLED:
+        return
+    install_flash_attn_fallback(force=True)
+    import_nanotron()
+    from lighteval_nanotron.parallel.cpu import model_patches, trainer_patches
+
+    model_patches.apply_model_patches()
+    trainer_patches.apply_trainer_patches()
+    _ENABLED = True
+
+
+def is_cpu_support_enabled() -> bool:
+    """True once `enable_cpu_support()` has run in this process."""
+    return _ENABLED
+
+
+__all__ = [
+    "enable_cpu_support",
+    "import_nanotron",
+    "install_flash_attn_fallback",
+    "is_cpu_support_enabled",
+    "is_fallback_installed",
+]

@@ -1,0 +1,65 @@
+"""Make Nanotron 0.4 importable.
+
+The 0.4 wheel has an import cycle: `nanotron/logging.py:38` imports `LoggingArgs` from
+`nanotron.config.config`, which (through `config.lighteval_config` -> `parallelism_config` ->
+`utils_config` -> the pipeline engine) imports `nanotron.logging` again before `LoggingArgs`
+exists. `LoggingArgs` is only a type annotation in `nanotron.logging`, so a placeholder that
+exists while `nanotron.config.config` runs breaks the cycle; the real class replaces it afterwards.
+Loading `nanotron.config` first also avoids the second cycle (models -> pipeline engine -> optim ->
+parallel.parameters -> models).
+"""
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+from types import ModuleType
+from typing import Optional, Sequence
+
+_CONFIG_MODULE = "nanotron.config.config"
+
+
+class _LoggingArgsPlaceholder:
+    """Stands in for `LoggingArgs` while `nanotron.config.config` is being executed."""
+
+
+class _PreseedLoader(importlib.abc.Loader):
+    def __init__(self, loader: importlib.abc.Loader):
+        self._loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Optional[ModuleType]:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.LoggingArgs = _LoggingArgsPlaceholder
+        self._loader.exec_module(module)
+
+
+class _PreseedFinder(importlib.abc.MetaPathFinder):
+    def find_spec(
+        self, fullname: str, path: Optional[Sequence[str]], target: Optional[ModuleType] = None
+    ) -> Optional[importlib.machinery.ModuleSpec]:
+        if fullname != _CONFIG_MODULE:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _PreseedLoader(spec.loader)
+        return spec
+
+
+def import_nanotron() -> ModuleType:
+    """Import Nanotron's config and logging modules in an order that works; idempotent.
+
+    Call it before importing any other `nanotron` module. Returns the `nanotron.config` module.
+    """
+    if _CONFIG_MODULE in sys.modules and "nanotron.logging" in sys.modules:
+        return importlib.import_module("nanotron.config")
+    finder = _PreseedFinder()
+    sys.meta_path.insert(0, finder)
+    try:
+        config = importlib.import_module("nanotron.config")
+    finally:
+        sys.meta_path.remove(finder)
+    nanotron_logging = importlib.import_module("nanotron.logging")
+    nanotron_logging.LoggingArgs = sys.modules[_CONFIG_MODULE].LoggingArgs
+    return config

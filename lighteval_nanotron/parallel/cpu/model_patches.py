@@ -1,0 +1,59 @@
+"""Patches that let Nanotron 0.4's Llama build and run on CPU (see docs/cpu.md).
+
+Each patch replaces one attribute and records the original in `ORIGINALS`, so that applying it
+twice is a no-op and tests can check what is active. Import this module only after
+`import_nanotron()` (it imports Nanotron).
+"""
+
+from typing import Any, Dict, Tuple
+
+import torch
+from nanotron.generation import decode
+from nanotron.models import llama
+from nanotron.parallel.context import ParallelContext
+
+from lighteval_nanotron.parallel.cpu.devices import on_cpu
+from lighteval_nanotron.parallel.cpu.p2p import CpuP2P
+
+ORIGINALS: Dict[Tuple[Any, str], Any] = {}
+
+
+def replace(owner: Any, name: str, value: Any) -> None:
+    """Set `owner.name = value` once, remembering the original."""
+    if (owner, name) in ORIGINALS:
+        return
+    ORIGINALS[(owner, name)] = getattr(owner, name)
+    setattr(owner, name, value)
+
+
+def _set_device_noop(self: ParallelContext) -> None:
+    """ParallelContext.set_device on CPU: there is no device to select."""
+
+
+def _init_rotary_embeddings_cpu(self: llama.RotaryEmbedding) -> None:
+    """llama.RotaryEmbedding.init_rotary_embeddings (llama.py:68-91) with the buffer on the CPU."""
+    if self._initialized_buffer:
+        return
+    freqs = 1.0 / (self.theta ** (torch.arange(0, self.dim, 2, dtype=torch.float)[: self.dim // 2] / self.dim))
+    freqs = torch.outer(torch.arange(self.end), freqs).float()
+    freqs = torch.view_as_real(torch.polar(torch.ones_like(freqs), freqs))
+    self.register_buffer("freqs_cis", freqs.contiguous(), persistent=False)
+    self._initialized_buffer = True
+
+
+def apply_model_patches() -> None:
+    """Device placement of the Llama model, its pipeline P2P and decoding helpers."""
+    replace(ParallelContext, "set_device", _set_device_noop)
+    replace(llama, "P2P", CpuP2P)
+    replace(llama.RotaryEmbedding, "init_rotary_embeddings", _init_rotary_embeddings_cpu)
+    replace(decode, "micro_batcher", on_cpu(decode.micro_batcher))
+    replace(decode, "micro_splitter", on_cpu(decode.micro_splitter))
+    replace(decode, "broadcast_tensors", on_cpu(decode.broadcast_tensors))
+    if not torch.cuda.is_available():
+        replace(torch.cuda, "synchronize", _noop)
+        replace(torch.cuda, "reset_peak_memory_stats", _noop)
+
+
+def _noop(*args: Any, **kwargs: Any) -> None:
+    """Stands in for a `torch.cuda` call that CPU-only torch cannot make."""
+

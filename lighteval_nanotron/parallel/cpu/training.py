@@ -1,0 +1,93 @@
+"""A complete Nanotron 0.4 training `Config` for small CPU runs (tests, the demo).
+
+    config = build_training_config(model_config, checkpoints_path="ckpt", tp=2, pp=2, dp=1, train_steps=5)
+    config.save_as_yaml("train.yaml")     # DistributedTrainer("train.yaml") reads it back
+
+Defaults are those used in CPU tests: fp32, TP all-reduce without async communication (0.4's async
+reduce-scatter TP computes wrong gradients, huggingface/nanotron#46), 1F1B pipeline, no dataset
+(the caller passes a data loader, e.g. `synthetic_dataloader`).
+"""
+
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import torch
+
+from lighteval_nanotron.parallel.cpu.imports import import_nanotron
+
+
+def build_training_config(
+    model_config: Any,
+    checkpoints_path: Union[str, Path],
+    tp: int = 1,
+    pp: int = 1,
+    dp: int = 1,
+    train_steps: int = 5,
+    checkpoint_interval: int = 1000,
+    sequence_length: int = 32,
+    micro_batch_size: int = 2,
+    batch_accumulation_per_replica: int = 1,
+    learning_rate: float = 1e-3,
+    dtype: torch.dtype = torch.float32,
+    seed: int = 42,
+    tokenizer_path: Optional[str] = None,
+    init_std: float = 0.02,
+    resume_checkpoint_path: Optional[Union[str, Path]] = None,
+    project: str = "lighteval_nanotron_cpu",
+) -> Any:
+    """A nanotron.config.Config for `model_config` (a LlamaConfig) at a (tp, pp, dp) layout."""
+    import_nanotron()
+    from nanotron.config import (
+        CheckpointsArgs,
+        Config,
+        DataArgs,
+        GeneralArgs,
+        LoggingArgs,
+        LRSchedulerArgs,
+        ModelArgs,
+        OptimizerArgs,
+        ParallelismArgs,
+        RandomInit,
+        TokenizerArgs,
+        TokensArgs,
+    )
+
+    return Config(
+        general=GeneralArgs(project=project, run="cpu", seed=seed, ignore_sanity_checks=True),
+        parallelism=ParallelismArgs(
+            dp=dp, pp=pp, tp=tp, pp_engine="1f1b", tp_mode="ALL_REDUCE", tp_linear_async_communication=False
+        ),
+        model=ModelArgs(model_config=model_config, init_method=RandomInit(std=init_std), dtype=dtype),
+        tokenizer=TokenizerArgs(tokenizer_name_or_path=tokenizer_path),
+        checkpoints=CheckpointsArgs(
+            checkpoints_path=Path(checkpoints_path),
+            checkpoint_interval=checkpoint_interval,
+            save_initial_state=False,
+            resume_checkpoint_path=Path(resume_checkpoint_path) if resume_checkpoint_path else None,
+        ),
+        logging=LoggingArgs(log_level="warning", log_level_replica="warning", iteration_step_info_interval=1),
+        tokens=TokensArgs(
+            sequence_length=sequence_length,
+            train_steps=train_steps,
+            micro_batch_size=micro_batch_size,
+            batch_accumulation_per_replica=batch_accumulation_per_replica,
+        ),
+        optimizer=OptimizerArgs(
+            zero_stage=0,
+            weight_decay=0.0,
+            clip_grad=1.0,
+            accumulate_grad_in_fp32=True,
+            adam_eps=1e-8,
+            adam_beta1=0.9,
+            adam_beta2=0.95,
+            torch_adam_is_fused=False,
+            learning_rate_scheduler=LRSchedulerArgs(
+                learning_rate=learning_rate,
+                lr_warmup_steps=1,
+                lr_warmup_style="linear",
+                lr_decay_style="cosine",
+                min_decay_lr=learning_rate / 10,
+            ),
+        ),
+        data=DataArgs(dataset=None, seed=seed),
+    )

@@ -1,0 +1,78 @@
+"""Start `torch.distributed` and build Nanotron's `ParallelContext` without CUDA.
+
+`ParallelContext.__init__` only calls Nanotron's CUDA-only initialisation when no default process
+group exists, and it reads `RANK` / `WORLD_SIZE` from the environment. So on CPU: set the torchrun
+variables (torchrun does), call `enable_cpu_support()`, then `build_parallel_context(tp, pp, dp)`.
+
+    torchrun --nproc_per_node 4 script.py   # in script.py:
+    enable_cpu_support(); parallel_context = build_parallel_context(tp=2, pp=2, dp=1)
+"""
+
+import os
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+import torch
+import torch.distributed as dist
+
+from lighteval_nanotron.errors import ConfigError, LayoutError
+
+if TYPE_CHECKING:
+    from nanotron.parallel import ParallelContext
+
+TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+DEFAULT_TIMEOUT = timedelta(minutes=10)
+
+
+def init_process_group_from_env(backend: str = "gloo", timeout: timedelta = DEFAULT_TIMEOUT) -> None:
+    """Initialise the default process group from torchrun's variables; a no-op if one exists.
+
+    Raises ConfigError when a torchrun variable is missing."""
+    if dist.is_initialized():
+        return
+    missing = [name for name in TORCHRUN_VARIABLES if name not in os.environ]
+    if missing:
+        raise ConfigError(
+            f"Cannot start torch.distributed: environment variable(s) {', '.join(missing)} not set. "
+            "Launch with torchrun, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT."
+        )
+    dist.init_process_group(
+        backend=backend,
+        init_method="env://",
+        rank=int(os.environ["RANK"]),
+        world_size=int(os.environ["WORLD_SIZE"]),
+        timeout=timeout,
+    )
+
+
+def check_layout(tp: int, pp: int, dp: int, world_size: int) -> None:
+    """Raise LayoutError unless tp * pp * dp equals the world size (all at least 1)."""
+    if min(tp, pp, dp) < 1:
+        raise LayoutError(f"Parallel sizes must be >= 1, got tp={tp}, pp={pp}, dp={dp}.")
+    if tp * pp * dp != world_size:
+        raise LayoutError(
+            f"Layout tp={tp} x pp={pp} x dp={dp} = {tp * pp * dp} processes does not match the world size "
+            f"{world_size}: launch {tp * pp * dp} processes or change the layout."
+        )
+
+
+def build_parallel_context(
+    tp: int, pp: int, dp: int, backend: str = "gloo", timeout: timedelta = DEFAULT_TIMEOUT
+) -> "ParallelContext":
+    """Build Nanotron's ParallelContext for a (tp, pp, dp) layout, starting the process group if needed.
+
+    Without CUDA, call `enable_cpu_support()` first (ParallelContext selects a CUDA device otherwise).
+    """
+    from lighteval_nanotron.parallel.cpu import import_nanotron, is_cpu_support_enabled
+
+    if not torch.cuda.is_available() and not is_cpu_support_enabled():
+        raise ConfigError(
+            "No CUDA device: call lighteval_nanotron.parallel.cpu.enable_cpu_support() before building "
+            "a ParallelContext."
+        )
+    init_process_group_from_env(backend=backend, timeout=timeout)
+    check_layout(tp, pp, dp, dist.get_world_size())
+    import_nanotron()
+    from nanotron.parallel import ParallelContext
+
+    return ParallelContext(tensor_parallel_size=tp, pipeline_parallel_size=pp, data_parallel_size=dp)

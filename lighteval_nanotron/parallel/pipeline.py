@@ -1,0 +1,165 @@
+"""Pipeline-parallel inference over a Nanotron Llama: the blocks this PP rank owns, and the links.
+
+Nanotron's `LlamaModel.forward` is a chain of `PipelineBlock`s (embedding, decoder layers, final
+norm, lm_head, fp32 cast); each block is built on one PP rank only. `LocalStage` runs the
+contiguous slice of that chain this rank owns, calling the built modules directly, and
+`StageLink` moves the one activation that crosses a stage boundary with non-blocking
+`isend`/`irecv` (gloo's blocking `send` waits for the peer, so Nanotron's own eval batch state
+deadlocks there with several micro-batches in flight). Shape and dtype travel in a small header,
+so the receiver needs no knowledge of TP mode or hidden size.
+
+Every stage knows the whole batch plan, so masks and token ids are built locally on each stage;
+only activations (and, for generation, the new tokens) are sent.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+from lighteval_nanotron.errors import LayoutError
+
+_DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64, torch.int32, torch.bool]
+_HEADER = 8  # dtype id, ndim, up to 6 dims
+_TAG_ACTIVATION = 11
+_TAG_FEEDBACK = 12
+
+
+@dataclass(frozen=True)
+class _Step:
+    block: Any  # a nanotron PipelineBlock
+    run: Callable[[Any, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _llama_steps(model: Any) -> list[_Step]:
+    required = ("token_position_embeddings", "decoder", "final_layer_norm", "lm_head", "cast_to_fp32")
+    if not all(hasattr(model, name) for name in required):
+        raise LayoutError(
+            f"{type(model).__name__} is not a Nanotron LlamaModel (needs {', '.join(required)}): "
+            "pass `LlamaForTraining` or its `.model`."
+        )
+    steps = [_Step(model.token_position_embeddings, lambda m, x, mask: m(input_ids=x, input_mask=mask)["input_embeds"])]
+    steps += [
+        _Step(block, lambda m, x, mask: m(hidden_states=x, sequence_mask=mask)["hidden_states"])
+        for block in model.decoder
+    ]
+    steps.append(_Step(model.final_layer_norm, lambda m, x, mask: m(input=x)))
+    steps.append(_Step(model.lm_head, lambda m, x, mask: m(x=x)))
+    steps.append(_Step(model.cast_to_fp32, lambda m, x, mask: m(x=x)))
+    return steps
+
+
+def unwrap_llama(model: Any) -> Any:
+    """The `LlamaModel` inside `LlamaForTraining` (or a DDP wrapper of it), or `model` itself."""
+    while hasattr(model, "module") and not hasattr(model, "decoder"):
+        model = model.module
+    return model.model if hasattr(model, "model") and not hasattr(model, "decoder") else model
+
+
+class LocalStage:
+    """The contiguous slice of the block chain owned by this PP rank, run with plain calls."""
+
+    def __init__(self, model: Any, pp_rank: int):
+        steps = _llama_steps(model)
+        owned = [i for i, step in enumerate(steps) if step.block.rank == pp_rank]
+        if not owned or owned != list(range(owned[0], owned[-1] + 1)):
+            raise LayoutError(
+                f"PP rank {pp_rank} owns blocks {owned} of the Llama chain; the engine needs one "
+                "contiguous, non-empty slice per pipeline rank (use fewer pipeline stages than blocks)."
+            )
+        self._steps = [steps[i] for i in owned]
+        self.is_first = owned[0] == 0
+        self.is_last = owned[-1] == len(steps) - 1
+        self.prev_pp_rank = None if self.is_first else steps[owned[0] - 1].block.rank
+        self.next_pp_rank = None if self.is_last else steps[owned[-1] + 1].block.rank
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Input ids `[batch, seq]` on the first stage, else the previous stage's activation;
+        returns the next activation, or fp32 logits `[seq, batch, vocab / tp]` on the last stage."""
+        for step in self._steps:
+            x = step.run(step.block.pp_block, x, mask)
+        return x
+
+
+def _header(tensor: torch.Tensor) -> torch.Tensor:
+    if tensor.dim() > _HEADER - 2:
+        raise LayoutError(f"Cannot send a {tensor.dim()}-d activation between stages (at most {_HEADER - 2}).")
+    values = [_DTYPES.index(tensor.dtype), tensor.dim(), *tensor.shape]
+    return torch.tensor(values + [0] * (_HEADER - len(values)), dtype=torch.int64)
+
+
+class StageLink:
+    """Non-blocking point-to-point transfers inside this process's PP group.
+
+    At most `max_pending` activation sends are outstanding; the oldest is waited on before a new
+    one starts, which bounds the activations kept alive while stages run ahead of each other.
+    Feedback sends (a few ints) are never waited on before `flush`, so the output stage cannot
+    block on a stage that is itself waiting for the output stage.
+    """
+
+    def __init__(self, mesh: Any, device: torch.device, max_pending: int):
+        self._mesh = mesh
+        self._device = device
+        self._max_pending = max(1, max_pending)
+        self._pending: deque[tuple[Any, torch.Tensor]] = deque()
+        self._feedback: list[tuple[Any, torch.Tensor]] = []
+
+    def _peer(self, pp_rank: int) -> int:
+        return self._mesh.pp_global_rank(pp_rank)
+
+    def _isend(self, tensor: torch.Tensor, pp_rank: int, tag: int) -> tuple[Any, torch.Tensor]:
+        return dist.isend(tensor, dst=self._peer(pp_rank), group=self._mesh.pp_group, tag=tag), tensor
+
+    def _isend_bounded(self, tensor: torch.Tensor, pp_rank: int) -> None:
+        while len(self._pending) >= self._max_pending:
+            self._pending.popleft()[0].wait()
+        self._pending.append(self._isend(tensor, pp_rank, _TAG_ACTIVATION))
+
+    def _recv(self, buffer: torch.Tensor, pp_rank: int, tag: int) -> torch.Tensor:
+        dist.irecv(buffer, src=self._peer(pp_rank), group=self._mesh.pp_group, tag=tag).wait()
+        return buffer
+
+    def send_activation(self, tensor: torch.Tensor, pp_rank: int) -> None:
+        tensor = tensor.contiguous()
+        self._isend_bounded(_header(tensor).to(self._device), pp_rank)
+        self._isend_bounded(tensor, pp_rank)
+
+    def recv_activation(self, pp_rank: int) -> torch.Tensor:
+        header = self._recv(torch.empty(_HEADER, dtype=torch.int64, device=self._device), pp_rank, _TAG_ACTIVATION)
+        values = header.tolist()
+        shape = values[2 : 2 + values[1]]
+        buffer = torch.empty(shape, dtype=_DTYPES[values[0]], device=self._device)
+        return self._recv(buffer, pp_rank, _TAG_ACTIVATION)
+
+    def send_feedback(self, tensor: torch.Tensor, pp_ranks: list[int]) -> None:
+        """Send a small int64 tensor (fixed shape known to the receivers) to several stages."""
+        payload = tensor.to(self._device).contiguous()
+        self._feedback = [(work, sent) for work, sent in self._feedback if not work.is_completed()]
+        self._feedback += [self._isend(payload, pp_rank, _TAG_FEEDBACK) for pp_rank in pp_ranks]
+
+    def recv_feedback(self, shape: tuple[int, ...], pp_rank: int) -> torch.Tensor:
+        return self._recv(torch.empty(shape, dtype=torch.int64, device=self._device), pp_rank, _TAG_FEEDBACK).cpu()
+
+    def flush(self) -> None:
+        """Wait for every outstanding send (call before the tensors sent may be reused or freed)."""
+        while self._pending:
+            self._pending.popleft()[0].wait()
+        for work, _ in self._feedback:
+            work.wait()
+        self._feedback.clear()
+
+
+def run_stage(stage: LocalStage, link: StageLink, x: torch.Tensor | None, mask: torch.Tensor) -> torch.Tensor | None:
+    """One micro-batch through this rank's stage: receive (unless first), compute, send (unless
+    last). Returns the logits on the last stage, None elsewhere."""
+    if not stage.is_first:
+        x = link.recv_activation(stage.prev_pp_rank)
+    out = stage.forward(x, mask)
+    if stage.is_last:
+        return out
+    link.send_activation(out, stage.next_pp_rank)
+    return None

@@ -1,0 +1,110 @@
+"""Log-probabilities and greedy argmax over vocabulary-sharded logits.
+
+Under tensor parallelism Nanotron's `lm_head` leaves each TP rank with `[..., vocab / tp]` logits
+(TP rank r holds vocabulary ids `[r * shard, (r + 1) * shard)`). Everything here needs only small
+reductions over the TP group (a max, a sum of exponentials, the target logit from its owning
+shard, or the per-rank best candidate); the full vocabulary is never assembled on one rank.
+
+`record_logits_width()` records the widest last dimension of any logits tensor these functions
+see, so a test can assert that no rank ever handled full-vocabulary logits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass
+class LogitsWidthRecord:
+    """Widest logits last-dimension seen while recording, and how many tensors were seen."""
+
+    max_width: int = 0
+    count: int = 0
+    widths: list[int] = field(default_factory=list)
+
+
+_RECORDS: list[LogitsWidthRecord] = []
+
+
+@contextlib.contextmanager
+def record_logits_width() -> Iterator[LogitsWidthRecord]:
+    """Record the last dimension of every logits tensor handled by this module inside the block."""
+    record = LogitsWidthRecord()
+    _RECORDS.append(record)
+    try:
+        yield record
+    finally:
+        _RECORDS.remove(record)
+
+
+def _observe(logits: torch.Tensor) -> None:
+    width = int(logits.shape[-1])
+    for record in _RECORDS:
+        record.max_width = max(record.max_width, width)
+        record.count += 1
+        record.widths.append(width)
+
+
+def _tp_size(group: dist.ProcessGroup | None) -> int:
+    return 1 if group is None else dist.get_world_size(group)
+
+
+def _all_reduce(tensor: torch.Tensor, op: dist.ReduceOp, group: dist.ProcessGroup | None) -> torch.Tensor:
+    if _tp_size(group) > 1:
+        dist.all_reduce(tensor, op=op, group=group)
+    return tensor
+
+
+def target_logprobs(
+    shard_logits: torch.Tensor,
+    targets: torch.Tensor,
+    tp_group: dist.ProcessGroup | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probability of `targets` and whether each target is the greedy choice.
+
+    `shard_logits` is `[n, vocab / tp]` (this TP rank's slice of n positions), `targets` `[n]`
+    global vocabulary ids. Two all-reduces over the TP group: MAX of `[n]`, then SUM of `[2, n]`
+    (sum of exponentials and the target logit, contributed by its owning shard only). "Greedy"
+    means the target's logit equals the maximum over the whole vocabulary.
+    """
+    _observe(shard_logits)
+    logits = shard_logits.float()
+    shard = logits.shape[-1]
+    start = shard * (dist.get_rank(tp_group) if _tp_size(tp_group) > 1 else 0)
+    local = targets.to(logits.device) - start
+    owned = (local >= 0) & (local < shard)
+    row_max = _all_reduce(logits.max(dim=-1).values, dist.ReduceOp.MAX, tp_group)
+    sum_exp = torch.exp(logits - row_max[:, None]).sum(dim=-1)
+    picked = logits.gather(-1, local.clamp(0, shard - 1)[:, None]).squeeze(-1)
+    target_logit = torch.where(owned, picked, torch.zeros_like(picked))
+    sums = _all_reduce(torch.stack([sum_exp, target_logit]), dist.ReduceOp.SUM, tp_group)
+    logprobs = sums[1] - row_max - torch.log(sums[0])
+    is_greedy = sums[1] >= row_max
+    return logprobs, is_greedy
+
+
+def greedy_tokens(shard_logits: torch.Tensor, tp_group: dist.ProcessGroup | None) -> torch.Tensor:
+    """Global argmax over a sharded vocabulary for each of `n` rows (`[n, vocab / tp]` -> `[n]`).
+
+    Each TP rank offers its best `(value, global id)`; one all-gather of `[tp, 2, n]`; ties go to
+    the lowest vocabulary id, as `torch.argmax` on the full vocabulary does.
+    """
+    _observe(shard_logits)
+    logits = shard_logits.float()
+    values, local_ids = logits.max(dim=-1)
+    tp = _tp_size(tp_group)
+    if tp == 1:
+        return local_ids
+    start = logits.shape[-1] * dist.get_rank(tp_group)
+    mine = torch.stack([values.double(), (local_ids + start).double()])
+    gathered = [torch.empty_like(mine) for _ in range(tp)]
+    dist.all_gather(gathered, mine, group=tp_group)
+    stacked = torch.stack(gathered)  # [tp, 2, n]
+    best_value = stacked[:, 0].max(dim=0).values
+    ids = torch.where(stacked[:, 0] == best_value, stacked[:, 1], torch.full_like(stacked[:, 1], float("inf")))
+    return ids.min(dim=0).values.long()

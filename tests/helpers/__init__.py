@@ -1,0 +1,1 @@
+"""Shared test helpers: multi-process gloo runs, a tiny Llama and tokenizer, a reference forward."""

@@ -1,0 +1,140 @@
+"""The engine gives the same answers at every layout, with every switch, as a plain reference."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lighteval_nanotron.models.nanotron.tokenization import TokenizerAdapter, encode_pair, score_window
+from lighteval_nanotron.tasks.prompt_manager import PromptManager
+from tests.helpers.distributed import LAYOUTS, DistributedRunError, run_distributed
+from tests.helpers.reference import reference_logits
+from tests.helpers.tiny_model import VOCAB_SIZE, tiny_tokenizer
+from tests.models.engine_cases import MAX_LENGTH, engine_docs, evaluate, evaluate_with_failing_rank
+
+pytestmark = pytest.mark.distributed
+TOLERANCE = 1e-4
+
+
+def _run(checkpoint, tp: int, pp: int, dp: int, **config) -> list[dict]:
+    return run_distributed(evaluate, tp * pp * dp, str(checkpoint), tp, pp, dp, config, timeout=180)
+
+
+@pytest.fixture(scope="module")
+def baseline(tiny_checkpoint) -> dict:
+    return _run(tiny_checkpoint, 1, 1, 1)[0]
+
+
+def assert_same(result: dict, expected: dict) -> None:
+    for kind in ("loglikelihood", "rolling"):
+        for got, want in zip(result[kind], expected[kind], strict=True):
+            assert got.logprobs == pytest.approx(want.logprobs, abs=TOLERANCE)
+            assert got.argmax_logits_eq_gold == want.argmax_logits_eq_gold
+            assert got.output_tokens == want.output_tokens
+            assert got.truncated_tokens_count == want.truncated_tokens_count
+            if want.unconditioned_logprobs is None:
+                assert got.unconditioned_logprobs is None
+            else:
+                assert got.unconditioned_logprobs == pytest.approx(want.unconditioned_logprobs, abs=TOLERANCE)
+    for got, want in zip(result["generation"], expected["generation"], strict=True):
+        assert got.output_tokens == want.output_tokens
+        assert got.text == want.text
+        assert got.truncated_tokens_count == want.truncated_tokens_count
+
+
+@pytest.mark.parametrize("layout", LAYOUTS[1:], ids=lambda l: "tp{}-pp{}-dp{}".format(*l))
+def test_layout_matches_tp1_pp1(tiny_checkpoint, baseline, layout):
+    results = _run(tiny_checkpoint, *layout)
+    for rank_result in results:  # gather_to="all": every rank holds every response
+        assert_same(rank_result, baseline)
+
+
+@pytest.mark.parametrize(
+    "switch", ["kv_cache", "shared_context", "sort_by_length", "pad_per_batch", "pipeline_overlap"]
+)
+def test_each_switch_off_gives_identical_results(tiny_checkpoint, baseline, switch):
+    results = _run(tiny_checkpoint, 2, 2, 1, **{switch: False}, max_tokens_per_batch=96, micro_batches_in_flight=1)
+    assert_same(results[0], baseline)
+
+
+def test_no_rank_handles_full_vocabulary_logits(tiny_checkpoint):
+    results = _run(tiny_checkpoint, 2, 1, 1)
+    for rank_result in results:
+        assert rank_result["logits_tensors"] > 0
+        assert rank_result["max_logits_width"] == VOCAB_SIZE // 2
+
+
+def test_gather_to_reporting_rank_only(tiny_checkpoint, baseline):
+    results = _run(tiny_checkpoint, 1, 2, 1, gather_to="reporting")
+    reporting = [r for r in results if r["reporting"]]
+    assert len(reporting) == 1 and results.index(reporting[0]) == 1  # DP0/TP0 of the output stage
+    assert_same(reporting[0], baseline)
+    assert all(r["loglikelihood"] == [] for r in results if not r["reporting"])
+
+
+def test_a_failing_rank_fails_the_run_without_hanging(tiny_checkpoint):
+    with pytest.raises(DistributedRunError, match="prompt function failed on purpose"):
+        run_distributed(evaluate_with_failing_rank, 2, str(tiny_checkpoint), 1, 2, 1, timeout=60)
+
+
+def _reference_logprobs(checkpoint, context: list[int], continuation: list[int]) -> tuple[float, bool]:
+    window, _ = score_window(context, continuation, MAX_LENGTH)
+    logits = reference_logits(checkpoint, torch.tensor([window.input_ids])).double().log_softmax(-1)[0]
+    positions = range(window.start, window.start + len(window.targets))
+    picked = [logits[p, t].item() for p, t in zip(positions, window.targets)]
+    greedy = all(logits[p].argmax().item() == t for p, t in zip(positions, window.targets))
+    return sum(picked), greedy
+
+
+def test_tp1_matches_plain_pytorch_reference(tiny_checkpoint, baseline):
+    tok = TokenizerAdapter(tiny_tokenizer())
+    prompt = PromptManager().prepare_prompt
+    for doc, response in zip(engine_docs(), baseline["loglikelihood"], strict=True):
+        for i, choice in enumerate(doc.choices):
+            context, continuation = encode_pair(tok, prompt(doc), choice, True, False)
+            logprob, greedy = _reference_logprobs(tiny_checkpoint, context, continuation)
+            assert response.logprobs[i] == pytest.approx(logprob, abs=TOLERANCE)
+            assert response.argmax_logits_eq_gold[i] == greedy
+            if doc.unconditioned_query is not None:
+                context, continuation = encode_pair(tok, doc.unconditioned_query, choice, True, False)
+                assert response.unconditioned_logprobs[i] == pytest.approx(
+                    _reference_logprobs(tiny_checkpoint, context, continuation)[0], abs=TOLERANCE
+                )
+
+
+def test_rolling_matches_reference_when_the_text_fits(tiny_checkpoint, baseline):
+    tok = TokenizerAdapter(tiny_tokenizer())
+    doc = engine_docs()[0]
+    tokens = tok.encode(PromptManager().prepare_prompt(doc), add_special_tokens=False)
+    assert len(tokens) < MAX_LENGTH
+    logprob, _ = _reference_logprobs(tiny_checkpoint, [tok.prefix_token_id], tokens)
+    assert baseline["rolling"][0].logprobs == pytest.approx([logprob], abs=TOLERANCE)
+    assert baseline["rolling"][0].output_tokens == [tokens]
+
+
+def test_greedy_generation_matches_reference(tiny_checkpoint, baseline):
+    tok = TokenizerAdapter(tiny_tokenizer())
+    for doc, response in zip(engine_docs(), baseline["generation"], strict=True):
+        ids = tok.encode(PromptManager().prepare_prompt(doc), add_special_tokens=True)
+        ids = ids[max(0, len(ids) - (MAX_LENGTH - doc.generation_size)) :]
+        generated: list[int] = []
+        while len(generated) < doc.generation_size:
+            token = reference_logits(tiny_checkpoint, torch.tensor([ids + generated]))[0, -1].argmax().item()
+            if token == tok.eos_token_id:
+                break
+            generated.append(token)
+            if any(stop in tok.decode(generated) for stop in doc.stop_sequences or []):
+                break
+        assert response.output_tokens == [generated]
+        text = tok.decode(generated)
+        for stop in doc.stop_sequences or []:
+            text = text.split(stop)[0] if stop in text else text
+        assert response.text == [text]
+
+
+def test_long_doc_is_truncated_and_counted(baseline):
+    long_doc = 3
+    assert baseline["loglikelihood"][long_doc].truncated_tokens_count > 0
+    assert baseline["generation"][long_doc].truncated_tokens_count > 0
+    assert all(r.truncated_tokens_count == 0 for i, r in enumerate(baseline["loglikelihood"]) if i != long_doc)
+    assert len(baseline["rolling"][long_doc].output_tokens[0]) > MAX_LENGTH  # scored with sliding windows

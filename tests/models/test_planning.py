@@ -1,0 +1,76 @@
+"""Pure planning pieces of the engine: tokenization boundaries, windows, DP split, batches."""
+
+from __future__ import annotations
+
+import pytest
+
+from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.models.nanotron.batching import assign_replicas, cut_batches
+from lighteval_nanotron.models.nanotron.config import EngineConfig
+from lighteval_nanotron.models.nanotron.tokenization import TokenizerAdapter, encode_pair, rolling_windows, score_window
+from tests.helpers.tiny_model import tiny_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tok() -> TokenizerAdapter:
+    return TokenizerAdapter(tiny_tokenizer())
+
+
+def test_trailing_space_moves_to_the_continuation(tok):
+    context, continuation = encode_pair(tok, "Answer: ", "yes", add_special_tokens=True, pairwise=False)
+    assert tok.decode(context) == "Answer:" and tok.decode(continuation) == " yes"
+    assert context + continuation == tok.encode("Answer: yes", add_special_tokens=True)
+
+
+def test_pairwise_and_empty_context(tok):
+    context, continuation = encode_pair(tok, "Q:", " a b", True, pairwise=True)
+    assert continuation == tok.encode(" a b", add_special_tokens=False)
+    assert encode_pair(tok, "", " a", True, False)[0] == [tok.prefix_token_id]
+
+
+def test_score_window_truncates_from_the_left():
+    window, cut = score_window(list(range(10)), [100, 101], max_length=5)
+    assert window.input_ids == (6, 7, 8, 9, 100) and cut == 6
+    assert window.targets == (100, 101) and window.start == 3  # logits at 9 and 100 predict them
+    assert score_window([1], [2], 8)[1] == 0
+
+
+@pytest.mark.parametrize("n, max_length, stride", [(1, 4, 2), (10, 4, 2), (11, 4, 4), (30, 8, 3)])
+def test_rolling_windows_score_each_token_once_with_enough_context(n, max_length, stride):
+    tokens = list(range(100, 100 + n))
+    windows = rolling_windows(tokens, prefix=7, max_length=max_length, stride=stride)
+    scored = [t for w in windows for t in w.targets]
+    assert scored == tokens
+    full = [7, *tokens]
+    for w in windows:
+        assert len(w.input_ids) <= max_length
+        for k, target in enumerate(w.targets):
+            position = w.start + k
+            assert full[full.index(target) - 1] == w.input_ids[position]  # predicts the next token
+    for w in windows[1:]:
+        assert w.start >= max_length - stride  # every later target sees >= max_length - stride tokens
+
+
+def test_replica_assignment_is_balanced_and_deterministic():
+    lengths = [50, 10, 40, 30, 20, 20, 10]
+    owner = assign_replicas(lengths, 2)
+    assert owner == assign_replicas(lengths, 2)
+    loads = [sum(l for l, o in zip(lengths, owner) if o == r) for r in range(2)]
+    assert abs(loads[0] - loads[1]) <= 10
+
+
+def test_cut_batches_respects_the_token_budget():
+    batches = cut_batches([8, 8, 6, 4, 4, 2, 2, 2], cost=lambda x: x, max_tokens=16, max_rows=3, fixed_width=None)
+    assert batches == [[8, 8], [6, 4], [4, 2, 2], [2]]
+    for batch in batches:
+        assert len(batch) * max(batch) <= 16
+    assert cut_batches([20, 1], lambda x: x, 16, 8, None) == [[20], [1]]
+
+
+def test_engine_config_rejects_bad_values():
+    with pytest.raises(ConfigError, match="max_tokens_per_batch"):
+        EngineConfig(max_tokens_per_batch=0)
+    with pytest.raises(ConfigError, match="gather_to"):
+        EngineConfig(gather_to="rank0")
+    with pytest.raises(ConfigError, match="rolling_stride"):
+        EngineConfig(rolling_stride=64).stride_for(32)

@@ -1,0 +1,156 @@
+"""run_distributed fails fast and never hangs; CPU support is off unless enabled; layout and checkpoint errors."""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from lighteval_nanotron.errors import CheckpointError, ConfigError, LayoutError
+from lighteval_nanotron.parallel.distributed import check_layout, init_process_group_from_env
+from tests.helpers.distributed import DistributedRunError, parallel_context, run_distributed
+from tests.helpers.tiny_model import tiny_checkpoint, tiny_llama_config, tiny_tokenizer  # noqa: F401
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _ranks(tp: int, pp: int, dp: int):
+    import torch.distributed as dist
+
+    context = parallel_context(tp, pp, dp)
+    return dist.get_rank(), dist.get_rank(context.tp_pg), dist.get_rank(context.pp_pg), dist.get_rank(context.dp_pg)
+
+
+def _raise_on_rank_one():
+    import torch.distributed as dist
+
+    if dist.get_rank() == 1:
+        raise ValueError("boom from rank one")
+    dist.barrier()  # rank 0 would wait here forever
+
+
+def _sleep(seconds: float):
+    time.sleep(seconds)
+
+
+def _load_at(checkpoint: str, tp: int, pp: int, dp: int):
+    from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
+
+    load_nanotron_checkpoint(checkpoint, parallel_context(tp, pp, dp))
+
+
+@pytest.mark.distributed
+def test_run_distributed_returns_per_rank_values_and_builds_layouts():
+    assert run_distributed(_ranks, 4, 2, 2, 1, timeout=60) == [(0, 0, 0, 0), (1, 1, 0, 0), (2, 0, 1, 0), (3, 1, 1, 0)]
+
+
+@pytest.mark.distributed
+def test_a_raising_rank_fails_the_run_quickly():
+    start = time.monotonic()
+    with pytest.raises(DistributedRunError, match=r"\[rank 1\] .*ValueError: boom from rank one"):
+        run_distributed(_raise_on_rank_one, 2, timeout=60)
+    assert time.monotonic() - start < 20
+
+
+@pytest.mark.distributed
+def test_a_run_past_its_timeout_fails():
+    start = time.monotonic()
+    with pytest.raises(DistributedRunError, match="timed out after 3 s"):
+        run_distributed(_sleep, 2, 60.0, timeout=3)
+    assert time.monotonic() - start < 20
+
+
+@pytest.mark.distributed
+def test_a_layout_that_does_not_fit_the_model_raises_layout_error(tiny_checkpoint):
+    with pytest.raises(DistributedRunError, match="LayoutError: TP=3 does not divide"):
+        run_distributed(_load_at, 3, str(tiny_checkpoint), 3, 1, 1, timeout=60)
+
+
+def test_cpu_support_is_off_until_enabled_and_enabling_is_idempotent():
+    script = """
+import sys, torch
+import lighteval_nanotron, lighteval_nanotron.parallel.cpu as cpu
+import lighteval_nanotron.parallel.distributed, lighteval_nanotron.models.nanotron_builder
+assert "flash_attn" not in sys.modules and "nanotron.models.llama" not in sys.modules
+assert not cpu.is_cpu_support_enabled()
+sync = torch.cuda.synchronize
+cpu.import_nanotron()
+from nanotron.parallel.context import ParallelContext
+original_set_device = ParallelContext.set_device
+assert "flash_attn" not in sys.modules and torch.cuda.synchronize is sync
+cpu.enable_cpu_support()
+import nanotron.models.llama as llama
+patched = (ParallelContext.set_device, llama.P2P, torch.cuda.synchronize, sys.modules["flash_attn"])
+assert patched[0] is not original_set_device and llama.P2P.__name__ == "CpuP2P" and patched[2] is not sync
+cpu.enable_cpu_support()
+assert patched == (ParallelContext.set_device, llama.P2P, torch.cuda.synchronize, sys.modules["flash_attn"])
+print("ok")
+"""
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_layout_checks():
+    from lighteval_nanotron.models.nanotron_builder import check_model_layout
+
+    config = tiny_llama_config()
+    check_model_layout(config, tp=2, pp=4)
+    with pytest.raises(LayoutError, match="num_attention_heads=4"):
+        check_model_layout(config, tp=8, pp=1)
+    with pytest.raises(LayoutError, match="num_key_value_heads=2"):
+        check_model_layout(config, tp=4, pp=1)
+    with pytest.raises(LayoutError, match="PP=5 is larger than the model's num_hidden_layers=4"):
+        check_model_layout(config, tp=1, pp=5)
+    with pytest.raises(LayoutError, match="does not match the world size 2"):
+        check_layout(2, 2, 1, world_size=2)
+
+
+def test_missing_torchrun_variables_raise_config_error(monkeypatch):
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConfigError, match="RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT not set"):
+        init_process_group_from_env()
+
+
+def test_checkpoint_errors(tmp_path, tiny_checkpoint):
+    from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint, read_model_config
+
+    with pytest.raises(CheckpointError, match="does not exist"):
+        read_model_config(tmp_path / "nope")
+    with pytest.raises(CheckpointError, match="has neither model_config.json nor config.yaml"):
+        read_model_config(tmp_path)
+    (tmp_path / "model_config.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="Cannot read the model config"):
+        read_model_config(tmp_path)
+    values = json.loads((tiny_checkpoint / "model_config.json").read_text())
+    (tmp_path / "model_config.json").write_text(json.dumps({**values, "rope_theta": 500000.0}))
+    with pytest.raises(CheckpointError, match="does not know: rope_theta"):
+        read_model_config(tmp_path)
+    (tmp_path / "model_config.json").write_text(json.dumps(values))
+    with pytest.raises(CheckpointError, match="has no model"):
+        load_nanotron_checkpoint(tmp_path, parallel_context=None)
+
+
+def test_checkpoint_config_yaml_is_enough_and_keeps_the_tokenizer(tiny_checkpoint, tmp_path):
+    from transformers import AutoTokenizer
+
+    from lighteval_nanotron.models.nanotron_builder import read_checkpoint_dtype, read_model_config
+
+    (tmp_path / "config.yaml").write_text((tiny_checkpoint / "config.yaml").read_text())
+    assert read_model_config(tmp_path) == read_model_config(tiny_checkpoint)
+    assert read_checkpoint_dtype(tiny_checkpoint) == torch.float32
+    text = "The quick brown fox jumps over the lazy dog."
+    assert AutoTokenizer.from_pretrained(str(tiny_checkpoint))(text).input_ids == tiny_tokenizer()(text).input_ids
+
+
+def test_tiny_tokenizer_is_deterministic_and_round_trips():
+    tokenizer = tiny_tokenizer()
+    text = "Question: What is 2 + 2?\nAnswer: 4<|endoftext|>"
+    ids = tokenizer(text).input_ids
+    assert len(tokenizer) == 1024 and ids[-1] == tokenizer.eos_token_id == 1023
+    assert tokenizer.decode(ids) == text
+    assert tiny_tokenizer()(text).input_ids == ids

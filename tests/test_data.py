@@ -1,0 +1,105 @@
+"""The data layer: token-length sorting, original order, splits, generation groups, sampler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from lighteval_nanotron.data import (
+    DynamicBatchDataset,
+    GenDistributedSampler,
+    GenerativeTaskDataset,
+    GenerativeTaskDatasetNanotron,
+    LoglikelihoodDataset,
+)
+from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.tasks.requests import Doc
+
+
+@dataclass
+class Req:
+    name: str
+    token_length: int
+    generation_size: int | None = None
+    stop_sequences: list[str] | None = None
+    use_logits: bool = False
+    num_samples: int = 1
+
+
+def test_loglikelihood_sorts_by_tokens_longest_first_and_stable():
+    reqs = [Req("a", 3), Req("b", 9), Req("c", 3), Req("d", 5)]
+    data = LoglikelihoodDataset(reqs, num_dataset_splits=1)
+    assert [r.name for r in data] == ["b", "d", "a", "c"]
+    assert data.get_original_order([r.name for r in data]) == ["a", "b", "c", "d"]
+
+
+def test_sorting_uses_token_length_not_characters():
+    docs = [Doc(query="x" * 50, choices=[" a"], gold_index=0), Doc(query="many short words here", choices=[" a"], gold_index=0)]
+    tokens = {docs[0].query: 2, docs[1].query: 4}  # the long string is few tokens
+    data = LoglikelihoodDataset(docs, 1, token_length=lambda d: tokens[d.query])
+    assert data[0] is docs[1]
+
+
+def test_docs_without_token_length_raise_a_config_error():
+    with pytest.raises(ConfigError, match="token_length"):
+        LoglikelihoodDataset([Doc(query="q", choices=[], gold_index=0)], 1)
+
+
+def test_splits_iterator_and_len():
+    data = LoglikelihoodDataset([Req(str(i), i) for i in range(10)], num_dataset_splits=3)
+    splits = list(data.splits_iterator())
+    assert [len(s) for s in splits] == [4, 4, 2]
+    assert [s[0].token_length for s in splits] == [9, 5, 1]
+    assert len(data) == 10 and data.num_dataset_splits == 3
+    assert list(LoglikelihoodDataset([], 2).splits_iterator()) == []
+
+
+def test_too_many_splits_fall_back_to_one():
+    data = LoglikelihoodDataset([Req("a", 1), Req("b", 2)], num_dataset_splits=5)
+    assert data.num_dataset_splits == 1 and data.splits == [(0, 2)]
+
+
+def test_get_original_order_rejects_wrong_length():
+    data = LoglikelihoodDataset([Req("a", 1), Req("b", 2)], 1)
+    with pytest.raises(ValueError, match="one item per request"):
+        data.get_original_order([1])
+
+
+def test_generative_groups_by_settings_then_length():
+    reqs = [
+        Req("short-stop", 2, 10, ["\n"]),
+        Req("long-nostop", 8, 10),
+        Req("long-stop", 9, 10, ["\n"]),
+        Req("other-size", 4, 5),
+    ]
+    data = GenerativeTaskDataset(reqs, num_dataset_splits=None)
+    groups = [[r.name for r in split] for split in data.splits_iterator()]
+    assert groups == [["other-size"], ["long-nostop"], ["long-stop", "short-stop"]]
+    assert data.num_dataset_splits == 3
+
+
+def test_generative_nanotron_items_carry_their_sorted_index():
+    data = GenerativeTaskDatasetNanotron([Req("a", 1, 4), Req("b", 7, 4)], None)
+    assert data[0] == (0, data.sorted_data[0]) and data[0][1].name == "b"
+
+
+def test_base_dataset_needs_a_sorting_criterion():
+    with pytest.raises(NotImplementedError):
+        DynamicBatchDataset([Req("a", 1)], 1)
+
+
+def test_gen_distributed_sampler_pads_with_the_last_index():
+    data = LoglikelihoodDataset([Req(str(i), i) for i in range(5)], 1)
+    shards = [list(GenDistributedSampler(data, num_replicas=2, rank=r, shuffle=False)) for r in range(2)]
+    assert shards == [[0, 2, 4], [1, 3, 4]]
+    dropped = [list(GenDistributedSampler(data, num_replicas=2, rank=r, shuffle=False, drop_last=True)) for r in range(2)]
+    assert dropped == [[0, 2], [1, 3]]
+
+
+def test_gen_distributed_sampler_shuffle_is_seeded():
+    data = LoglikelihoodDataset([Req(str(i), i) for i in range(8)], 1)
+    first = list(GenDistributedSampler(data, num_replicas=2, rank=0, shuffle=True, seed=3))
+    assert first == list(GenDistributedSampler(data, num_replicas=2, rank=0, shuffle=True, seed=3))
+    both = first + list(GenDistributedSampler(data, num_replicas=2, rank=1, shuffle=True, seed=3))
+    assert sorted(both) == list(range(8))
