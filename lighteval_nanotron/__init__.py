@@ -1,3 +1,27 @@
-"""lighteval-nanotron: evaluate LLMs on downstream benchmarks during Nanotron training."""
+"""lighteval-nanotron: evaluate LLMs on downstream benchmarks during Nanotron training.
+
+`import lighteval_nanotron` stays light: the evaluation entry points are imported on first use.
+"""
+
+from typing import Any
 
 __version__ = "0.1.0"
+
+_LAZY_EXPORTS = {
+    "evaluate": "lighteval_nanotron.pipeline",
+    "EvaluationPipeline": "lighteval_nanotron.pipeline",
+    "EvaluationResult": "lighteval_nanotron.pipeline",
+    "NanotronLightevalModel": "lighteval_nanotron.models.nanotron",
+    "EngineConfig": "lighteval_nanotron.models.nanotron",
+    "enable_cpu_support": "lighteval_nanotron.parallel.cpu",
+}
+
+__all__ = ["__version__", *_LAZY_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY_EXPORTS[name]), name)
+    raise AttributeError(f"module 'lighteval_nanotron' has no attribute {name!r}")

@@ -1,0 +1,41 @@
+"""Where evaluation results go: results JSON, per-sample Parquet details, TensorBoard, W&B, a text
+table for the log, and curves across training steps (`plot`)."""
+
+from lighteval_nanotron.tracking.atomic import atomic_write, atomic_write_text
+from lighteval_nanotron.tracking.base import EvaluationLogger
+from lighteval_nanotron.tracking.config import TrackingConfig
+from lighteval_nanotron.tracking.container import LoggerContainer
+from lighteval_nanotron.tracking.details_logger import DetailsParquetLogger, details_table
+from lighteval_nanotron.tracking.json_logger import ResultsJsonLogger, results_to_json
+from lighteval_nanotron.tracking.paths import (
+    details_dir,
+    details_path,
+    evaluated_steps,
+    results_dir,
+    results_path,
+    run_id,
+)
+from lighteval_nanotron.tracking.scalars import result_scalars
+from lighteval_nanotron.tracking.table import format_results_table
+from lighteval_nanotron.tracking.tensorboard_logger import TensorBoardLogger
+
+__all__ = [
+    "DetailsParquetLogger",
+    "EvaluationLogger",
+    "LoggerContainer",
+    "ResultsJsonLogger",
+    "TensorBoardLogger",
+    "TrackingConfig",
+    "atomic_write",
+    "atomic_write_text",
+    "details_dir",
+    "details_path",
+    "details_table",
+    "evaluated_steps",
+    "format_results_table",
+    "result_scalars",
+    "results_dir",
+    "results_path",
+    "results_to_json",
+    "run_id",
+]

@@ -1,0 +1,67 @@
+"""`lighteval-nanotron plot`: metric curves across training steps from a results folder.
+
+Usage:
+    lighteval-nanotron plot eval_results --output-dir eval_results/plots
+    lighteval-nanotron plot eval_results/results/my-run --grid --tasks "lighteval|arc:easy|0" --metrics acc
+
+RESULTS is an output folder, a `results/<model>` folder or one results file; every
+`results_<step>.json` found below it is one point. One PNG per task (a panel per metric), or a
+single grid with --grid; each model is a line, the band is ± one standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from lighteval_nanotron.tracking.plot import plot_results
+
+
+def _csv(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the `plot` verb to the `lighteval-nanotron` parser."""
+    parser = subparsers.add_parser(
+        "plot",
+        help="plot metric curves across training steps from results files",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("results", type=Path, help="output folder, results/<model> folder or results file")
+    parser.add_argument("--output-dir", type=Path, default=None, help="PNG folder (default: RESULTS/plots)")
+    parser.add_argument("--grid", action="store_true", help="one grid image instead of one PNG per task")
+    parser.add_argument("--tasks", type=_csv, default=None, help="comma-separated full task names to keep")
+    parser.add_argument("--metrics", type=_csv, default=None, help="comma-separated metric names to keep")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.results.exists():
+        print(f"error: {args.results} does not exist: pass the evaluation output folder.", file=sys.stderr)
+        return 2
+    output_dir = args.output_dir
+    if output_dir is None:
+        output_dir = (args.results.parent if args.results.is_file() else args.results) / "plots"
+    try:
+        paths = plot_results(args.results, output_dir, grid=args.grid, tasks=args.tasks, metrics=args.metrics)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    for path in paths:
+        print(path)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="lighteval-nanotron")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

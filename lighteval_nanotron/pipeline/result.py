@@ -1,0 +1,95 @@
+"""What one evaluation produces: aggregated scores, per-sample details and run metadata.
+
+`EvaluationResult.to_dict()` is lighteval's results-file layout; loggers read this object and
+decide where it goes (JSON, Parquet, TensorBoard, W&B).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from lighteval_nanotron import __version__
+
+ALL_TASKS_KEY = "all"
+
+
+@dataclass
+class SampleDetail:
+    """One doc scored with one sampling method: what the model saw, said, and how it scored."""
+
+    task_name: str
+    doc_id: str
+    sampling_method: str
+    query: str
+    full_prompt: str
+    choices: list[str]
+    gold_index: list[int]
+    gold: list[str]
+    predictions: list[str]
+    logprobs: list[float]
+    argmax_logits_eq_gold: list[bool]
+    unconditioned_logprobs: list[float] | None
+    input_tokens: list[int]
+    output_tokens: list[list[int]]
+    truncated_tokens_count: int
+    padded_tokens_count: int
+    metrics: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class EvaluationResult:
+    """The outcome of one `EvaluationPipeline.run()` on the reporting rank.
+
+    `results` maps each task's full name (`suite|task|k`) to `{metric: value,
+    metric_stderr: error}`, plus the cross-task average under `"all"`.
+    """
+
+    model_name: str
+    results: dict[str, dict[str, float]]
+    details: dict[str, list[SampleDetail]]
+    versions: dict[str, int]
+    config_tasks: dict[str, dict[str, Any]]
+    summary_tasks: dict[str, dict[str, Any]]
+    summary_general: dict[str, Any]
+    wall_time_s: float
+    start_time: float
+    end_time: float
+    step: int | None = None
+    consumed_tokens: int | None = None
+    max_samples: int | None = None
+    extra_config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def task_results(self) -> dict[str, dict[str, float]]:
+        """Per-task scores, without the `"all"` average."""
+        return {name: scores for name, scores in self.results.items() if name != ALL_TASKS_KEY}
+
+    @property
+    def config_general(self) -> dict[str, Any]:
+        return {
+            "lighteval_nanotron_version": __version__,
+            "model_name": self.model_name,
+            "training_step": self.step,
+            "consumed_tokens": self.consumed_tokens,
+            "max_samples": self.max_samples,
+            "start_time": self.start_time,
+            "end_time": self.end_time,
+            "total_evaluation_time_secondes": str(self.wall_time_s),
+            "wall_time_s": self.wall_time_s,
+            **self.extra_config,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The results file content, in lighteval's layout (details are stored separately)."""
+        return {
+            "config_general": self.config_general,
+            "results": self.results,
+            "versions": self.versions,
+            "config_tasks": self.config_tasks,
+            "summary_tasks": self.summary_tasks,
+            "summary_general": self.summary_general,
+        }

@@ -1,0 +1,142 @@
+import json
+import math
+import statistics
+
+import helpers_pipeline
+import pytest
+from helpers_pipeline import ALL_TOY_TASKS, PPL_ROWS, BigramLM, PlanningBigramLM
+
+from lighteval_nanotron.errors import ConfigError, EvaluationError, UnknownTaskError
+from lighteval_nanotron.pipeline import EvaluationPipeline, EvaluationResult
+
+MC, GEN, PPL, PMI = "custom|toy_mc|0", "custom|toy_gen|0", "custom|toy_ppl|0", "custom|toy_pmi|0"
+
+
+def _prepare(model, tasks=ALL_TOY_TASKS, **kwargs) -> EvaluationPipeline:
+    return EvaluationPipeline.prepare(model, tasks, custom_tasks=helpers_pipeline, **kwargs)
+
+
+def test_scores_of_all_three_sampling_methods(toy_data):
+    model = BigramLM()
+    result = _prepare(model).run(step=10, consumed_tokens=1000)
+
+    assert isinstance(result, EvaluationResult)
+    assert list(result.results) == [MC, GEN, PPL, PMI, "all"]
+    # LOGPROBS: the bigram table prefers the gold choice on 3 of 4 docs
+    assert result.results[MC]["acc"] == 0.75
+    assert result.results[MC]["acc_stderr"] == pytest.approx(statistics.stdev([1, 1, 1, 0]) / 2)
+    # GENERATIVE: greedy continuation matches the answer on 2 of 3 docs
+    assert result.results[GEN]["em"] == pytest.approx(2 / 3)
+    # PERPLEXITY: word perplexity over the corpus of texts, from the model's own log-probs
+    total = sum(model.score([], model.tokenizer.encode(row["text"]))[0] for row in PPL_ROWS)
+    words = sum(len(row["text"].split()) for row in PPL_ROWS)
+    num_bytes = sum(len(row["text"].encode()) for row in PPL_ROWS)
+    assert result.results[PPL]["word_perplexity"] == pytest.approx(math.exp(-total / words))
+    assert result.results[PPL]["bits_per_byte"] == pytest.approx(-total / num_bytes / math.log(2))
+    assert result.results[PPL]["bits_per_byte_stderr"] > 0
+    # the cross-task average, metric by metric
+    assert result.results["all"]["acc"] == pytest.approx((0.75 + 1.0) / 2)
+    assert result.results["all"]["em"] == pytest.approx(2 / 3)
+    assert model.calls == ["loglikelihood", "loglikelihood", "loglikelihood_rolling", "greedy_until"]
+
+
+def test_results_dict_has_lighteval_layout(toy_data):
+    result = _prepare(BigramLM(), max_samples=3).run(step=10, consumed_tokens=1000)
+    content = json.loads(json.dumps(result.to_dict()))  # JSON-ready as is
+    assert list(content) == [
+        "config_general",
+        "results",
+        "versions",
+        "config_tasks",
+        "summary_tasks",
+        "summary_general",
+    ]
+    general = content["config_general"]
+    assert general["model_name"] == "toy-bigram"
+    assert (general["training_step"], general["consumed_tokens"], general["max_samples"]) == (10, 1000, 3)
+    assert general["wall_time_s"] >= 0 and general["end_time"] >= general["start_time"]
+    assert content["versions"] == {MC: 0, GEN: 0, PPL: 0, PMI: 0}
+    assert content["config_tasks"][GEN]["metrics"] == ["em", "acc"]
+    assert content["config_tasks"][GEN]["effective_num_docs"] == 3
+    summary = content["summary_tasks"][MC]
+    assert summary["num_samples"] == 3 and summary["truncated"] == 0
+    assert set(summary["hashes"]) == {"hash_examples", "hash_full_prompts", "hash_input_tokens", "hash_cont_tokens"}
+    assert content["summary_general"]["num_samples"] == 3 + 6 + 3 + 3
+
+
+def test_details_keep_prompt_choices_gold_outputs_and_sample_scores(toy_data):
+    result = _prepare(BigramLM()).run()
+    mc = result.details[MC]
+    assert [d.full_prompt for d in mc] == [d.query for d in mc]
+    wrong = [d for d in mc if d.metrics["acc"] == 0]
+    assert len(wrong) == 1 and wrong[0].choices == ["h", "w"] and wrong[0].gold == ["w"]
+    assert wrong[0].logprobs[0] > wrong[0].logprobs[1]
+    assert all(d.unconditioned_logprobs is None for d in mc)
+    assert all(d.unconditioned_logprobs is not None for d in result.details[PMI])
+    # a doc asked two ways gives one row per way, next to each other
+    gen = result.details[GEN]
+    assert [d.sampling_method for d in gen] == ["LOGPROBS", "GENERATIVE"] * 3
+    assert [d.doc_id for d in gen[::2]] == [d.doc_id for d in gen[1::2]]
+    generated = sorted((d.predictions[0], d.gold[0], d.metrics["em"]) for d in gen[1::2])
+    assert generated == [("defghij", "defghij", 1), ("defghij", "xyz", 0), ("nop", "nop", 1)]
+    assert all(set(d.metrics) == {"em"} for d in gen[1::2])
+    assert all(set(d.metrics) == {"acc"} for d in gen[::2])
+
+
+def test_prepare_once_run_many_is_deterministic(toy_data):
+    model = PlanningBigramLM()
+    pipeline = _prepare(model)
+    prepared = list(model.calls)
+    first, second = pipeline.run(step=1), pipeline.run(step=2)
+
+    assert prepared == ["prepare_loglikelihood", "prepare_loglikelihood", "prepare_rolling", "prepare_generation"]
+    runs = model.calls[len(prepared) :]
+    assert runs == ["run:choices", "run:choices", "run:rolling", "run:generation"] * 2
+    assert first.results == second.results
+    assert [d.doc_id for d in first.details[MC]] == [d.doc_id for d in second.details[MC]]
+    # the PMI task got a LOGPROBS group of its own, planned with unconditioned scoring
+    assert [(g.method.value, g.unconditioned, len(g.docs)) for g in pipeline.groups] == [
+        ("LOGPROBS", False, 7),
+        ("LOGPROBS", True, 4),
+        ("PERPLEXITY", False, 3),
+        ("GENERATIVE", False, 3),
+    ]
+
+
+def test_max_samples_takes_a_fixed_subset(toy_data):
+    a = _prepare(BigramLM(), MC, max_samples=2).run()
+    b = _prepare(BigramLM(), MC, max_samples=2).run()
+    assert len(a.details[MC]) == 2
+    assert [d.doc_id for d in a.details[MC]] == [d.doc_id for d in b.details[MC]]
+
+
+class _SilentRank(BigramLM):
+    is_reporting_rank = False
+
+
+class _Lossy(BigramLM):
+    def greedy_until(self, docs):
+        return super().greedy_until(docs)[:-1]
+
+
+class _NoPMI(BigramLM):
+    def loglikelihood(self, docs):
+        return super().loglikelihood(docs)
+
+
+def test_only_the_reporting_rank_gets_a_result(toy_data):
+    model = _SilentRank()
+    assert _prepare(model).run(step=3) is None
+    assert model.calls  # it still took part in every forward
+
+
+def test_errors_are_named_and_raised_early(toy_data):
+    with pytest.raises(UnknownTaskError):
+        _prepare(BigramLM(), "custom|no_such_task|0")
+    with pytest.raises(ConfigError, match="max_samples"):
+        _prepare(BigramLM(), MC, max_samples=0)
+    with pytest.raises(ConfigError, match="unconditioned"):
+        _prepare(_NoPMI(), PMI)
+    _prepare(_NoPMI(), MC)  # fine without a PMI metric
+    with pytest.raises(EvaluationError, match="2 GENERATIVE responses for 3 requests"):
+        _prepare(_Lossy(), GEN).run()

@@ -1,0 +1,65 @@
+"""The pipeline's results through the loggers: files, TensorBoard, restart, `evaluate()`."""
+
+import json
+
+import helpers_pipeline
+import pyarrow.parquet as pq
+import pytest
+from helpers_pipeline import ALL_TOY_TASKS, BigramLM
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.pipeline import EvaluationPipeline, as_engine, evaluate
+from lighteval_nanotron.tracking import TrackingConfig, evaluated_steps, format_results_table
+from lighteval_nanotron.tracking.plot import plot_results
+
+MC, GEN, PPL = "custom|toy_mc|0", "custom|toy_gen|0", "custom|toy_ppl|0"
+
+
+def test_training_loop_writes_every_destination_and_skips_done_steps(toy_data, tmp_path):
+    out = tmp_path / "out"
+    pipeline = EvaluationPipeline.prepare(BigramLM(), ALL_TOY_TASKS, custom_tasks=helpers_pipeline)
+    tracker = TrackingConfig(output_dir=str(out), loggers=["json", "details", "tensorboard"]).build()
+    for step in (10, 20):
+        result = pipeline.run(step=step, consumed_tokens=step * 512)
+        tracker.log(result)
+    tracker.close()
+
+    content = json.loads((out / "results" / "toy-bigram" / "results_20.json").read_text())
+    assert content["config_general"]["consumed_tokens"] == 20 * 512
+    assert content["results"][MC] == result.results[MC]
+
+    details = pq.read_table(out / "details" / "toy-bigram" / "20" / f"details_{GEN}.parquet").to_pylist()
+    assert len(details) == 6
+    assert {row["sampling_method"] for row in details} == {"LOGPROBS", "GENERATIVE"}
+    assert sorted(row["metrics"]["em"] for row in details if row["sampling_method"] == "GENERATIVE") == [0, 1, 1]
+    ppl = pq.read_table(out / "details" / "toy-bigram" / "20" / f"details_{PPL}.parquet").to_pylist()
+    assert json.loads(ppl[0]["metrics"]["word_perplexity"])[0] == pytest.approx(ppl[0]["logprobs"][0])
+
+    events = EventAccumulator(str(out / "tensorboard"))
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars(f"eval/{MC}/acc")] == [(10, 0.75), (20, 0.75)]
+    assert f"eval/{PPL}/bits_per_byte" in events.Tags()["scalars"]
+
+    # a restarted run sees both steps done, and the curves plot from the same folder
+    assert evaluated_steps(out, "toy-bigram") == {10, 20}
+    assert len(plot_results(out, tmp_path / "plots")) == 5  # 4 tasks + "all"
+    assert MC in format_results_table(result)
+
+
+def test_evaluate_once_and_write(toy_data, tmp_path):
+    result = evaluate(
+        BigramLM(), tasks=f"{MC},{PPL}", custom_tasks=helpers_pipeline, output_dir=tmp_path, step=5, model_name="run-a"
+    )
+    assert result.results[MC]["acc"] == 0.75
+    assert (tmp_path / "results" / "run-a" / "results_5.json").is_file()
+    assert (tmp_path / "details" / "run-a" / "5" / f"details_{PPL}.parquet").is_file()
+
+
+def test_as_engine_needs_a_model_interface_or_a_nanotron_model_with_its_mesh():
+    model = BigramLM()
+    assert as_engine(model) is model
+    with pytest.raises(ConfigError, match="already an evaluation model"):
+        as_engine(model, parallel_context=object(), tokenizer=object())
+    with pytest.raises(ConfigError, match="parallel_context and tokenizer"):
+        as_engine(object())
