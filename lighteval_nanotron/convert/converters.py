@@ -1,0 +1,124 @@
+"""Hugging Face / GGUF Llama checkpoints -> Nanotron 0.4 checkpoint folders, and back to HF weights."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lighteval_nanotron.convert.gguf_source import GGUFWeights, hf_config_from_gguf, open_gguf
+from lighteval_nanotron.convert.gguf_tokenizer import tokenizer_from_gguf
+from lighteval_nanotron.convert.hf_source import SafetensorsWeights, read_hf_config, tokenizer_files
+from lighteval_nanotron.convert.llama_mapping import (
+    LlamaShape,
+    hf_config_from_nanotron,
+    iter_hf_to_nanotron,
+    nanotron_config_from_hf,
+    nanotron_to_hf_state_dict,
+)
+from lighteval_nanotron.convert.nanotron_files import read_model_config, read_nanotron_weights
+from lighteval_nanotron.convert.nanotron_writer import write_nanotron_checkpoint
+from lighteval_nanotron.errors import CheckpointError
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class ConversionSummary:
+    """What a conversion wrote."""
+
+    folder: Path
+    num_parameters: int
+    dtype: torch.dtype
+    rope_theta: float
+    tokenizer_saved: bool
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    """`float32` / `bfloat16` / `float16` -> torch dtype."""
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise CheckpointError(f"Unknown dtype {name!r}; choose one of {sorted(DTYPES)}.") from None
+
+
+def _prepare_destination(dst: Path) -> Path:
+    dst = Path(dst)
+    if dst.exists() and any(dst.iterdir()):
+        raise CheckpointError(f"Destination {dst} is not empty; choose a new folder (shards must not mix).")
+    dst.mkdir(parents=True, exist_ok=True)
+    return dst
+
+
+def _source_dtype(hf_config: dict[str, Any], weights: Mapping[str, torch.Tensor]) -> torch.dtype:
+    name = hf_config.get("dtype") or hf_config.get("torch_dtype")
+    if name in DTYPES:
+        return DTYPES[name]
+    first = weights[next(iter(weights))].dtype
+    return first if first in DTYPES.values() else torch.float32
+
+
+def _write(
+    dst: Path, hf_config: dict[str, Any], hf_weights: Mapping[str, torch.Tensor], dtype: torch.dtype
+) -> tuple[int, float]:
+    model_config, rope_theta = nanotron_config_from_hf(hf_config)
+    weights = iter_hf_to_nanotron(hf_weights, LlamaShape.from_nanotron_config(model_config))
+    return write_nanotron_checkpoint(dst, model_config, rope_theta, weights, dtype), rope_theta
+
+
+def convert_hf_to_nanotron(src: Path, dst: Path, dtype: str | None = None) -> ConversionSummary:
+    """Convert a Hugging Face Llama folder (config.json + safetensors) into a Nanotron checkpoint at `dst`.
+
+    `dtype` defaults to the source's dtype. Tokenizer files found in `src` are copied to `dst`.
+    """
+    src = Path(src)
+    hf_config = read_hf_config(src)
+    nanotron_config_from_hf(hf_config)  # reject unsupported models before reading weights
+    hf_weights = SafetensorsWeights(src)
+    target = parse_dtype(dtype) if dtype else _source_dtype(hf_config, hf_weights)
+    dst = _prepare_destination(dst)
+    num_parameters, rope_theta = _write(dst, hf_config, hf_weights, target)
+    files = tokenizer_files(src)
+    for path in files:
+        shutil.copy2(path, dst / path.name)
+    return ConversionSummary(dst, num_parameters, target, rope_theta, tokenizer_saved=bool(files))
+
+
+def convert_gguf_to_nanotron(
+    src: Path, dst: Path, dtype: str = "float32", tokenizer: Path | None = None
+) -> ConversionSummary:
+    """Convert a GGUF Llama file into a Nanotron checkpoint at `dst` (weights dequantized to `dtype`).
+
+    The tokenizer is rebuilt from the GGUF metadata, or copied from the Hugging Face folder `tokenizer`.
+    """
+    target = parse_dtype(dtype)
+    reader = open_gguf(src)
+    hf_config = hf_config_from_gguf(reader)
+    nanotron_config_from_hf(hf_config)
+    hf_weights = GGUFWeights(reader, hf_config, target)
+    if tokenizer is None:
+        hf_tokenizer, files = tokenizer_from_gguf(reader), []
+    else:
+        hf_tokenizer, files = None, tokenizer_files(Path(tokenizer))
+        if not any(path.name == "tokenizer.json" for path in files):
+            raise CheckpointError(f"No tokenizer.json in {tokenizer}: pass a Hugging Face tokenizer folder.")
+    dst = _prepare_destination(dst)
+    num_parameters, rope_theta = _write(dst, hf_config, hf_weights, target)
+    if hf_tokenizer is not None:
+        hf_tokenizer.save_pretrained(dst)
+    for path in files:
+        shutil.copy2(path, dst / path.name)
+    return ConversionSummary(dst, num_parameters, target, rope_theta, tokenizer_saved=True)
+
+
+def nanotron_to_hf(folder: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """A Nanotron Llama checkpoint (any TP layout) as a Hugging Face config dict and `LlamaForCausalLM` weights."""
+    model_config, rope_theta = read_model_config(folder)
+    shape = LlamaShape.from_nanotron_config(model_config)
+    return hf_config_from_nanotron(model_config, rope_theta), nanotron_to_hf_state_dict(
+        read_nanotron_weights(folder), shape
+    )
