@@ -33,6 +33,8 @@ _TAG_FEEDBACK = 12
 class _Step:
     block: Any  # a nanotron PipelineBlock
     run: Callable[[Any, torch.Tensor, torch.Tensor], torch.Tensor]
+    kind: str = "other"  # "layer" (decoder layer `layer_index`), "norm" (final norm) or "other"
+    layer_index: int = -1
 
 
 def _llama_steps(model: Any) -> list[_Step]:
@@ -44,10 +46,10 @@ def _llama_steps(model: Any) -> list[_Step]:
         )
     steps = [_Step(model.token_position_embeddings, lambda m, x, mask: m(input_ids=x, input_mask=mask)["input_embeds"])]
     steps += [
-        _Step(block, lambda m, x, mask: m(hidden_states=x, sequence_mask=mask)["hidden_states"])
-        for block in model.decoder
+        _Step(block, lambda m, x, mask: m(hidden_states=x, sequence_mask=mask)["hidden_states"], "layer", index)
+        for index, block in enumerate(model.decoder)
     ]
-    steps.append(_Step(model.final_layer_norm, lambda m, x, mask: m(input=x)))
+    steps.append(_Step(model.final_layer_norm, lambda m, x, mask: m(input=x), "norm"))
     steps.append(_Step(model.lm_head, lambda m, x, mask: m(x=x)))
     steps.append(_Step(model.cast_to_fp32, lambda m, x, mask: m(x=x)))
     return steps
@@ -77,10 +79,20 @@ class LocalStage:
         self.prev_pp_rank = None if self.is_first else steps[owned[0] - 1].block.rank
         self.next_pp_rank = None if self.is_last else steps[owned[-1] + 1].block.rank
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, tree: Any = None, select: Any = None) -> torch.Tensor:
         """Input ids `[batch, seq]` on the first stage, else the previous stage's activation;
-        returns the next activation, or fp32 logits `[seq, batch, vocab / tp]` on the last stage."""
+        returns the next activation, or fp32 logits `[seq, batch, vocab / tp]` on the last stage.
+
+        `tree` (a `TreeAttention`): decoder layers run through `tree.run_layer` (explicit
+        positions and mask) instead of Nanotron's forward. `select` (`(positions, rows)` index
+        tensors): only those hidden states reach the final norm and `lm_head`, and the logits are
+        `[n, 1, vocab / tp]`."""
         for step in self._steps:
+            if step.kind == "layer" and tree is not None:
+                x = tree.run_layer(step.block.pp_block, x, step.layer_index)
+                continue
+            if step.kind == "norm" and select is not None:
+                x = x[select[0].to(x.device), select[1].to(x.device)][:, None]
             x = step.run(step.block.pp_block, x, mask)
         return x
 
@@ -153,12 +165,15 @@ class StageLink:
         self._feedback.clear()
 
 
-def run_stage(stage: LocalStage, link: StageLink, x: torch.Tensor | None, mask: torch.Tensor) -> torch.Tensor | None:
+def run_stage(
+    stage: LocalStage, link: StageLink, x: torch.Tensor | None, mask: torch.Tensor, tree: Any = None, select: Any = None
+) -> torch.Tensor | None:
     """One micro-batch through this rank's stage: receive (unless first), compute, send (unless
-    last). Returns the logits on the last stage, None elsewhere."""
+    last). Returns the logits on the last stage, None elsewhere (`tree`, `select`: see
+    `LocalStage.forward`)."""
     if not stage.is_first:
         x = link.recv_activation(stage.prev_pp_rank)
-    out = stage.forward(x, mask)
+    out = stage.forward(x, mask, tree, select)
     if stage.is_last:
         return out
     link.send_activation(out, stage.next_pp_rank)

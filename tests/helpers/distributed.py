@@ -9,8 +9,9 @@
     assert run_distributed(_check, 4, 2, 2, 1, timeout=60) == [0, 1, 0, 1]
 
 Each rank runs in a process forked from a server that has Nanotron already imported (fast
-starts), with RANK/WORLD_SIZE/MASTER_* set, OMP_NUM_THREADS=1, `enable_cpu_support()` called and
-the default gloo group started on 127.0.0.1 at a free port. The group is always destroyed.
+starts), with RANK/WORLD_SIZE/MASTER_* set, OMP_NUM_THREADS=1, WANDB_MODE=disabled (unless
+set), `enable_cpu_support()` called and the default gloo group started on 127.0.0.1 at a free
+port. The group is always destroyed.
 """
 
 import multiprocessing
@@ -57,6 +58,7 @@ def _worker(rank: int, world_size: int, port: int, timeout_s: float, fn: Callabl
         MASTER_PORT=str(port),
         OMP_NUM_THREADS="1",
     )
+    os.environ.setdefault("WANDB_MODE", "disabled")  # Nanotron's trainer calls wandb.init when wandb is installed
     torch.set_num_threads(1)
     import torch.distributed as dist
 

@@ -17,7 +17,9 @@ from typing import Dict, Union
 import torch
 from safetensors import safe_open
 
-_FILE_NAME = re.compile(r"^model_(?P<param>\w+?)(_pp-rank-\d+-of-\d+_tp-rank-(?P<tp>\d+)-of-(?P<tp_size>\d+))?\.safetensors$")
+_FILE_NAME = re.compile(
+    r"^model_(?P<param>\w+?)(_pp-rank-\d+-of-\d+_tp-rank-(?P<tp>\d+)-of-(?P<tp_size>\d+))?\.safetensors$"
+)
 
 
 def load_unsharded_weights(checkpoint: Union[str, Path]) -> Dict[str, torch.Tensor]:

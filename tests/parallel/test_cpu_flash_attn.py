@@ -13,7 +13,10 @@ def _sdpa(q, k, v, causal):
     """q [L, Hq, D], k/v [L, Hk, D] -> [L, Hq, D] with PyTorch's attention (top-left causal, Lq == Lk)."""
     rep = q.shape[1] // k.shape[1]
     out = F.scaled_dot_product_attention(
-        q.transpose(0, 1), k.repeat_interleave(rep, 1).transpose(0, 1), v.repeat_interleave(rep, 1).transpose(0, 1), is_causal=causal
+        q.transpose(0, 1),
+        k.repeat_interleave(rep, 1).transpose(0, 1),
+        v.repeat_interleave(rep, 1).transpose(0, 1),
+        is_causal=causal,
     )
     return out.transpose(0, 1)
 
@@ -53,7 +56,13 @@ def test_kvcache_decoding_equals_full_causal_attention():
     )
     steps = [
         fa.flash_attn_with_kvcache(
-            q[:, t : t + 1], k_cache, v_cache, k[:, t : t + 1], v[:, t : t + 1], cache_seqlens=torch.full((batch,), t), causal=True
+            q[:, t : t + 1],
+            k_cache,
+            v_cache,
+            k[:, t : t + 1],
+            v[:, t : t + 1],
+            cache_seqlens=torch.full((batch,), t),
+            causal=True,
         )
         for t in range(4, length)
     ]

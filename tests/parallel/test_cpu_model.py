@@ -3,7 +3,6 @@
 import pytest
 import torch
 
-from lighteval_nanotron.errors import CheckpointError, LayoutError
 from tests.helpers.distributed import LAYOUTS, parallel_context, run_distributed
 from tests.helpers.forward import full_logits
 from tests.helpers.reference import reference_logits

@@ -113,7 +113,13 @@ def flash_attn_varlen_func(
     scale = softmax_scale if softmax_scale is not None else q.shape[-1] ** -0.5
     bounds_q, bounds_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
     outputs = [
-        _attend(q[bounds_q[i] : bounds_q[i + 1]], k[bounds_k[i] : bounds_k[i + 1]], v[bounds_k[i] : bounds_k[i + 1]], scale, causal)
+        _attend(
+            q[bounds_q[i] : bounds_q[i + 1]],
+            k[bounds_k[i] : bounds_k[i + 1]],
+            v[bounds_k[i] : bounds_k[i + 1]],
+            scale,
+            causal,
+        )
         for i in range(len(bounds_q) - 1)
     ]
     tail = q.shape[0] - bounds_q[-1]

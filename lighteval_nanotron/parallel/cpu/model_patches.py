@@ -56,4 +56,3 @@ def apply_model_patches() -> None:
 
 def _noop(*args: Any, **kwargs: Any) -> None:
     """Stands in for a `torch.cuda` call that CPU-only torch cannot make."""
-

@@ -17,8 +17,8 @@ from nanotron import distributed as dist
 from nanotron.parallel.pipeline_parallel.p2p import (
     DTYPE_TO_ID,
     IS_CONTIGUOUS_TO_ID,
-    REQUIRES_GRAD_TO_ID,
     P2P,
+    REQUIRES_GRAD_TO_ID,
     get_untyped_storage,
 )
 

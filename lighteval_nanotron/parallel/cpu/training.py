@@ -3,9 +3,10 @@
     config = build_training_config(model_config, checkpoints_path="ckpt", tp=2, pp=2, dp=1, train_steps=5)
     config.save_as_yaml("train.yaml")     # DistributedTrainer("train.yaml") reads it back
 
-Defaults are those used in CPU tests: fp32, TP all-reduce without async communication (0.4's async
-reduce-scatter TP computes wrong gradients, huggingface/nanotron#46), 1F1B pipeline, no dataset
-(the caller passes a data loader, e.g. `synthetic_dataloader`).
+Defaults are those used in CPU tests: fp32 (fp32 gradient accumulation only for lower
+precisions), TP all-reduce without async communication (0.4's async reduce-scatter TP computes
+wrong gradients, huggingface/nanotron#46), 1F1B pipeline, no dataset (the caller passes a data
+loader, e.g. `synthetic_dataloader`).
 """
 
 from pathlib import Path
@@ -32,15 +33,21 @@ def build_training_config(
     seed: int = 42,
     tokenizer_path: Optional[str] = None,
     init_std: float = 0.02,
+    init_checkpoint_path: Optional[Union[str, Path]] = None,
     resume_checkpoint_path: Optional[Union[str, Path]] = None,
     project: str = "lighteval_nanotron_cpu",
 ) -> Any:
-    """A nanotron.config.Config for `model_config` (a LlamaConfig) at a (tp, pp, dp) layout."""
+    """A nanotron.config.Config for `model_config` (a LlamaConfig) at a (tp, pp, dp) layout.
+
+    The model starts from the weights of `init_checkpoint_path` when given (any layout, e.g. a
+    checkpoint of `save_nanotron_checkpoint`), else from Nanotron's random init with `init_std`
+    (which depends on the layout)."""
     import_nanotron()
     from nanotron.config import (
         CheckpointsArgs,
         Config,
         DataArgs,
+        ExistingCheckpointInit,
         GeneralArgs,
         LoggingArgs,
         LRSchedulerArgs,
@@ -52,12 +59,13 @@ def build_training_config(
         TokensArgs,
     )
 
+    init_method = ExistingCheckpointInit(Path(init_checkpoint_path)) if init_checkpoint_path else RandomInit(init_std)
     return Config(
         general=GeneralArgs(project=project, run="cpu", seed=seed, ignore_sanity_checks=True),
         parallelism=ParallelismArgs(
             dp=dp, pp=pp, tp=tp, pp_engine="1f1b", tp_mode="ALL_REDUCE", tp_linear_async_communication=False
         ),
-        model=ModelArgs(model_config=model_config, init_method=RandomInit(std=init_std), dtype=dtype),
+        model=ModelArgs(model_config=model_config, init_method=init_method, dtype=dtype),
         tokenizer=TokenizerArgs(tokenizer_name_or_path=tokenizer_path),
         checkpoints=CheckpointsArgs(
             checkpoints_path=Path(checkpoints_path),
@@ -76,7 +84,7 @@ def build_training_config(
             zero_stage=0,
             weight_decay=0.0,
             clip_grad=1.0,
-            accumulate_grad_in_fp32=True,
+            accumulate_grad_in_fp32=dtype != torch.float32,  # 0.4 asserts non-fp32 params for it
             adam_eps=1e-8,
             adam_beta1=0.9,
             adam_beta2=0.95,
