@@ -1,0 +1,70 @@
+"""The training data loader of `run_train`: a synthetic token stream or a Hugging Face text dataset.
+
+Nanotron 0.4's wheel ships no `run_train.py`; this is the part of it that builds the loader, as
+Nanotron's example does (`clm_process` + `get_train_dataloader`), plus a CPU synthetic stream.
+"""
+
+from typing import Any, Iterator
+
+
+def build_dataloader(trainer: Any, cpu: bool) -> Iterator[Any]:
+    """The loader for `trainer.config.data`: synthetic when `data.dataset` is null, else the HF dataset."""
+    data = trainer.config.data
+    if data is None or data.dataset is None:
+        return _synthetic(trainer, cpu)
+    return _hf_dataset(trainer)
+
+
+def _synthetic(trainer: Any, cpu: bool) -> Iterator[Any]:
+    config, model = trainer.config, trainer.unwrapped_model
+    seed = config.data.seed if config.data is not None else config.general.seed
+    if cpu:
+        from lighteval_nanotron.parallel.cpu.data import synthetic_dataloader_for
+
+        return synthetic_dataloader_for(trainer, seed=seed)
+    from nanotron.dataloader import dummy_infinite_data_generator
+
+    return dummy_infinite_data_generator(
+        micro_batch_size=trainer.micro_batch_size,
+        sequence_length=trainer.sequence_length,
+        input_pp_rank=model.input_pp_rank,
+        output_pp_rank=model.output_pp_rank,
+        vocab_size=config.model.model_config.vocab_size,
+        seed=seed,
+        parallel_context=trainer.parallel_context,
+    )()
+
+
+def _hf_dataset(trainer: Any) -> Iterator[Any]:
+    from nanotron.dataloader import clm_process, get_datasets, get_train_dataloader
+    from nanotron.utils import main_rank_first
+    from transformers import AutoTokenizer
+
+    config, model = trainer.config, trainer.unwrapped_model
+    args = config.data.dataset
+    with main_rank_first(trainer.parallel_context.world_pg):
+        raw = get_datasets(hf_dataset_or_datasets=args.hf_dataset_or_datasets, splits=args.hf_dataset_splits)["train"]
+        tokenizer = AutoTokenizer.from_pretrained(config.tokenizer.tokenizer_name_or_path)
+        tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
+        tokenizer.padding_side = "left"
+        dataset = clm_process(
+            raw_dataset=raw,
+            tokenizer=tokenizer,
+            text_column_name=args.text_column_name,
+            dataset_processing_num_proc_per_process=args.dataset_processing_num_proc_per_process,
+            dataset_overwrite_cache=args.dataset_overwrite_cache,
+            sequence_length=trainer.sequence_length,
+        )
+    loader = get_train_dataloader(
+        train_dataset=dataset,
+        sequence_length=trainer.sequence_length,
+        parallel_context=trainer.parallel_context,
+        input_pp_rank=model.input_pp_rank,
+        output_pp_rank=model.output_pp_rank,
+        micro_batch_size=trainer.micro_batch_size,
+        consumed_train_samples=trainer.consumed_train_samples,
+        dataloader_num_workers=config.data.num_loading_workers,
+        seed_worker=config.data.seed,
+        dataloader_drop_last=True,
+    )
+    return iter(loader)

@@ -1,0 +1,212 @@
+"""The training callback: it decides *when* to evaluate; the pipeline decides *what*, loggers *where*.
+
+`TrainingEvaluator` has one method per trainer hook (`pre_training`, `post_train_step`,
+`post_save_checkpoint`, `post_training`), each taking the trainer. Every rank calls every method:
+evaluation is collective. Nothing here touches a parameter, a gradient or the optimizer.
+"""
+
+import logging
+import time
+from typing import Any, Optional
+
+import torch.distributed as dist
+from tqdm import tqdm
+
+from lighteval_nanotron.errors import EvaluationError
+from lighteval_nanotron.hook.agreement import Verdict, agree
+from lighteval_nanotron.hook.config import EvaluationConfig
+from lighteval_nanotron.hook.schedule import EvalSchedule, Moment
+from lighteval_nanotron.hook.state_guard import preserve_training_state
+from lighteval_nanotron.tracking.table import format_results_table
+
+logger = logging.getLogger(__name__)
+
+
+def default_model_name(trainer: Any) -> str:
+    general = trainer.config.general
+    return f"{general.project}/{general.run}" if general.run else str(general.project)
+
+
+def consumed_tokens(trainer: Any, moment: Moment) -> int:
+    """Tokens trained on so far. In `post_train_step` the trainer has not yet counted the step."""
+    samples = trainer.consumed_train_samples
+    if moment is Moment.STEP:
+        samples += trainer.global_batch_size
+    return int(samples * trainer.config.tokens.sequence_length)
+
+
+class TrainingEvaluator:
+    """Evaluates a live Nanotron model at the steps its `EvaluationConfig` asks for."""
+
+    def __init__(self, config: EvaluationConfig) -> None:
+        self.config = config
+        self.schedule = EvalSchedule.from_config(config)
+        self.pipeline: Any = None
+        self.loggers: Any = None
+        self.model_name: Optional[str] = None
+        self.evaluated: list[int] = []
+        """Steps evaluated successfully by this run, in order (the same list on every rank)."""
+        self.failures: list[tuple[int, str]] = []
+        """(step, description) of every evaluation that failed, in order (the same on every rank)."""
+        self.last_results: dict = {}
+        """`{task: {metric: value}}` of the last successful evaluation, on every rank."""
+        self.progress: Any = None
+
+    # Trainer hooks -----------------------------------------------------------------------------
+
+    def pre_training(self, trainer: Any) -> None:
+        """Prepare tasks, datasets, prompts and tokens; fail on every rank together if any is bad."""
+        self.setup(trainer)
+        self.maybe_evaluate(trainer, Moment.START)
+
+    def post_train_step(self, trainer: Any) -> None:
+        self.maybe_evaluate(trainer, Moment.STEP)
+
+    def post_save_checkpoint(self, trainer: Any) -> None:
+        self.maybe_evaluate(trainer, Moment.CHECKPOINT)
+
+    def post_training(self, trainer: Any) -> None:
+        try:
+            self.maybe_evaluate(trainer, Moment.END)
+        finally:
+            self.close()
+
+    # Setup ---------------------------------------------------------------------------------------
+
+    def setup(self, trainer: Any) -> None:
+        from lighteval_nanotron.hook.runtime import build_loggers, build_pipeline, is_reporting_rank
+
+        world = trainer.parallel_context.world_pg
+        self.model_name = self.config.model_name or default_model_name(trainer)
+        error: Optional[BaseException] = None
+        already_done: set[int] = set()
+        started = time.perf_counter()
+        try:
+            self.pipeline = build_pipeline(trainer, self.config, self.model_name)
+            if is_reporting_rank(self.pipeline):
+                self.loggers = build_loggers(self.config, trainer)
+                already_done = _evaluated_steps(self.config.output_dir, self.model_name)
+        except Exception as caught:  # noqa: BLE001 - every rank must learn about it, then all raise
+            error = caught
+        verdict = agree(error, world, self.config.failure_timeout_s, "lighteval_nanotron setup")
+        if verdict.failed:
+            raise _setup_error(verdict) from error
+        for step in _broadcast_steps(already_done, world):
+            self.schedule.mark(step)
+        self.progress = tqdm(
+            total=len(self._remaining_steps(trainer)),
+            desc="lighteval_nanotron evaluations",
+            unit="eval",
+            disable=dist.get_rank(world) != 0,
+        )
+        _log_rank0(
+            world,
+            logging.INFO,
+            f"[lighteval_nanotron] prepared {', '.join(self.config.tasks)} in {time.perf_counter() - started:.1f}s; "
+            f"evaluating at {self._plan_description(trainer)}",
+        )
+
+    def _remaining_steps(self, trainer: Any) -> list[int]:
+        checkpoints = trainer.config.checkpoints
+        steps = self.schedule.planned_steps(
+            trainer.start_iteration_step,
+            trainer.config.tokens.train_steps,
+            checkpoints.checkpoint_interval if checkpoints is not None else None,
+        )
+        return [step for step in steps if step not in self.schedule.seen_steps]
+
+    def _plan_description(self, trainer: Any) -> str:
+        skipped = sorted(self.schedule.seen_steps)
+        todo = self._remaining_steps(trainer)
+        text = f"steps {todo}" if todo else "no remaining step"
+        return text + (f" (already evaluated: {skipped})" if skipped else "")
+
+    # Evaluation ------------------------------------------------------------------------------------
+
+    def maybe_evaluate(self, trainer: Any, moment: Moment) -> None:
+        step = int(trainer.iteration_step)
+        if self.pipeline is None or not self.schedule.wants(moment, step):
+            return
+        self.schedule.mark(step)
+        self.evaluate(trainer, step, consumed_tokens(trainer, moment))
+
+    def evaluate(self, trainer: Any, step: int, tokens: int) -> None:
+        """Evaluate now (collective), write the results, agree on the outcome; raise only if asked to."""
+        world = trainer.parallel_context.world_pg
+        started = time.perf_counter()
+        error: Optional[BaseException] = None
+        result = None
+        try:
+            with preserve_training_state(trainer.model, getattr(trainer, "random_states", None)):
+                result = self.pipeline.run(step=step, consumed_tokens=tokens)
+            if result is not None:
+                self.loggers.log(result)
+        except Exception as caught:  # noqa: BLE001 - agreed on below, so that no rank hangs
+            error = caught
+            logger.error("[lighteval_nanotron] evaluation at step %d raised on this rank", step, exc_info=caught)
+        verdict = agree(error, world, self.config.failure_timeout_s, f"evaluation at step {step}")
+        wall = time.perf_counter() - started
+        if self.progress is not None:
+            self.progress.update(1)
+        if verdict.failed:
+            self._fail(world, step, wall, verdict, error)
+            return
+        self.evaluated.append(step)
+        self.last_results = _share_results(result, world)
+        if "log" in self.config.loggers:
+            table = format_results_table(self.last_results)
+            header = f"[lighteval_nanotron] step {step} ({tokens} tokens), {wall:.1f}s:"
+            _log_rank0(world, logging.INFO, f"{header}\n{table}")
+
+    def _fail(self, world: Any, step: int, wall: float, verdict: Verdict, error: Optional[BaseException]) -> None:
+        self.failures.append((step, verdict.describe()))
+        action = "stopping training (stop_on_failure)" if self.config.stop_on_failure else "training continues"
+        message = (
+            f"[lighteval_nanotron] evaluation at step {step} FAILED after {wall:.1f}s, {action}: "
+            f"{verdict.describe()}"
+        )
+        _log_rank0(world, logging.ERROR, message)
+        if self.config.stop_on_failure:
+            fix = ". Set lighteval_nanotron.stop_on_failure: false to keep training."
+            raise EvaluationError(message + fix) from error
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.close()
+            self.progress = None
+        if self.loggers is not None:
+            self.loggers.close()
+            self.loggers = None
+
+
+def _share_results(result: Any, world: dist.ProcessGroup) -> dict:
+    """The reporting rank's `{task: {metric: value}}`, on every rank (for the log and callers)."""
+    gathered: list[Optional[dict]] = [None] * dist.get_world_size(world)
+    dist.all_gather_object(gathered, None if result is None else result.results, group=world)
+    return next((results for results in gathered if results is not None), {})
+
+
+def _evaluated_steps(output_dir: str, model_name: str) -> set[int]:
+    from lighteval_nanotron.tracking.paths import evaluated_steps
+
+    return evaluated_steps(output_dir, model_name)
+
+
+def _broadcast_steps(steps: set[int], world: dist.ProcessGroup) -> list[int]:
+    """Steps already on disk, as the reporting rank sees them, on every rank (the union of all)."""
+    gathered: list[Optional[list[int]]] = [None] * dist.get_world_size(world)
+    dist.all_gather_object(gathered, sorted(steps), group=world)
+    return sorted({step for part in gathered if part for step in part})
+
+
+def _setup_error(verdict: Verdict) -> EvaluationError:
+    return EvaluationError(
+        f"lighteval_nanotron could not prepare its evaluation, so training does not start: {verdict.describe()}. "
+        "Fix the lighteval_nanotron section (tasks, custom_tasks, data_dirs, max_samples) or remove it."
+    )
+
+
+def _log_rank0(world: dist.ProcessGroup, level: int, message: str) -> None:
+    if dist.get_rank(world) == 0:
+        logger.log(level, message)
+

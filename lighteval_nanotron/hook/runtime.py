@@ -1,0 +1,77 @@
+"""Build the evaluation's runtime objects from a live trainer: tokenizer, engine, pipeline, loggers."""
+
+from pathlib import Path
+from typing import Any
+
+from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.hook.config import EvaluationConfig
+
+
+def load_tokenizer(trainer_config: Any) -> Any:
+    """The training config's tokenizer (`tokenizer.tokenizer_name_or_path`), through `transformers`."""
+    from transformers import AutoTokenizer
+
+    args = trainer_config.tokenizer
+    if args is None or not args.tokenizer_name_or_path:
+        raise ConfigError(
+            "lighteval_nanotron needs a tokenizer: set tokenizer.tokenizer_name_or_path in the training config "
+            "(a Hub name or a folder with tokenizer files)."
+        )
+    try:
+        return AutoTokenizer.from_pretrained(args.tokenizer_name_or_path, revision=args.tokenizer_revision)
+    except (OSError, ValueError) as error:
+        raise ConfigError(
+            f"Cannot load tokenizer {args.tokenizer_name_or_path!r} ({error}): point "
+            "tokenizer.tokenizer_name_or_path at a folder with tokenizer files, or a Hub name in the cache."
+        ) from error
+
+
+def build_pipeline(trainer: Any, config: EvaluationConfig, model_name: str) -> Any:
+    """Prepare the tasks once on the trainer's own model and mesh (every rank, same inputs)."""
+    from lighteval_nanotron.models.nanotron import EngineConfig, NanotronLightevalModel
+    from lighteval_nanotron.pipeline import EvaluationPipeline
+    from lighteval_nanotron.tasks.data_dirs import set_data_dirs
+
+    if config.data_dirs is not None:
+        set_data_dirs(config.data_dirs)
+    engine = NanotronLightevalModel(
+        trainer.model,
+        trainer.parallel_context,
+        load_tokenizer(trainer.config),
+        EngineConfig(max_tokens_per_batch=config.tokens_per_batch, gather_to="reporting"),
+    )
+    return EvaluationPipeline.prepare(
+        engine,
+        config.tasks,
+        config.max_samples,
+        custom_tasks=config.custom_tasks,
+        model_name=model_name,
+    )
+
+
+def is_reporting_rank(pipeline: Any) -> bool:
+    """The one rank that receives results and writes them."""
+    return bool(pipeline.model.is_reporting_rank)
+
+
+def build_loggers(config: EvaluationConfig, trainer: Any) -> Any:
+    """The results loggers (JSON, details, TensorBoard, W&B); `log` is the hook's own table."""
+    from lighteval_nanotron.tracking import TrackingConfig
+
+    tracking = TrackingConfig(
+        output_dir=config.output_dir,
+        loggers=[name for name in config.loggers if name != "log"],
+        tensorboard_dir=str(Path(config.output_dir) / "tensorboard"),
+        wandb_project=config.wandb_project or trainer.config.general.project,
+        wandb_mode=config.wandb_mode,
+    )
+    return tracking.build(wandb_run=_active_wandb_run())
+
+
+def _active_wandb_run() -> Any:
+    """The W&B run Nanotron's `pre_training` opened on this rank, if any: log next to the loss."""
+    try:
+        import wandb
+    except ImportError:
+        return None
+    return wandb.run

@@ -1,0 +1,101 @@
+"""Two ways to put evaluation into Nanotron's `DistributedTrainer`.
+
+1. Subclass (the usual one): `EvaluatingTrainer(config_file)` reads the training YAML with its
+   `lighteval_nanotron:` section and evaluates at the configured steps.
+
+       trainer = EvaluatingTrainer("configs/tiny_cpu_train.yaml")
+       trainer.train(dataloader)
+
+2. An unmodified trainer built elsewhere (e.g. Nanotron's own `run_train.py`):
+
+       trainer = DistributedTrainer(config_file, config_class=TrainingConfigWithEvaluation)
+       attach_evaluation(trainer)          # or attach_evaluation(trainer, EvaluationConfig(...))
+       trainer.train(dataloader)
+
+Either way every rank evaluates the trainer's own model (`trainer.model`) on its own
+`parallel_context`, through the hooks `pre_training`, `post_train_step`, `post_save_checkpoint`
+and `post_training`.
+"""
+
+import functools
+from typing import Any, Callable, Optional, Type
+
+from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.hook.config import EvaluationConfig
+from lighteval_nanotron.hook.evaluator import TrainingEvaluator
+from lighteval_nanotron.hook.training_config import SECTION, TrainingConfigWithEvaluation
+from lighteval_nanotron.parallel.cpu import install_flash_attn_fallback
+
+install_flash_attn_fallback()  # a no-op where flash-attn is installed; Llama imports it at module level
+
+from nanotron.trainer import DistributedTrainer  # noqa: E402
+
+HOOKS = ("pre_training", "post_train_step", "post_save_checkpoint", "post_training")
+
+
+class EvaluatingTrainer(DistributedTrainer):
+    """`DistributedTrainer` that evaluates at the steps of its config's `lighteval_nanotron:` section.
+
+    Without that section it trains exactly like `DistributedTrainer`.
+    """
+
+    def __init__(
+        self,
+        config_or_config_file: Any,
+        config_class: Type[TrainingConfigWithEvaluation] = TrainingConfigWithEvaluation,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(config_or_config_file, config_class=config_class, **kwargs)
+        section = getattr(self.config, SECTION, None)
+        self.evaluator: Optional[TrainingEvaluator] = TrainingEvaluator(section) if section is not None else None
+
+    def pre_training(self, *args: Any, **kwargs: Any) -> None:
+        super().pre_training(*args, **kwargs)
+        if self.evaluator is not None:
+            self.evaluator.pre_training(self)
+
+    def post_train_step(self) -> None:
+        super().post_train_step()
+        if self.evaluator is not None:
+            self.evaluator.post_train_step(self)
+
+    def post_save_checkpoint(self) -> None:
+        super().post_save_checkpoint()
+        if self.evaluator is not None:
+            self.evaluator.post_save_checkpoint(self)
+
+    def post_training(self) -> None:
+        super().post_training()
+        if self.evaluator is not None:
+            self.evaluator.post_training(self)
+
+
+def attach_evaluation(trainer: Any, config: Optional[EvaluationConfig] = None) -> TrainingEvaluator:
+    """Make an existing trainer instance evaluate; returns the evaluator (e.g. to read `failures`).
+
+    `config` defaults to the trainer config's `lighteval_nanotron` section. Call it before
+    `trainer.train(...)`, once.
+    """
+    config = config if config is not None else getattr(trainer.config, SECTION, None)
+    if config is None:
+        raise ConfigError(
+            "attach_evaluation: the trainer's config has no lighteval_nanotron section. Build the trainer with "
+            "config_class=TrainingConfigWithEvaluation and add the section, or pass an EvaluationConfig."
+        )
+    if isinstance(trainer, EvaluatingTrainer) or getattr(trainer, "_lighteval_nanotron_attached", False):
+        raise ConfigError("attach_evaluation: this trainer already evaluates; attach at most once.")
+    evaluator = TrainingEvaluator(config)
+    for name in HOOKS:
+        setattr(trainer, name, _after(getattr(trainer, name), functools.partial(getattr(evaluator, name), trainer)))
+    trainer._lighteval_nanotron_attached = True
+    return evaluator
+
+
+def _after(original: Callable[..., Any], extra: Callable[[], None]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def hooked(*args: Any, **kwargs: Any) -> Any:
+        value = original(*args, **kwargs)
+        extra()
+        return value
+
+    return hooked

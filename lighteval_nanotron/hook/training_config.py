@@ -1,0 +1,35 @@
+"""Nanotron's `Config` with one more optional section, `lighteval_nanotron:`, read from the same YAML.
+
+Pass `TrainingConfigWithEvaluation` as `config_class` to `DistributedTrainer` (Nanotron's own way
+of adding config sections); `EvaluatingTrainer` does it for you.
+"""
+
+from dataclasses import dataclass
+from typing import Optional
+
+from lighteval_nanotron.hook.config import EvaluationConfig
+from lighteval_nanotron.parallel.cpu import import_nanotron
+
+import_nanotron()
+
+from nanotron.config import Config, get_config_from_file  # noqa: E402
+
+SECTION = "lighteval_nanotron"
+
+
+@dataclass
+class TrainingConfigWithEvaluation(Config):
+    """A Nanotron training config plus the evaluation section (absent: training without evaluation)."""
+
+    lighteval_nanotron: Optional[EvaluationConfig] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.lighteval_nanotron is not None and self.tokens is not None:
+            interval = self.checkpoints.checkpoint_interval if self.checkpoints is not None else None
+            self.lighteval_nanotron.check_against_training(self.tokens.train_steps, interval)
+
+
+def load_training_config(path: str) -> TrainingConfigWithEvaluation:
+    """Read a training YAML with an optional `lighteval_nanotron:` section (raises `ConfigError` on a bad one)."""
+    return get_config_from_file(path, config_class=TrainingConfigWithEvaluation)

@@ -1,0 +1,101 @@
+"""The `lighteval_nanotron:` section: defaults, normalisation and every check, from the real YAML."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.hook.config import EvaluationConfig
+
+REPO = Path(__file__).resolve().parents[2]
+TINY_CONFIG = REPO / "configs" / "tiny_cpu_train.yaml"
+GPU_CONFIG = REPO / "configs" / "llama_1b_train_with_eval.yaml"
+
+
+def test_tasks_string_becomes_list():
+    config = EvaluationConfig(tasks=" lighteval|arc:easy|0 ,lighteval|piqa|0,", eval_interval=5)
+    assert config.tasks == ["lighteval|arc:easy|0", "lighteval|piqa|0"]
+    assert config.loggers == ["json", "details", "tensorboard", "log"]
+    assert config.eval_at_end and not config.stop_on_failure
+
+
+def test_data_dirs_string_becomes_list():
+    assert EvaluationConfig(tasks="a|b|0", data_dirs="bundled").data_dirs == ["bundled"]
+
+
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        ({"tasks": " , "}, "tasks is empty"),
+        ({"eval_interval": 0}, "eval_interval is 0"),
+        ({"eval_interval": -3}, "eval_interval is -3"),
+        ({"max_samples": 0}, "max_samples is 0"),
+        ({"tokens_per_batch": 0}, "tokens_per_batch is 0"),
+        ({"loggers": ["json", "mlflow"]}, "unknown logger(s) ['mlflow']"),
+        ({"loggers": ["json", "json"]}, "twice"),
+        ({"wandb_mode": "cloud"}, "wandb_mode"),
+        ({"output_dir": ""}, "output_dir is empty"),
+        ({"eval_at_end": False}, "never evaluates"),
+    ],
+)
+def test_bad_values_raise_config_error_with_fix(overrides, words):
+    values = {"tasks": "lighteval|arc:easy|0", **overrides}
+    with pytest.raises(ConfigError) as info:
+        EvaluationConfig(**values)
+    assert words in str(info.value)
+    assert str(info.value).startswith("lighteval_nanotron")
+
+
+def test_checks_against_training_config():
+    config = EvaluationConfig(tasks="lighteval|arc:easy|0", eval_interval=50, eval_at_checkpoints=True)
+    with pytest.raises(ConfigError, match="larger than tokens.train_steps=10"):
+        config.check_against_training(train_steps=10, checkpoint_interval=5)
+    with pytest.raises(ConfigError, match="no checkpoints section"):
+        config.check_against_training(train_steps=100, checkpoint_interval=None)
+    config.check_against_training(train_steps=100, checkpoint_interval=5)
+
+
+def test_shipped_configs_load_as_nanotron_configs(tmp_path):
+    from lighteval_nanotron.hook.training_config import TrainingConfigWithEvaluation, load_training_config
+
+    for path in (TINY_CONFIG, GPU_CONFIG):
+        config = load_training_config(str(path))
+        assert isinstance(config, TrainingConfigWithEvaluation)
+        assert isinstance(config.lighteval_nanotron, EvaluationConfig)
+        assert config.lighteval_nanotron.tasks
+        # Nanotron saves the config next to each checkpoint and reads it back: the section survives.
+        saved = tmp_path / path.name
+        config.save_as_yaml(str(saved))
+        assert load_training_config(str(saved)).lighteval_nanotron == config.lighteval_nanotron
+
+
+def test_section_is_optional(tmp_path):
+    from lighteval_nanotron.hook.training_config import load_training_config
+
+    content = yaml.safe_load(TINY_CONFIG.read_text())
+    del content["lighteval_nanotron"]
+    path = tmp_path / "plain.yaml"
+    path.write_text(yaml.safe_dump(content))
+    assert load_training_config(str(path)).lighteval_nanotron is None
+
+
+@pytest.mark.parametrize(
+    "section_update, error",
+    [
+        ({"eval_interval": 0}, "eval_interval is 0"),
+        ({"eval_interval": 1000}, "larger than tokens.train_steps"),
+        ({"loggers": ["json", "neptune"]}, "unknown logger"),
+        ({"evaluate_every": 3}, "evaluate_every"),
+    ],
+)
+def test_bad_section_fails_when_yaml_is_read(tmp_path, section_update, error):
+    from lighteval_nanotron.hook.training_config import load_training_config
+
+    content = yaml.safe_load(TINY_CONFIG.read_text())
+    content["lighteval_nanotron"].update(section_update)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(content))
+    with pytest.raises(Exception) as info:
+        load_training_config(str(path))
+    assert error in str(info.value)

@@ -1,0 +1,115 @@
+"""Failures: agreed by every rank without hanging; training goes on (or stops when asked); bad
+configs stop before the first step on every rank; a restarted run skips evaluated steps."""
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.distributed import run_distributed
+from tests.hook import failing_tasks
+from tests.hook.training_runs import (
+    results_files,
+    train_expecting_error_worker,
+    train_logging_worker,
+    train_worker,
+    write_config,
+)
+
+pytestmark = pytest.mark.distributed
+
+CUSTOM_TASKS = str(Path(failing_tasks.__file__))
+
+
+def _custom_section(tmp_path: Path, tasks: str, **extra) -> dict:
+    return {
+        "tasks": tasks,
+        "custom_tasks": CUSTOM_TASKS,
+        "data_dirs": [str(failing_tasks.write_data(tmp_path / "data"))],
+        **extra,
+    }
+
+
+def test_failing_task_is_agreed_logged_and_training_finishes(tmp_path):
+    section = _custom_section(tmp_path, "custom|toy_ok|0,custom|toy_bad_metric|0")
+    config = write_config(tmp_path, dp=2, train_steps=4, section=section)
+    reports = run_distributed(train_logging_worker, 2, str(config), timeout=240)
+    for report in reports:
+        assert report["evaluated"] == []
+        assert [step for step, _ in report["failures"]] == [2, 4]
+        for _, description in report["failures"]:
+            assert "toy_bad_metric" in description and "injected metric failure" in description
+    # The metric runs on the reporting rank (world rank 0) only; the other rank learnt it too.
+    assert "world rank 0" in reports[1]["failures"][0][1]
+    assert any("FAILED" in message and "training continues" in message for message in reports[0]["errors"])
+    assert all(len(report["losses"]) == 4 for report in reports)
+    assert results_files(tmp_path / "eval") == {}
+
+
+def test_stop_on_failure_stops_every_rank(tmp_path):
+    section = _custom_section(tmp_path, "custom|toy_bad_metric|0", stop_on_failure=True)
+    config = write_config(tmp_path, dp=2, train_steps=4, section=section)
+    reports = run_distributed(train_expecting_error_worker, 2, [str(config)], timeout=240)
+    for (report,) in reports:
+        assert report["type"] == "EvaluationError"
+        assert "stop_on_failure" in report["error"] and "injected metric failure" in report["error"]
+        assert report["step"] == 2
+
+
+def test_bad_configs_fail_before_the_first_step_on_every_rank(tmp_path):
+    cases = {
+        "unknown task": ({"tasks": "lighteval|no_such_task|0"}, "no_such_task"),
+        "prompt fails on rank 1": (
+            _custom_section(tmp_path, "custom|toy_ok|0,custom|toy_bad_prompt_rank1|0"),
+            "injected prompt failure on rank 1",
+        ),
+        "bad interval": ({"eval_interval": 0}, "eval_interval is 0"),
+        "unknown logger": ({"loggers": ["json", "mlflow"]}, "unknown logger(s) ['mlflow']"),
+    }
+    paths = [
+        str(write_config(tmp_path, dp=2, train_steps=3, section=section, name=f"bad{index}.yaml"))
+        for index, (section, _) in enumerate(cases.values())
+    ]
+    reports = run_distributed(train_expecting_error_worker, 2, paths, timeout=240)
+    for rank_reports in reports:
+        for (name, (_, words)), report in zip(cases.items(), rank_reports):
+            assert report["error"] is not None, name
+            assert words in report["error"], (name, report["error"])
+            assert report["step"] in (None, 0), name  # the trainer never took a step
+    prompt_errors = [rank_reports[1]["error"] for rank_reports in reports]
+    assert all("world rank 1" in error and "toy_bad_prompt_rank1" in error for error in prompt_errors)
+    assert not (tmp_path / "checkpoints").exists()
+
+
+def test_restarted_run_does_not_evaluate_a_step_twice(tmp_path):
+    first = write_config(tmp_path, dp=2, train_steps=4, checkpoint_interval=2, name="first.yaml")
+    reports = run_distributed(train_worker, 2, str(first), timeout=240)
+    assert all(report["evaluated"] == [2, 4] for report in reports)
+    before = {step: path.stat().st_mtime_ns for step, path in _result_paths(tmp_path).items()}
+
+    resumed = write_config(
+        tmp_path,
+        dp=2,
+        train_steps=6,
+        section={"eval_at_start": True},
+        name="resumed.yaml",
+    )
+    _set_resume(resumed, tmp_path / "checkpoints" / "2")
+    reports = run_distributed(train_worker, 2, str(resumed), timeout=240)
+    assert all(report["evaluated"] == [6] for report in reports)  # 2 (start) and 4 were on disk
+    after = _result_paths(tmp_path)
+    assert sorted(after) == [2, 4, 6]
+    assert {step: after[step].stat().st_mtime_ns for step in (2, 4)} == before
+    assert sorted(results_files(tmp_path / "eval")) == [2, 4, 6]
+
+
+def _result_paths(tmp_path: Path) -> dict:
+    folder = tmp_path / "eval" / "results" / "hook-test"
+    return {int(path.stem.split("_")[1]): path for path in folder.glob("results_*.json")}
+
+
+def _set_resume(config_path: Path, checkpoint: Path) -> None:
+    import yaml
+
+    content = yaml.safe_load(config_path.read_text())
+    content["checkpoints"].update(resume_checkpoint_path=str(checkpoint), checkpoint_interval=1000)
+    config_path.write_text(yaml.safe_dump(content))

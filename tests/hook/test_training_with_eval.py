@@ -1,0 +1,54 @@
+"""DistributedTrainer on CPU with the hook: results at exactly the configured steps, TensorBoard
+scalars, and a loss curve (and final weights) bitwise identical to the same run without the hook."""
+
+import pytest
+
+from tests.helpers.distributed import run_distributed
+from tests.hook.training_runs import (
+    TASKS,
+    assert_finite_results,
+    results_files,
+    tensorboard_scalars,
+    train_worker,
+    write_config,
+)
+
+pytestmark = pytest.mark.distributed
+
+
+def _check_layout(tmp_path, tp: int, pp: int, dp: int) -> None:
+    world = tp * pp * dp
+    with_hook = write_config(tmp_path, tp=tp, pp=pp, dp=dp, train_steps=4, name="hook.yaml")
+    without = write_config(tmp_path, tp=tp, pp=pp, dp=dp, train_steps=4, evaluate=False, name="plain.yaml")
+    hooked = run_distributed(train_worker, world, str(with_hook), timeout=300)
+    plain = run_distributed(train_worker, world, str(without), timeout=300)
+
+    for rank in range(world):
+        assert hooked[rank]["evaluated"] == [2, 4]
+        assert hooked[rank]["failures"] == []
+        assert hooked[rank]["losses"] == plain[rank]["losses"]  # bitwise: floats compared exactly
+        assert hooked[rank]["params"] == plain[rank]["params"]
+    assert any(loss is not None for result in hooked for loss in result["losses"])
+
+    found = results_files(tmp_path / "eval")
+    assert sorted(found) == [2, 4]
+    for step, content in found.items():
+        assert content["config_general"]["training_step"] == step
+        assert content["config_general"]["consumed_tokens"] == step * 2 * dp * 32  # mbs 2, seq 32
+        assert_finite_results(content, TASKS)
+    assert (tmp_path / "eval" / "details" / "hook-test" / "2").is_dir()
+
+    scalars = tensorboard_scalars(tmp_path / "eval" / "tensorboard")
+    for task in TASKS:
+        tags = [tag for tag in scalars if tag.startswith(f"eval/{task}/")]
+        assert tags, scalars.keys()
+        assert all(sorted(scalars[tag]) == [2, 4] for tag in tags)
+
+
+def test_dp2_training_with_evaluation(tmp_path):
+    _check_layout(tmp_path, tp=1, pp=1, dp=2)
+
+
+@pytest.mark.slow
+def test_tp2_pp2_training_with_evaluation(tmp_path):
+    _check_layout(tmp_path, tp=2, pp=2, dp=1)

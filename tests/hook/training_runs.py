@@ -1,0 +1,158 @@
+"""Real Nanotron training runs on CPU for the hook tests: configs from configs/tiny_cpu_train.yaml,
+a worker that trains and reports losses, a parameter digest and what the evaluator did."""
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+TINY_CONFIG = REPO / "configs" / "tiny_cpu_train.yaml"
+TOKENIZER = REPO / "configs" / "tiny_tokenizer"
+TASKS = ["lighteval|arc:easy|0", "lighteval|piqa|0"]
+MODEL_NAME = "hook-test"
+
+
+def write_config(
+    folder: Path,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int = 1,
+    train_steps: int = 4,
+    checkpoint_interval: int = 1000,
+    section: Optional[Dict[str, Any]] = None,
+    evaluate: bool = True,
+    name: str = "train.yaml",
+    **tokens: Any,
+) -> Path:
+    """The shipped tiny config at a layout, writing under `folder`; `section` updates ours."""
+    content = yaml.safe_load(TINY_CONFIG.read_text())
+    content["parallelism"].update(tp=tp, pp=pp, dp=dp)
+    content["tokens"].update(train_steps=train_steps, sequence_length=32, batch_accumulation_per_replica=1, **tokens)
+    content["checkpoints"].update(checkpoints_path=str(folder / "checkpoints"), checkpoint_interval=checkpoint_interval)
+    content["tokenizer"]["tokenizer_name_or_path"] = str(TOKENIZER)
+    content["logging"].update(log_level="warning", log_level_replica="warning")
+    if evaluate:
+        content["lighteval_nanotron"] = {
+            "tasks": ",".join(TASKS),
+            "data_dirs": ["bundled"],
+            "max_samples": 4,
+            "eval_interval": 2,
+            "eval_at_start": False,
+            "eval_at_end": True,
+            "tokens_per_batch": 1024,
+            "output_dir": str(folder / "eval"),
+            "loggers": ["json", "details", "tensorboard", "log"],
+            "model_name": MODEL_NAME,
+            "failure_timeout_s": 60,
+            **(section or {}),
+        }
+    else:
+        del content["lighteval_nanotron"]
+    path = folder / name
+    path.write_text(yaml.safe_dump(content))
+    return path
+
+
+def _digest(model: Any) -> str:
+    hasher = hashlib.sha256()
+    for name, param in sorted(model.named_parameters(), key=lambda item: item[0]):
+        hasher.update(name.encode())
+        hasher.update(param.detach().cpu().numpy().tobytes())
+    return hasher.hexdigest()
+
+
+def train_worker(config_path: str) -> Dict[str, Any]:
+    """run_distributed worker: train from `config_path` with `EvaluatingTrainer`, report what happened."""
+    os.environ["WANDB_MODE"] = "disabled"
+    from lighteval_nanotron.hook.data import build_dataloader
+    from lighteval_nanotron.hook.trainer import EvaluatingTrainer
+
+    class RecordingTrainer(EvaluatingTrainer):
+        def training_step(self, dataloader):
+            outputs, loss = super().training_step(dataloader)
+            self.losses.append(None if loss is None else float(loss.item()))
+            return outputs, loss
+
+    trainer = RecordingTrainer(config_path)
+    trainer.losses = []
+    trainer.train(build_dataloader(trainer, cpu=True))
+    evaluator = trainer.evaluator
+    return {
+        "losses": trainer.losses,
+        "params": _digest(trainer.unwrapped_model),
+        "evaluated": list(evaluator.evaluated) if evaluator else [],
+        "failures": list(evaluator.failures) if evaluator else [],
+    }
+
+
+def results_files(output_dir: Path) -> Dict[int, dict]:
+    """Training step -> results JSON content, for every results file of the test model."""
+    folder = output_dir / "results" / MODEL_NAME
+    found = {}
+    for path in sorted(folder.glob("results_*.json")):
+        found[int(path.stem.split("_")[1])] = json.loads(path.read_text())
+    return found
+
+
+def assert_finite_results(content: dict, tasks: List[str]) -> None:
+    assert set(tasks) <= set(content["results"]), content["results"].keys()
+    for task in tasks:
+        values = [v for k, v in content["results"][task].items() if not k.endswith("_stderr")]
+        assert values and all(math.isfinite(v) for v in values), (task, content["results"][task])
+
+
+def tensorboard_scalars(log_dir: Path) -> Dict[str, List[int]]:
+    """Tag -> steps of every scalar in the event files under `log_dir`."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    steps: Dict[str, List[int]] = {}
+    for events in sorted(log_dir.rglob("events.out.tfevents.*")):
+        accumulator = EventAccumulator(str(events))
+        accumulator.Reload()
+        for tag in accumulator.Tags()["scalars"]:
+            steps.setdefault(tag, []).extend(event.step for event in accumulator.Scalars(tag))
+    return steps
+
+
+class _Collect:
+    """A logging handler that keeps the hook's ERROR messages (formatted) in a list."""
+
+    def __init__(self) -> None:
+        import logging
+
+        self.messages: List[str] = []
+        handler = logging.Handler(level=logging.ERROR)
+        handler.emit = lambda record: self.messages.append(record.getMessage())
+        logging.getLogger("lighteval_nanotron.hook").addHandler(handler)
+
+
+def train_logging_worker(config_path: str) -> Dict[str, Any]:
+    """`train_worker`, plus the hook's error messages on this rank."""
+    collected = _Collect()
+    report = train_worker(config_path)
+    report["errors"] = collected.messages
+    return report
+
+
+def train_expecting_error_worker(config_paths: List[str]) -> List[Dict[str, Any]]:
+    """Train from each config in turn; report the exception each raised and the step it got to."""
+    os.environ["WANDB_MODE"] = "disabled"
+    from lighteval_nanotron.hook.data import build_dataloader
+    from lighteval_nanotron.hook.trainer import EvaluatingTrainer
+
+    reports = []
+    for path in config_paths:
+        trainer = None
+        try:
+            trainer = EvaluatingTrainer(path)
+            trainer.train(build_dataloader(trainer, cpu=True))
+            reports.append({"error": None, "type": None, "step": trainer.iteration_step})
+        except Exception as error:  # noqa: BLE001 - the test inspects it
+            step = None if trainer is None else trainer.iteration_step
+            reports.append({"error": str(error), "type": type(error).__name__, "step": step})
+    return reports
