@@ -46,9 +46,16 @@ class Doc:
     generation_grammar: None = None
 
     def get_golds(self) -> list[str]:
-        """The gold answer(s) as strings, in the order of `gold_index`."""
+        """The gold answer(s) as strings, in the order of `gold_index`.
+
+        A choice may itself be a list of accepted answers (TriviaQA's aliases): it is flattened.
+        """
         indices = self.gold_index if isinstance(self.gold_index, list) else [self.gold_index]
-        return [self.choices[i] for i in indices]
+        golds: list[str] = []
+        for index in indices:
+            choice = self.choices[index]
+            golds.extend(choice if isinstance(choice, list) else [choice])
+        return golds
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
