@@ -1,0 +1,127 @@
+"""Which checkpoints to evaluate: one folder, or every step folder of a training run, in step order.
+
+Nanotron's trainer writes `<checkpoints_path>/<step>/` with `checkpoint_metadata.json` last, so a
+numbered folder without it is still being written (or was abandoned) and is left out. Pure file
+reads: every rank computes the same list from the same files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lighteval_nanotron.errors import CheckpointError
+
+logger = logging.getLogger(__name__)
+
+METADATA_FILE = "checkpoint_metadata.json"
+TRAINING_CONFIG_FILE = "config.yaml"
+WEIGHTS_FOLDER = "model"
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """One checkpoint folder and what it says about its place in training."""
+
+    path: Path
+    step: int | None
+    """The training step (`last_train_step` of its metadata, else a numeric folder name); None
+    for a checkpoint that does not come from training (e.g. a converted model)."""
+    consumed_tokens: int | None = None
+    """Training tokens seen (`consumed_train_samples` x `tokens.sequence_length`), when recorded."""
+
+
+def is_complete_checkpoint(path: Path) -> bool:
+    """A folder with weights and the metadata file Nanotron writes last."""
+    return (path / WEIGHTS_FOLDER).is_dir() and (path / METADATA_FILE).is_file()
+
+
+def read_training_config(path: Path) -> dict[str, Any]:
+    """The checkpoint's `config.yaml` as a dict ({} when there is none)."""
+    file = Path(path) / TRAINING_CONFIG_FILE
+    if not file.is_file():
+        return {}
+    try:
+        values = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as error:
+        raise CheckpointError(f"Cannot read {file}: {error}. Fix or re-write it.") from error
+    return values if isinstance(values, dict) else {}
+
+
+def _read_metas(path: Path) -> dict[str, Any]:
+    file = path / METADATA_FILE
+    try:
+        metadata = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise CheckpointError(
+            f"Cannot read {file}: {error}. The checkpoint is incomplete or corrupt; re-save it or remove the folder."
+        ) from error
+    metas = metadata.get("metas") if isinstance(metadata, dict) else None
+    return metas if isinstance(metas, dict) else {}
+
+
+def checkpoint_info(path: str | Path) -> CheckpointInfo:
+    """Describe one checkpoint folder; raises CheckpointError naming what is missing."""
+    path = Path(path)
+    if not path.is_dir():
+        raise CheckpointError(f"Checkpoint folder {path} does not exist: check the path.")
+    for required in (WEIGHTS_FOLDER, METADATA_FILE):
+        if not (path / required).exists():
+            raise CheckpointError(
+                f"Checkpoint {path} has no {required}: point at a complete Nanotron checkpoint folder "
+                "(e.g. checkpoints/<step>, or the output of `lighteval-nanotron convert`)."
+            )
+    metas = _read_metas(path)
+    step = metas.get("last_train_step")
+    if step is None and path.name.isdigit():
+        step = int(path.name)
+    samples = metas.get("consumed_train_samples")
+    sequence_length = (read_training_config(path).get("tokens") or {}).get("sequence_length")
+    tokens = int(samples) * int(sequence_length) if samples is not None and sequence_length else None
+    return CheckpointInfo(path, None if step is None else int(step), tokens)
+
+
+def find_checkpoints(checkpoints_dir: str | Path) -> list[CheckpointInfo]:
+    """Every complete numbered step folder of a training output folder, in step order."""
+    root = Path(checkpoints_dir)
+    if not root.is_dir():
+        raise CheckpointError(f"Checkpoints folder {root} does not exist: pass the trainer's checkpoints_path.")
+    found = []
+    for folder in sorted((p for p in root.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)):
+        if not is_complete_checkpoint(folder):
+            logger.warning(
+                "Skipping %s: no %s/ or %s yet (incomplete checkpoint)", folder, WEIGHTS_FOLDER, METADATA_FILE
+            )
+            continue
+        info = checkpoint_info(folder)
+        found.append(CheckpointInfo(folder, int(folder.name), info.consumed_tokens))
+    if not found:
+        raise CheckpointError(
+            f"No checkpoint in {root}: expected numbered step folders (e.g. {root}/1000/) holding "
+            f"{WEIGHTS_FOLDER}/ and {METADATA_FILE}."
+        )
+    return found
+
+
+def pending_checkpoints(checkpoints: list[CheckpointInfo], done_steps: set[int]) -> list[CheckpointInfo]:
+    """The checkpoints whose step has no results yet (those without a step are always pending)."""
+    return [info for info in checkpoints if info.step is None or info.step not in done_steps]
+
+
+def default_model_name(path: str | Path) -> str:
+    """The name the training hook gives this run's results, so both write to the same place:
+    config.yaml's `lighteval_nanotron.model_name`, else `general.project/general.run`; a folder
+    without a training config is named after itself."""
+    config = read_training_config(Path(path))
+    section = config.get("lighteval_nanotron") or {}
+    if isinstance(section, dict) and section.get("model_name"):
+        return str(section["model_name"])
+    general = config.get("general") or {}
+    if isinstance(general, dict) and general.get("project"):
+        return f"{general['project']}/{general['run']}" if general.get("run") else str(general["project"])
+    return Path(path).resolve().name

@@ -1,0 +1,111 @@
+"""Start the process group and Nanotron's `ParallelContext` for a checkpoint evaluation, under
+torchrun or as a single process, on GPU (NCCL) or CPU (gloo); and make every rank fail together."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import torch
+import torch.distributed as dist
+
+from lighteval_nanotron.errors import ConfigError, EvaluationError, LayoutError, LightevalNanotronError
+
+T = TypeVar("T")
+AGREEMENT_TIMEOUT_S = 1800.0
+"""How long a rank waits for the others to report the outcome of a step (loading a large
+checkpoint or writing large details can keep one rank busy for a while)."""
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def check_world(tp: int, pp: int, dp: int) -> None:
+    """Raise LayoutError, on every rank and before any process group exists, unless
+    tp x pp x dp is the number of launched processes."""
+    if min(tp, pp, dp) < 1:
+        raise LayoutError(f"--tp, --pp and --dp must be >= 1, got tp={tp}, pp={pp}, dp={dp}.")
+    needed = tp * pp * dp
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if needed == world:
+        return
+    if "WORLD_SIZE" not in os.environ:
+        raise LayoutError(
+            f"--tp {tp} --pp {pp} --dp {dp} needs {needed} processes: launch with "
+            f"`torchrun --nproc-per-node {needed} -m lighteval_nanotron eval ...`."
+        )
+    raise LayoutError(
+        f"--tp {tp} x --pp {pp} x --dp {dp} = {needed} processes, but {world} were launched: "
+        f"use torchrun --nproc-per-node {needed}, or choose tp/pp/dp whose product is {world}."
+    )
+
+
+@contextlib.contextmanager
+def parallel_context_for(tp: int, pp: int, dp: int, cpu: bool) -> Iterator[Any]:
+    """Nanotron's ParallelContext for this layout. Under torchrun it joins the launched world;
+    a plain `python -m lighteval_nanotron eval ...` is a world of one. A process group started
+    here is destroyed on exit, and the environment variables set here are removed."""
+    from lighteval_nanotron.parallel.distributed import build_parallel_context
+
+    check_world(tp, pp, dp)
+    added: dict[str, str] = {}
+    if "RANK" not in os.environ:
+        defaults = {
+            "RANK": "0",
+            "LOCAL_RANK": "0",
+            "WORLD_SIZE": "1",
+            "LOCAL_WORLD_SIZE": "1",
+            "MASTER_ADDR": "127.0.0.1",
+        }
+        defaults["MASTER_PORT"] = str(_free_port())
+        added = {key: value for key, value in defaults.items() if key not in os.environ}
+        os.environ.update(added)
+    started = not dist.is_initialized()
+    try:
+        yield build_parallel_context(tp, pp, dp, backend=_prepare_backend(cpu))
+    finally:
+        if started and dist.is_initialized():
+            dist.destroy_process_group()
+        for key in added:
+            os.environ.pop(key, None)
+
+
+def _prepare_backend(cpu: bool) -> str:
+    if cpu:
+        from lighteval_nanotron.parallel.cpu import enable_cpu_support
+
+        enable_cpu_support()
+        return "gloo"
+    if not torch.cuda.is_available():
+        raise ConfigError("No CUDA device is visible: pass --cpu to evaluate on CPU with gloo.")
+    from lighteval_nanotron.parallel.cpu import install_flash_attn_fallback
+
+    install_flash_attn_fallback()
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    return "nccl"
+
+
+def collectively(world: Any, what: str, fn: Callable[[], T]) -> T:
+    """Run `fn` on every rank; if it raises on any rank, every rank raises together (no rank is
+    left waiting in a collective). A rank re-raises its own library error; the others raise an
+    EvaluationError naming the failing rank and its message."""
+    from lighteval_nanotron.hook.agreement import agree
+
+    error: BaseException | None = None
+    value: Any = None
+    try:
+        value = fn()
+    except Exception as caught:  # noqa: BLE001 - agreed on below, then raised on every rank
+        error = caught
+    verdict = agree(error, world, AGREEMENT_TIMEOUT_S, what)
+    if not verdict.failed:
+        return value
+    if isinstance(error, LightevalNanotronError):
+        raise error
+    raise EvaluationError(f"{what} failed: {verdict.describe()}") from error

@@ -1,0 +1,257 @@
+"""Evaluate saved Nanotron checkpoints: one folder, or every step of a training run (backfill).
+
+    config = CheckpointEvalConfig(tasks="lighteval|arc:easy|0", checkpoints_dir="checkpoints", tp=2, cpu=True)
+    results = evaluate_checkpoints(config)     # every rank calls it (under torchrun)
+
+Order of work, each step agreed on by every rank so that a failure stops all of them together:
+read the checkpoints, their model config and the tokenizer and check the layout; load the tasks
+and their docs (an unknown task or missing dataset fails here); build the sharded model once and
+prepare prompts, tokens and batches once; then per checkpoint only load its weights into that
+model, run the forwards and the metrics, and write the results with the tracking loggers.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch.distributed as dist
+
+from lighteval_nanotron.checkpoint_eval.discovery import (
+    CheckpointInfo,
+    checkpoint_info,
+    default_model_name,
+    find_checkpoints,
+    pending_checkpoints,
+)
+from lighteval_nanotron.checkpoint_eval.loading import (
+    ModelSpec,
+    build_model,
+    check_layout_fits,
+    check_same_model,
+    load_tokenizer,
+    load_weights_into,
+    read_model_spec,
+    resolve_dtype,
+    tokenizer_source,
+)
+from lighteval_nanotron.checkpoint_eval.mesh_setup import collectively, parallel_context_for
+from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.pipeline.result import EvaluationResult
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class CheckpointEvalConfig:
+    """What to evaluate, at which layout, and where the results go."""
+
+    tasks: str
+    """Task specs (`suite|task|k,...`) or a file of specs, one or more a line."""
+    checkpoint: str | None = None
+    """One checkpoint folder (exclusive with `checkpoints_dir`)."""
+    checkpoints_dir: str | None = None
+    """A training output folder: every numbered step folder in it, in step order, skipping steps
+    whose results already exist in `output_dir`."""
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cpu: bool = False
+    """Run on CPU with gloo (Nanotron patched by `enable_cpu_support()`); else CUDA with NCCL."""
+    dtype: str | None = None
+    """float32, bfloat16 or float16. Unset: the checkpoint's `model.dtype`, else float32."""
+    tokenizer: str | None = None
+    """Tokenizer folder or name. Unset: the checkpoint folder, else its config's tokenizer."""
+    custom_tasks: str | None = None
+    max_samples: int | None = None
+    data_dirs: list[str] = field(default_factory=list)
+    """Searched before `$LIGHTEVAL_NANOTRON_DATA_DIRS` (`bundled` for the shipped slices)."""
+    tokens_per_batch: int = 8192
+    """Token budget of one micro-batch per data-parallel replica."""
+    output_dir: str = "eval_results"
+    model_name: str | None = None
+    """Name in the results paths. Unset: the name the training hook uses (config.yaml's
+    `lighteval_nanotron.model_name`, else `project/run`), else the folder name."""
+    loggers: list[str] = field(default_factory=lambda: ["json", "details", "tensorboard"])
+
+    def __post_init__(self) -> None:
+        if (self.checkpoint is None) == (self.checkpoints_dir is None):
+            raise ConfigError("Give exactly one of a checkpoint folder or --checkpoints-dir.")
+        if self.max_samples is not None and self.max_samples < 1:
+            raise ConfigError(
+                f"--max-samples {self.max_samples}: use a positive number (or leave it out for all docs)."
+            )
+        if self.tokens_per_batch < 1:
+            raise ConfigError(f"--tokens-per-batch {self.tokens_per_batch}: use a positive number, e.g. 8192.")
+
+
+@dataclass
+class EvaluationPlan:
+    """What the setup found, identical on every rank."""
+
+    checkpoints: list[CheckpointInfo]
+    """Still to evaluate, in step order."""
+    skipped_steps: list[int]
+    spec: ModelSpec
+    model_name: str
+    tokenizer: Any
+    tasks: dict[str, Any]
+
+
+def _discover(config: CheckpointEvalConfig) -> list[CheckpointInfo]:
+    if config.checkpoints_dir is not None:
+        return find_checkpoints(config.checkpoints_dir)
+    return [checkpoint_info(config.checkpoint)]
+
+
+def _done_steps(output_dir: str, model_name: str, world: Any) -> set[int]:
+    """Steps with a results file, as any rank sees them (they may not share a filesystem)."""
+    from lighteval_nanotron.tracking import evaluated_steps
+
+    gathered: list[Any] = [None] * dist.get_world_size(world)
+    dist.all_gather_object(gathered, sorted(evaluated_steps(output_dir, model_name)), group=world)
+    return {step for steps in gathered for step in steps}
+
+
+def _read_checkpoints(config: CheckpointEvalConfig) -> tuple[list[CheckpointInfo], ModelSpec, str]:
+    checkpoints = _discover(config)
+    spec = read_model_spec(checkpoints[0].path)
+    for info in checkpoints[1:]:
+        check_same_model(spec, read_model_spec(info.path), info.path)
+    check_layout_fits(spec, config.tp, config.pp)
+    resolve_dtype(config.dtype, checkpoints[0].path)
+    return checkpoints, spec, config.model_name or default_model_name(checkpoints[0].path)
+
+
+def _load_tasks(config: CheckpointEvalConfig) -> dict[str, Any]:
+    from lighteval_nanotron.pipeline import load_tasks
+    from lighteval_nanotron.tasks import get_data_dirs, set_data_dirs
+
+    if config.data_dirs:
+        set_data_dirs([*config.data_dirs, *get_data_dirs()])
+    tasks = load_tasks(config.tasks, config.custom_tasks)
+    for task in tasks.values():
+        task.get_docs(config.max_samples)  # datasets and prompts load now: a bad task fails before the model
+    return tasks
+
+
+def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> EvaluationPlan:
+    """Everything that can fail before a model is built, checked on every rank together."""
+    world = parallel_context.world_pg
+    checkpoints, spec, model_name = collectively(world, "reading the checkpoints", lambda: _read_checkpoints(config))
+    done = _done_steps(config.output_dir, model_name, world) if config.checkpoints_dir is not None else set()
+    todo = pending_checkpoints(checkpoints, done)
+    skipped = sorted(info.step for info in checkpoints if info not in todo)
+    if not todo:
+        return EvaluationPlan([], skipped, spec, model_name, None, {})
+    tokenizer = collectively(
+        world, "loading the tokenizer", lambda: load_tokenizer(tokenizer_source(config.tokenizer, todo[0].path))
+    )
+    tasks = collectively(world, "loading the tasks", lambda: _load_tasks(config))
+    return EvaluationPlan(todo, skipped, spec, model_name, tokenizer, tasks)
+
+
+class CheckpointEvaluator:
+    """The model built once for a layout, the requests prepared once; `evaluate(info)` per checkpoint."""
+
+    def __init__(self, config: CheckpointEvalConfig, parallel_context: Any, setup: EvaluationPlan) -> None:
+        from lighteval_nanotron.models.nanotron import EngineConfig, NanotronLightevalModel
+        from lighteval_nanotron.pipeline import EvaluationPipeline
+
+        self.config = config
+        self.parallel_context = parallel_context
+        self.world = parallel_context.world_pg
+        dtype = resolve_dtype(config.dtype, setup.checkpoints[0].path)
+        self.dtype_name = str(dtype).removeprefix("torch.")
+        self.model = collectively(
+            self.world, "building the model", lambda: build_model(setup.spec, parallel_context, dtype)
+        )
+        engine_config = EngineConfig(max_tokens_per_batch=config.tokens_per_batch, gather_to="reporting")
+        self.pipeline = collectively(
+            self.world,
+            "preparing the requests",
+            lambda: EvaluationPipeline.prepare(
+                NanotronLightevalModel(self.model, parallel_context, setup.tokenizer, engine_config),
+                setup.tasks,
+                config.max_samples,
+                model_name=setup.model_name,
+            ),
+        )
+        self.loggers = collectively(self.world, "opening the results loggers", self._build_loggers)
+
+    def _build_loggers(self) -> Any:
+        """The tracking loggers, on the reporting rank only (None elsewhere)."""
+        from lighteval_nanotron.tracking import TrackingConfig
+
+        if not self.pipeline.model.is_reporting_rank:
+            return None
+        return TrackingConfig(output_dir=self.config.output_dir, loggers=list(self.config.loggers)).build()
+
+    def evaluate(
+        self, info: CheckpointInfo, on_result: Callable[[EvaluationResult], None] | None = None
+    ) -> EvaluationResult | None:
+        """Load `info`'s weights into the model and evaluate; the reporting rank writes the result,
+        passes it to `on_result` and returns it."""
+        what = f"checkpoint {info.path}"
+        started = time.perf_counter()
+        collectively(
+            self.world, f"loading {what}", lambda: load_weights_into(self.model, self.parallel_context, info.path)
+        )
+        load_s = time.perf_counter() - started
+        return collectively(self.world, f"evaluating {what}", lambda: self._run(info, load_s, on_result))
+
+    def _run(
+        self, info: CheckpointInfo, load_s: float, on_result: Callable[[EvaluationResult], None] | None
+    ) -> EvaluationResult | None:
+        result = self.pipeline.run(step=info.step, consumed_tokens=info.consumed_tokens)
+        if result is None:
+            return None
+        result.extra_config.update(
+            checkpoint=str(info.path),
+            parallelism={"tp": self.config.tp, "pp": self.config.pp, "dp": self.config.dp},
+            dtype=self.dtype_name,
+            device="cpu" if self.config.cpu else "cuda",
+            checkpoint_load_s=load_s,
+        )
+        self.loggers.log(result)
+        if on_result is not None:
+            on_result(result)
+        return result
+
+    def close(self) -> None:
+        if self.loggers is not None:
+            self.loggers.close()
+            self.loggers = None
+
+
+@dataclass
+class CheckpointEvalReport:
+    """The outcome on this rank: results on the reporting rank (in step order), [] elsewhere."""
+
+    results: list[EvaluationResult]
+    skipped_steps: list[int]
+    """Steps left out because their results were already in the output folder."""
+
+
+def evaluate_checkpoints(
+    config: CheckpointEvalConfig, on_result: Callable[[EvaluationResult], None] | None = None
+) -> CheckpointEvalReport:
+    """Evaluate the configured checkpoints at the configured layout. Every rank calls it.
+    `on_result` is called on the reporting rank after each checkpoint's results are written."""
+    with parallel_context_for(config.tp, config.pp, config.dp, config.cpu) as parallel_context:
+        setup = plan_evaluation(config, parallel_context)
+        results: list[EvaluationResult] = []
+        if not setup.checkpoints:
+            return CheckpointEvalReport(results, setup.skipped_steps)
+        evaluator = CheckpointEvaluator(config, parallel_context, setup)
+        try:
+            for info in setup.checkpoints:
+                result = evaluator.evaluate(info, on_result)
+                if result is not None:
+                    results.append(result)
+        finally:
+            evaluator.close()
+        return CheckpointEvalReport(results, setup.skipped_steps)

@@ -1,0 +1,152 @@
+"""Finding checkpoints, their steps and names, the tokenizer and dtype: pure file reads, no model."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from lighteval_nanotron.checkpoint_eval.discovery import (
+    CheckpointInfo,
+    checkpoint_info,
+    default_model_name,
+    find_checkpoints,
+    pending_checkpoints,
+)
+from lighteval_nanotron.checkpoint_eval.loading import (
+    ModelSpec,
+    check_layout_fits,
+    check_same_model,
+    resolve_dtype,
+    tokenizer_source,
+)
+from lighteval_nanotron.checkpoint_eval.mesh_setup import check_world
+from lighteval_nanotron.checkpoint_eval.runner import CheckpointEvalConfig
+from lighteval_nanotron.cli.main import build_parser
+from lighteval_nanotron.errors import CheckpointError, ConfigError, LayoutError
+
+
+def _checkpoint(folder: Path, metas: dict | None = None, config: dict | None = None) -> Path:
+    (folder / "model").mkdir(parents=True)
+    (folder / "checkpoint_metadata.json").write_text(
+        json.dumps({"tp": 1, "dp": 1, "metas": metas or {}, "version": "1.4"})
+    )
+    if config is not None:
+        (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    return folder
+
+
+def test_find_checkpoints_in_step_order_skipping_incomplete_and_other_folders(tmp_path):
+    for step in (100, 2, 10):
+        _checkpoint(tmp_path / str(step))
+    (tmp_path / "7" / "model").mkdir(parents=True)  # no metadata: still being written
+    (tmp_path / "final").mkdir()
+    (tmp_path / "latest.txt").write_text("100")
+    assert [(info.step, info.path.name) for info in find_checkpoints(tmp_path)] == [(2, "2"), (10, "10"), (100, "100")]
+
+
+def test_find_checkpoints_errors(tmp_path):
+    with pytest.raises(CheckpointError, match="does not exist"):
+        find_checkpoints(tmp_path / "missing")
+    (tmp_path / "5").mkdir()
+    with pytest.raises(CheckpointError, match="No checkpoint in"):
+        find_checkpoints(tmp_path)
+
+
+def test_checkpoint_info_reads_step_and_consumed_tokens(tmp_path):
+    trained = _checkpoint(
+        tmp_path / "run" / "300",
+        {"last_train_step": 300, "consumed_train_samples": 1200},
+        {"tokens": {"sequence_length": 256}},
+    )
+    assert checkpoint_info(trained) == CheckpointInfo(trained, 300, 1200 * 256)
+    assert checkpoint_info(_checkpoint(tmp_path / "45")).step == 45
+    converted = _checkpoint(tmp_path / "smollm2", config={"tokens": None})
+    assert checkpoint_info(converted) == CheckpointInfo(converted, None, None)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match="has no model"):
+        checkpoint_info(tmp_path / "empty")
+    (tmp_path / "smollm2" / "checkpoint_metadata.json").write_text("{")
+    with pytest.raises(CheckpointError, match="incomplete or corrupt"):
+        checkpoint_info(tmp_path / "smollm2")
+
+
+def test_pending_checkpoints_keeps_unnumbered_and_new_steps(tmp_path):
+    infos = [CheckpointInfo(tmp_path / str(s), s) for s in (10, 20, 30)] + [CheckpointInfo(tmp_path / "x", None)]
+    assert [info.step for info in pending_checkpoints(infos, {10, 30, 99})] == [20, None]
+
+
+def test_default_model_name_matches_the_training_hook(tmp_path):
+    assert default_model_name(_checkpoint(tmp_path / "a", config={"general": {"project": "p", "run": "r"}})) == "p/r"
+    assert default_model_name(_checkpoint(tmp_path / "b", config={"general": {"project": "p", "run": None}})) == "p"
+    hooked = {"general": {"project": "p", "run": "r"}, "lighteval_nanotron": {"model_name": "mine", "tasks": "x"}}
+    assert default_model_name(_checkpoint(tmp_path / "c", config=hooked)) == "mine"
+    assert default_model_name(_checkpoint(tmp_path / "plain")) == "plain"
+
+
+def test_tokenizer_source_order(tmp_path):
+    folder = _checkpoint(tmp_path / "ckpt", config={"tokenizer": {"tokenizer_name_or_path": "/data/tok"}})
+    assert tokenizer_source("given", folder) == "given"
+    assert tokenizer_source(None, folder) == "/data/tok"
+    (folder / "tokenizer.json").write_text("{}")
+    assert tokenizer_source(None, folder) == str(folder)
+    bare = _checkpoint(tmp_path / "bare")
+    with pytest.raises(ConfigError, match="--tokenizer"):
+        tokenizer_source(None, bare)
+
+
+def test_resolve_dtype(tmp_path):
+    folder = _checkpoint(tmp_path / "ckpt", config={"model": {"dtype": "bfloat16"}})
+    assert resolve_dtype(None, folder) == torch.bfloat16
+    assert resolve_dtype("float32", folder) == torch.float32
+    assert resolve_dtype(None, _checkpoint(tmp_path / "bare")) == torch.float32
+    with pytest.raises(ConfigError, match="Unknown dtype"):
+        resolve_dtype("int8", folder)
+
+
+def _spec(**overrides) -> ModelSpec:
+    from tests.helpers.tiny_model import tiny_llama_config
+
+    return ModelSpec(dataclasses.asdict(tiny_llama_config(**overrides)), 10000.0)
+
+
+def test_layout_and_architecture_checks():
+    check_layout_fits(_spec(), tp=2, pp=4)
+    with pytest.raises(LayoutError, match="num_key_value_heads=2"):
+        check_layout_fits(_spec(), tp=4, pp=1)
+    with pytest.raises(LayoutError, match="num_hidden_layers=4"):
+        check_layout_fits(_spec(), tp=1, pp=8)
+    with pytest.raises(CheckpointError, match="hidden_size"):
+        check_same_model(_spec(), _spec(hidden_size=128), Path("ckpt/20"))
+    with pytest.raises(CheckpointError, match="rope_theta"):
+        check_same_model(_spec(), ModelSpec(_spec().fields, 1e5), Path("ckpt/20"))
+
+
+def test_world_size_check(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    check_world(1, 1, 1)
+    with pytest.raises(LayoutError, match="torchrun --nproc-per-node 4"):
+        check_world(2, 2, 1)
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    check_world(1, 2, 2)
+    with pytest.raises(LayoutError, match="but 4 were launched"):
+        check_world(2, 1, 1)
+
+
+def test_config_and_cli_validation(capsys):
+    with pytest.raises(ConfigError, match="exactly one"):
+        CheckpointEvalConfig(tasks="x")
+    with pytest.raises(ConfigError, match="exactly one"):
+        CheckpointEvalConfig(tasks="x", checkpoint="a", checkpoints_dir="b")
+    with pytest.raises(ConfigError, match="max-samples"):
+        CheckpointEvalConfig(tasks="x", checkpoint="a", max_samples=0)
+    parser = build_parser()
+    args = parser.parse_args(["eval", "--checkpoints-dir", "ckpts", "--tasks", "t", "--tp", "2", "--cpu"])
+    assert (args.checkpoint, args.checkpoints_dir, args.tp, args.cpu) == (None, "ckpts", 2, True)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["eval", "ckpt/10", "--checkpoints-dir", "ckpts", "--tasks", "t"])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["eval", "--tasks", "t"])
+    capsys.readouterr()
