@@ -22,6 +22,8 @@ COMMANDS = (
     "lighteval_nanotron.cli.tasks_cmd",
     "lighteval_nanotron.cli.plot_cmd",
     "lighteval_nanotron.cli.convert_cmd",
+    "lighteval_nanotron.cli.eval_cmd",
+    "lighteval_nanotron.cli.train_cmd",
 )
 
 
