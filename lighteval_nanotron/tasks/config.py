@@ -110,6 +110,20 @@ class LightevalTaskConfig:
             raise ConfigError(f"{where}: num_fewshots must be >= 0, got {self.num_fewshots}.")
         if self.hf_filter is not None and not callable(self.hf_filter):
             raise ConfigError(f"{where}: hf_filter must be a callable fn(row) -> bool.")
+        self._check_metric_names(where)
+
+    def _check_metric_names(self, where: str) -> None:
+        """Two metrics writing the same result key would silently overwrite each other."""
+        seen: set[str] = set()
+        for metric in self.metrics:
+            names = metric.metric_name if isinstance(metric.metric_name, list) else [metric.metric_name]
+            for name in names:
+                if name in seen:
+                    raise ConfigError(
+                        f"{where}: two metrics report {name!r} (for example two normalizations that get "
+                        "the same lighteval name): keep one, or give one a distinct metric_name."
+                    )
+                seen.add(name)
 
     @property
     def full_name(self) -> str:

@@ -7,9 +7,7 @@ from pathlib import Path
 import pytest
 
 from lighteval_nanotron.tasks import Registry, set_data_dirs
-
-DATA_DIR = Path(__file__).parent / "data"
-TOY_TASKS = DATA_DIR / "toy_tasks.py"
+from tests.tasks.toy_paths import DATA_DIR, TOY_TASKS
 
 
 @pytest.fixture(autouse=True)

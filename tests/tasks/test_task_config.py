@@ -70,3 +70,16 @@ def test_as_dict_names_callables_and_metrics():
     assert data["metrics"] == ["acc"]
     assert data["prompt_function"] == "prompt"
     assert data["full_name"] == "custom|t|0"
+
+
+def test_two_metrics_with_the_same_result_key_are_rejected():
+    from lighteval_nanotron.errors import ConfigError
+    from lighteval_nanotron.metrics import LogProbCharNorm, LogProbTokenNorm, Metrics
+    from lighteval_nanotron.tasks import LightevalTaskConfig
+
+    char = Metrics.loglikelihood_acc(sample_params={"logprob_normalization": LogProbCharNorm()})
+    token = Metrics.loglikelihood_acc(sample_params={"logprob_normalization": LogProbTokenNorm()})
+    with pytest.raises(ConfigError, match="acc_with_logprob_normalization"):
+        LightevalTaskConfig(
+            name="t", prompt_function=lambda line, task_name: None, hf_repo="r", hf_subset="s", metrics=[char, token]
+        )

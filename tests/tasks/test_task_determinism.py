@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from conftest import DATA_DIR, TOY_TASKS
+from tests.tasks.toy_paths import DATA_DIR, TOY_TASKS
 
 SPECS = (
     "toy_mc,custom|toy_gen|2,toy_mc_random|4,toy_mc_sequential|2,toy_mc_from_train|3,"

@@ -3,7 +3,7 @@ import logging
 import sys
 
 import pytest
-from conftest import DATA_DIR, TOY_TASKS
+from tests.tasks.toy_paths import DATA_DIR, TOY_TASKS
 
 from lighteval_nanotron.errors import CustomTasksError, TaskSpecError, UnknownTaskError
 from lighteval_nanotron.tasks import LightevalTask, LightevalTaskConfig, Registry

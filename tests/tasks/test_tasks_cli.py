@@ -3,7 +3,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import DATA_DIR, TOY_TASKS
+from tests.tasks.toy_paths import DATA_DIR, TOY_TASKS
 
 from lighteval_nanotron.cli.main import main
 
