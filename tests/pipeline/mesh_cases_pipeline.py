@@ -31,3 +31,30 @@ def evaluate_on_mesh(checkpoint: str, data_dir: str, out_dir: str, tp: int, pp: 
         engine_config=EngineConfig(max_length=64),
     )
     return None if result is None else result.results
+
+
+BUILTIN_TASKS = "lighteval|arc:easy|0,lighteval|piqa|0,lighteval|triviaqa|0"
+
+
+def evaluate_builtin_tasks(checkpoint: str, tp: int, pp: int, dp: int) -> dict | None:
+    """Rank function: built-in tasks on the bundled slices, through `evaluate`, at one layout."""
+    from lighteval_nanotron.models.nanotron import EngineConfig
+    from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.pipeline import evaluate
+    from lighteval_nanotron.tasks import set_data_dirs
+    from tests.helpers.distributed import parallel_context
+    from tests.helpers.tiny_model import tiny_tokenizer
+
+    set_data_dirs(["bundled"])
+    context = parallel_context(tp, pp, dp)
+    model, _ = load_nanotron_checkpoint(checkpoint, context)
+    result = evaluate(
+        model,
+        context,
+        tiny_tokenizer(),
+        tasks=BUILTIN_TASKS,
+        max_samples=6,
+        model_name="tiny",
+        engine_config=EngineConfig(max_length=256, default_max_new_tokens=8),
+    )
+    return None if result is None else result.results
