@@ -13,15 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from lighteval_nanotron.errors import CheckpointError
+from lighteval_nanotron.models.checkpoint_format import (
+    METADATA_FILE,
+    WEIGHTS_FOLDER,
+    check_complete_checkpoint,
+    is_complete_checkpoint,
+    read_training_config,
+)
 
 logger = logging.getLogger(__name__)
-
-METADATA_FILE = "checkpoint_metadata.json"
-TRAINING_CONFIG_FILE = "config.yaml"
-WEIGHTS_FOLDER = "model"
 
 
 @dataclass(frozen=True)
@@ -34,23 +35,6 @@ class CheckpointInfo:
     for a checkpoint that does not come from training (e.g. a converted model)."""
     consumed_tokens: int | None = None
     """Training tokens seen (`consumed_train_samples` x `tokens.sequence_length`), when recorded."""
-
-
-def is_complete_checkpoint(path: Path) -> bool:
-    """A folder with weights and the metadata file Nanotron writes last."""
-    return (path / WEIGHTS_FOLDER).is_dir() and (path / METADATA_FILE).is_file()
-
-
-def read_training_config(path: Path) -> dict[str, Any]:
-    """The checkpoint's `config.yaml` as a dict ({} when there is none)."""
-    file = Path(path) / TRAINING_CONFIG_FILE
-    if not file.is_file():
-        return {}
-    try:
-        values = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as error:
-        raise CheckpointError(f"Cannot read {file}: {error}. Fix or re-write it.") from error
-    return values if isinstance(values, dict) else {}
 
 
 def _read_metas(path: Path) -> dict[str, Any]:
@@ -68,14 +52,7 @@ def _read_metas(path: Path) -> dict[str, Any]:
 def checkpoint_info(path: str | Path) -> CheckpointInfo:
     """Describe one checkpoint folder; raises CheckpointError naming what is missing."""
     path = Path(path)
-    if not path.is_dir():
-        raise CheckpointError(f"Checkpoint folder {path} does not exist: check the path.")
-    for required in (WEIGHTS_FOLDER, METADATA_FILE):
-        if not (path / required).exists():
-            raise CheckpointError(
-                f"Checkpoint {path} has no {required}: point at a complete Nanotron checkpoint folder "
-                "(e.g. checkpoints/<step>, or the output of `lighteval-nanotron convert`)."
-            )
+    check_complete_checkpoint(path)
     metas = _read_metas(path)
     step = metas.get("last_train_step")
     if step is None and path.name.isdigit():

@@ -18,6 +18,10 @@ T = TypeVar("T")
 AGREEMENT_TIMEOUT_S = 1800.0
 """How long a rank waits for the others to report the outcome of a step (loading a large
 checkpoint or writing large details can keep one rank busy for a while)."""
+_TIMEOUT_HINT = (
+    f"The eval command waits {AGREEMENT_TIMEOUT_S:.0f}s for every rank at each stage: "
+    "look in the logs of the ranks that did not report for where they stopped."
+)
 
 
 def _free_port() -> int:
@@ -103,7 +107,7 @@ def collectively(world: Any, what: str, fn: Callable[[], T]) -> T:
         value = fn()
     except Exception as caught:  # noqa: BLE001 - agreed on below, then raised on every rank
         error = caught
-    verdict = agree(error, world, AGREEMENT_TIMEOUT_S, what)
+    verdict = agree(error, world, AGREEMENT_TIMEOUT_S, what, timeout_hint=_TIMEOUT_HINT)
     if not verdict.failed:
         return value
     if isinstance(error, LightevalNanotronError):

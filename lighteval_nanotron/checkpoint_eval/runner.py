@@ -27,19 +27,11 @@ from lighteval_nanotron.checkpoint_eval.discovery import (
     find_checkpoints,
     pending_checkpoints,
 )
-from lighteval_nanotron.checkpoint_eval.loading import (
-    ModelSpec,
-    build_model,
-    check_layout_fits,
-    check_same_model,
-    load_tokenizer,
-    load_weights_into,
-    read_model_spec,
-    resolve_dtype,
-    tokenizer_source,
-)
+from lighteval_nanotron.checkpoint_eval.loading import check_same_model, load_tokenizer, resolve_dtype, tokenizer_source
 from lighteval_nanotron.checkpoint_eval.mesh_setup import collectively, parallel_context_for
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.models.checkpoint_format import CheckpointModel, read_checkpoint_model
+from lighteval_nanotron.models.nanotron_builder import build_nanotron_llama, check_model_layout, load_checkpoint_weights
 from lighteval_nanotron.pipeline.result import EvaluationResult
 
 logger = logging.getLogger(__name__)
@@ -95,7 +87,7 @@ class EvaluationPlan:
     checkpoints: list[CheckpointInfo]
     """Still to evaluate, in step order."""
     skipped_steps: list[int]
-    spec: ModelSpec
+    checkpoint_model: CheckpointModel
     model_name: str
     tokenizer: Any
     tasks: dict[str, Any]
@@ -116,14 +108,14 @@ def _done_steps(output_dir: str, model_name: str, world: Any) -> set[int]:
     return {step for steps in gathered for step in steps}
 
 
-def _read_checkpoints(config: CheckpointEvalConfig) -> tuple[list[CheckpointInfo], ModelSpec, str]:
+def _read_checkpoints(config: CheckpointEvalConfig) -> tuple[list[CheckpointInfo], CheckpointModel, str]:
     checkpoints = _discover(config)
-    spec = read_model_spec(checkpoints[0].path)
+    checkpoint_model = read_checkpoint_model(checkpoints[0].path)
     for info in checkpoints[1:]:
-        check_same_model(spec, read_model_spec(info.path), info.path)
-    check_layout_fits(spec, config.tp, config.pp)
+        check_same_model(checkpoint_model, read_checkpoint_model(info.path), info.path)
+    check_model_layout(checkpoint_model.llama_config, config.tp, config.pp)
     resolve_dtype(config.dtype, checkpoints[0].path)
-    return checkpoints, spec, config.model_name or default_model_name(checkpoints[0].path)
+    return checkpoints, checkpoint_model, config.model_name or default_model_name(checkpoints[0].path)
 
 
 def _load_tasks(config: CheckpointEvalConfig) -> dict[str, Any]:
@@ -141,17 +133,19 @@ def _load_tasks(config: CheckpointEvalConfig) -> dict[str, Any]:
 def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> EvaluationPlan:
     """Everything that can fail before a model is built, checked on every rank together."""
     world = parallel_context.world_pg
-    checkpoints, spec, model_name = collectively(world, "reading the checkpoints", lambda: _read_checkpoints(config))
+    checkpoints, checkpoint_model, model_name = collectively(
+        world, "reading the checkpoints", lambda: _read_checkpoints(config)
+    )
     done = _done_steps(config.output_dir, model_name, world) if config.checkpoints_dir is not None else set()
     todo = pending_checkpoints(checkpoints, done)
     skipped = sorted(info.step for info in checkpoints if info not in todo)
     if not todo:
-        return EvaluationPlan([], skipped, spec, model_name, None, {})
+        return EvaluationPlan([], skipped, checkpoint_model, model_name, None, {})
     tokenizer = collectively(
         world, "loading the tokenizer", lambda: load_tokenizer(tokenizer_source(config.tokenizer, todo[0].path))
     )
     tasks = collectively(world, "loading the tasks", lambda: _load_tasks(config))
-    return EvaluationPlan(todo, skipped, spec, model_name, tokenizer, tasks)
+    return EvaluationPlan(todo, skipped, checkpoint_model, model_name, tokenizer, tasks)
 
 
 class CheckpointEvaluator:
@@ -166,8 +160,13 @@ class CheckpointEvaluator:
         self.world = parallel_context.world_pg
         dtype = resolve_dtype(config.dtype, setup.checkpoints[0].path)
         self.dtype_name = str(dtype).removeprefix("torch.")
+        architecture = setup.checkpoint_model
         self.model = collectively(
-            self.world, "building the model", lambda: build_model(setup.spec, parallel_context, dtype)
+            self.world,
+            "building the model",
+            lambda: build_nanotron_llama(
+                architecture.llama_config, parallel_context, dtype, rope_theta=architecture.rope_theta
+            ),
         )
         engine_config = EngineConfig(max_tokens_per_batch=config.tokens_per_batch, gather_to="reporting")
         self.pipeline = collectively(
@@ -198,7 +197,7 @@ class CheckpointEvaluator:
         what = f"checkpoint {info.path}"
         started = time.perf_counter()
         collectively(
-            self.world, f"loading {what}", lambda: load_weights_into(self.model, self.parallel_context, info.path)
+            self.world, f"loading {what}", lambda: load_checkpoint_weights(self.model, self.parallel_context, info.path)
         )
         load_s = time.perf_counter() - started
         return collectively(self.world, f"evaluating {what}", lambda: self._run(info, load_s, on_result))

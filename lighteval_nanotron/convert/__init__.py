@@ -6,14 +6,12 @@ from lighteval_nanotron.convert.converters import (
     convert_hf_to_nanotron,
     nanotron_to_hf,
 )
-from lighteval_nanotron.convert.nanotron_files import apply_rope_theta, read_model_config, read_nanotron_weights
+from lighteval_nanotron.convert.nanotron_files import read_nanotron_weights
 
 __all__ = [
     "ConversionSummary",
-    "apply_rope_theta",
     "convert_gguf_to_nanotron",
     "convert_hf_to_nanotron",
     "nanotron_to_hf",
-    "read_model_config",
     "read_nanotron_weights",
 ]

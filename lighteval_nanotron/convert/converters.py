@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,9 +21,10 @@ from lighteval_nanotron.convert.llama_mapping import (
     nanotron_config_from_hf,
     nanotron_to_hf_state_dict,
 )
-from lighteval_nanotron.convert.nanotron_files import read_model_config, read_nanotron_weights
+from lighteval_nanotron.convert.nanotron_files import read_nanotron_weights
 from lighteval_nanotron.convert.nanotron_writer import write_nanotron_checkpoint
 from lighteval_nanotron.errors import CheckpointError
+from lighteval_nanotron.models.checkpoint_format import ROPE_THETA_KEY, CheckpointModel, read_checkpoint_model
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -66,8 +68,9 @@ def _write(
     dst: Path, hf_config: dict[str, Any], hf_weights: Mapping[str, torch.Tensor], dtype: torch.dtype
 ) -> tuple[int, float]:
     model_config, rope_theta = nanotron_config_from_hf(hf_config)
+    checkpoint_model = CheckpointModel.from_fields({**model_config, ROPE_THETA_KEY: rope_theta}, "The converted config")
     weights = iter_hf_to_nanotron(hf_weights, LlamaShape.from_nanotron_config(model_config))
-    return write_nanotron_checkpoint(dst, model_config, rope_theta, weights, dtype), rope_theta
+    return write_nanotron_checkpoint(dst, checkpoint_model, weights, dtype), rope_theta
 
 
 def convert_hf_to_nanotron(src: Path, dst: Path, dtype: str | None = None) -> ConversionSummary:
@@ -117,8 +120,9 @@ def convert_gguf_to_nanotron(
 
 def nanotron_to_hf(folder: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """A Nanotron Llama checkpoint (any TP layout) as a Hugging Face config dict and `LlamaForCausalLM` weights."""
-    model_config, rope_theta = read_model_config(folder)
+    checkpoint_model = read_checkpoint_model(folder)
+    model_config = dataclasses.asdict(checkpoint_model.llama_config)
     shape = LlamaShape.from_nanotron_config(model_config)
-    return hf_config_from_nanotron(model_config, rope_theta), nanotron_to_hf_state_dict(
+    return hf_config_from_nanotron(model_config, checkpoint_model.rope_theta), nanotron_to_hf_state_dict(
         read_nanotron_weights(folder), shape
     )

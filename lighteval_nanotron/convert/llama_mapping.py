@@ -19,8 +19,7 @@ from typing import Any
 import torch
 
 from lighteval_nanotron.errors import CheckpointError
-
-DEFAULT_ROPE_THETA = 10000.0
+from lighteval_nanotron.models.checkpoint_format import DEFAULT_ROPE_THETA
 
 # Nanotron 0.4 parameter names (LlamaForTraining.state_dict()).
 NT_EMBED = "model.token_position_embeddings.pp_block.token_embedding.weight"
@@ -158,7 +157,9 @@ def _take(state_dict: Mapping[str, torch.Tensor], name: str) -> torch.Tensor:
     try:
         return state_dict[name]
     except KeyError:
-        raise CheckpointError(f"Weight `{name}` is missing from the checkpoint; is it a complete Llama checkpoint?")
+        raise CheckpointError(
+            f"Weight `{name}` is missing from the checkpoint; is it a complete Llama checkpoint?"
+        ) from None
 
 
 def iter_hf_to_nanotron(hf: Mapping[str, torch.Tensor], shape: LlamaShape) -> Iterator[tuple[str, torch.Tensor]]:

@@ -15,8 +15,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from lighteval_nanotron.convert.nanotron_files import llama_config, write_configs
+from lighteval_nanotron.convert.nanotron_files import write_configs
 from lighteval_nanotron.errors import CheckpointError, LayoutError
+from lighteval_nanotron.models.checkpoint_format import CheckpointModel
 from lighteval_nanotron.models.nanotron_builder import build_nanotron_llama
 from lighteval_nanotron.parallel.cpu import enable_cpu_support
 
@@ -71,8 +72,7 @@ def copy_full_weights(model: torch.nn.Module, weights: Iterable[tuple[str, torch
 
 def write_nanotron_checkpoint(
     folder: Path,
-    model_config: dict[str, Any],
-    rope_theta: float,
+    checkpoint_model: CheckpointModel,
     weights: Iterable[tuple[str, torch.Tensor]],
     dtype: torch.dtype,
 ) -> int:
@@ -87,10 +87,10 @@ def write_nanotron_checkpoint(
         from nanotron.serialize.metadata import save_meta
         from nanotron.serialize.weights import save_weights
 
-        model = build_nanotron_llama(llama_config(model_config), parallel_context, dtype, torch.device("cpu"))
+        model = build_nanotron_llama(checkpoint_model.llama_config, parallel_context, dtype, torch.device("cpu"))
         copy_full_weights(model, weights)
         save_weights(model=model, parallel_context=parallel_context, root_folder=folder)
         save_meta(parallel_context=parallel_context, root_folder=folder, checkpoint_metadata={})
         num_parameters = sum(param.numel() for param in model.parameters())
-    write_configs(folder, model_config, rope_theta, dtype)
+    write_configs(folder, checkpoint_model, dtype)
     return num_parameters

@@ -43,11 +43,14 @@ def _flag_device(group: dist.ProcessGroup) -> torch.device:
     return torch.device("cpu")
 
 
-def agree(error: Optional[BaseException], group: dist.ProcessGroup, timeout_s: float, what: str) -> Verdict:
+def agree(
+    error: Optional[BaseException], group: dist.ProcessGroup, timeout_s: float, what: str, *, timeout_hint: str
+) -> Verdict:
     """Collective: returns the same `Verdict` on every rank of `group`.
 
     Raises `EvaluationError` on the ranks that do not hear from every other rank within
-    `timeout_s` (a rank stuck in a collective after a peer failed): continuing would hang.
+    `timeout_s` (a rank stuck in a collective after a peer failed): continuing would hang. Its
+    message ends with `timeout_hint`, the caller's advice (e.g. which setting raises the deadline).
     """
     flag = torch.tensor([0 if error is None else 1], dtype=torch.int64, device=_flag_device(group))
     work = dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group, async_op=True)
@@ -55,8 +58,7 @@ def agree(error: Optional[BaseException], group: dist.ProcessGroup, timeout_s: f
         work.wait(timeout=datetime.timedelta(seconds=timeout_s))
     except RuntimeError as timeout:
         raise EvaluationError(
-            f"{what}: not every rank reported within {timeout_s}s ({timeout}); a rank is stuck or dead. "
-            "Raise lighteval_nanotron.failure_timeout_s if evaluation is just slow."
+            f"{what}: not every rank reported within {timeout_s}s ({timeout}); a rank is stuck or dead. {timeout_hint}"
         ) from error
     if int(flag.item()) == 0:
         return Verdict()

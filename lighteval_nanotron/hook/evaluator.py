@@ -19,6 +19,8 @@ from lighteval_nanotron.hook.schedule import EvalSchedule, Moment
 from lighteval_nanotron.hook.state_guard import preserve_training_state
 from lighteval_nanotron.tracking.table import format_results_table
 
+_TIMEOUT_HINT = "Raise lighteval_nanotron.failure_timeout_s if evaluation is just slow."
+
 logger = logging.getLogger(__name__)
 
 
@@ -88,7 +90,9 @@ class TrainingEvaluator:
                 already_done = _evaluated_steps(self.config.output_dir, self.model_name)
         except Exception as caught:  # noqa: BLE001 - every rank must learn about it, then all raise
             error = caught
-        verdict = agree(error, world, self.config.failure_timeout_s, "lighteval_nanotron setup")
+        verdict = agree(
+            error, world, self.config.failure_timeout_s, "lighteval_nanotron setup", timeout_hint=_TIMEOUT_HINT
+        )
         if verdict.failed:
             raise _setup_error(verdict) from error
         for step in _broadcast_steps(already_done, world):
@@ -144,7 +148,9 @@ class TrainingEvaluator:
         except Exception as caught:  # noqa: BLE001 - agreed on below, so that no rank hangs
             error = caught
             logger.error("[lighteval_nanotron] evaluation at step %d raised on this rank", step, exc_info=caught)
-        verdict = agree(error, world, self.config.failure_timeout_s, f"evaluation at step {step}")
+        verdict = agree(
+            error, world, self.config.failure_timeout_s, f"evaluation at step {step}", timeout_hint=_TIMEOUT_HINT
+        )
         wall = time.perf_counter() - started
         if self.progress is not None:
             self.progress.update(1)

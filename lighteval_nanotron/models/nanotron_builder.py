@@ -1,9 +1,9 @@
 """Build a Nanotron 0.4 `LlamaForTraining` on a `ParallelContext`, save it, load a checkpoint.
 
-A checkpoint folder, as Nanotron's trainer writes it, holds `model/` (safetensors, one file per
-shard), `checkpoint_metadata.json`, `model_config.json` and usually `config.yaml`. Nanotron's
-`load_weights` reshards on load, so a checkpoint saved at one TP/PP/DP layout loads at any other
-that fits the model. On CPU call `enable_cpu_support()` first.
+What a checkpoint folder holds is read by `checkpoint_format`. Nanotron's `load_weights` reshards on
+load, so a checkpoint saved at one TP/PP/DP layout loads at any other that fits the model; the saved
+shapes are checked against the model config first, since the loader would slice a mismatched
+tensor without a word. On CPU call `enable_cpu_support()` first.
 
     model, model_config = load_nanotron_checkpoint("ckpt/10", parallel_context)
 """
@@ -11,24 +11,27 @@ that fits the model. On CPU call `enable_cpu_support()` first.
 import dataclasses
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import torch
 import torch.distributed as dist
-import yaml
 
 from lighteval_nanotron.errors import CheckpointError, LayoutError
+from lighteval_nanotron.models.checkpoint_format import (
+    DEFAULT_ROPE_THETA,
+    MODEL_CONFIG_FILE,
+    TRAINING_CONFIG_FILE,
+    check_complete_checkpoint,
+    read_checkpoint_dtype,
+    read_checkpoint_model,
+    saved_weight_shapes,
+)
 from lighteval_nanotron.parallel.cpu import import_nanotron, is_cpu_support_enabled
 
 if TYPE_CHECKING:
     from nanotron.config import LlamaConfig, ParallelismArgs
     from nanotron.models.llama import LlamaForTraining
     from nanotron.parallel import ParallelContext
-
-MODEL_CONFIG_FILE = "model_config.json"
-TRAINING_CONFIG_FILE = "config.yaml"
-METADATA_FILE = "checkpoint_metadata.json"
-WEIGHTS_FOLDER = "model"
 
 
 def check_model_layout(model_config: "LlamaConfig", tp: int, pp: int) -> None:
@@ -64,14 +67,16 @@ def build_nanotron_llama(
     model_config: "LlamaConfig",
     parallel_context: "ParallelContext",
     dtype: torch.dtype = torch.float32,
-    device: Optional[torch.device] = None,
+    device: torch.device | None = None,
     parallel_config: Optional["ParallelismArgs"] = None,
+    rope_theta: float = DEFAULT_ROPE_THETA,
 ) -> "LlamaForTraining":
     """Build an (uninitialised) LlamaForTraining sharded over `parallel_context`, ties marked.
 
     `parallel_config` defaults to the context's sizes with TP all-reduce and no async TP
     communication. `device` defaults to the CPU when CPU support is on or there is no CUDA.
-    Raises LayoutError when the layout does not fit the model.
+    `rope_theta` is the RoPE base (a checkpoint's `CheckpointModel.rope_theta`). Raises
+    LayoutError when the layout does not fit the model.
     """
     tp, pp, dp = (parallel_context.tp_pg.size(), parallel_context.pp_pg.size(), parallel_context.dp_pg.size())
     check_model_layout(model_config, tp, pp)
@@ -92,7 +97,28 @@ def build_nanotron_llama(
         device=device if device is not None else _default_device(),
     )
     mark_tied_parameters(model=model, parallel_context=parallel_context, parallel_config=parallel_config)
+    _set_rope_theta(model, rope_theta)
     return model
+
+
+def _set_rope_theta(model: torch.nn.Module, rope_theta: float) -> None:
+    """Give every attention layer of a built Nanotron 0.4 Llama this RoPE base (no-op for 10000).
+
+    Nanotron 0.4 builds its two rotary modules with the default base: `flash_rotary_embedding`
+    (used by the full-sequence forward) is rebuilt, `rotary_embedding` (the KV-cache path) gets
+    its `theta` and recomputes its table on first use.
+    """
+    if rope_theta == DEFAULT_ROPE_THETA:
+        return
+    for module in model.modules():
+        flash_rotary = getattr(module, "flash_rotary_embedding", None)
+        if flash_rotary is None:
+            continue
+        module.flash_rotary_embedding = type(flash_rotary)(
+            dim=flash_rotary.dim, base=rope_theta, interleaved=flash_rotary.interleaved
+        )
+        module.rotary_embedding.theta = rope_theta
+        module.rotary_embedding._initialized_buffer = False
 
 
 def save_nanotron_checkpoint(
@@ -100,7 +126,7 @@ def save_nanotron_checkpoint(
     model_config: "LlamaConfig",
     parallel_context: "ParallelContext",
     path: Union[str, Path],
-    training_config: Optional[Any] = None,
+    training_config: Any | None = None,
 ) -> Path:
     """Save the model's weights as a Nanotron checkpoint; every rank must call it.
 
@@ -125,92 +151,61 @@ def save_nanotron_checkpoint(
     return root
 
 
-def _read_model_config_dict(root: Path) -> Dict[str, Any]:
-    model_config_file, training_config_file = root / MODEL_CONFIG_FILE, root / TRAINING_CONFIG_FILE
+def check_weight_shapes(model: "LlamaForTraining", path: Union[str, Path]) -> None:
+    """Raise CheckpointError when a saved weight's full shape differs from the built model's.
+
+    Nanotron's loader reshards by slicing the saved tensor, so a checkpoint whose weights are
+    larger than its config says would otherwise load silently, and wrongly, at another layout.
+    """
+    saved = saved_weight_shapes(path)
+    for name, param in model.named_parameters():
+        sharded = getattr(param, "is_sharded", False)
+        expected = tuple(param.get_sharded_info().unsharded_shape if sharded else param.shape)
+        if name in saved and saved[name] != expected:
+            raise CheckpointError(
+                f"Checkpoint {path}: {name} is saved with shape {saved[name]} but its model config gives "
+                f"{expected}. The model config does not describe these weights: fix {MODEL_CONFIG_FILE}."
+            )
+
+
+def load_checkpoint_weights(
+    model: "LlamaForTraining", parallel_context: "ParallelContext", path: Union[str, Path]
+) -> None:
+    """Copy a checkpoint's weights into a built model, resharding them to its layout (shapes checked first)."""
+    check_weight_shapes(model, path)
+    from nanotron.serialize.weights import load_weights
+
     try:
-        if model_config_file.is_file():
-            return json.loads(model_config_file.read_text())
-        if training_config_file.is_file():
-            return yaml.safe_load(training_config_file.read_text())["model"]["model_config"]
-    except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError) as error:
+        load_weights(model=model, parallel_context=parallel_context, root_folder=Path(path))
+    except (OSError, ValueError, KeyError, RuntimeError, AssertionError) as error:
         raise CheckpointError(
-            f"Cannot read the model config of checkpoint {root}: {error}. Fix or re-write "
-            f"{MODEL_CONFIG_FILE} (or the model.model_config section of {TRAINING_CONFIG_FILE})."
+            f"Loading the weights of checkpoint {path} failed: {type(error).__name__}: {error}. "
+            "Check that the folder is complete and that its model config matches the saved weights."
         ) from error
-    raise CheckpointError(
-        f"Checkpoint {root} has neither {MODEL_CONFIG_FILE} nor {TRAINING_CONFIG_FILE}: "
-        "point at a checkpoint folder written by Nanotron (e.g. checkpoints/<step>)."
-    )
-
-
-def read_model_config(path: Union[str, Path]) -> "LlamaConfig":
-    """The LlamaConfig of a checkpoint folder (from model_config.json, else config.yaml)."""
-    root = Path(path)
-    if not root.is_dir():
-        raise CheckpointError(f"Checkpoint folder {root} does not exist: check the path.")
-    values = _read_model_config_dict(root)
-    import_nanotron()
-    from nanotron.config import LlamaConfig
-
-    if not isinstance(values, dict):
-        raise CheckpointError(f"The model config of checkpoint {root} is not a mapping: {values!r}.")
-    known = {field.name for field in dataclasses.fields(LlamaConfig)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise CheckpointError(
-            f"The model config of checkpoint {root} has keys that Nanotron 0.4's LlamaConfig does not know: "
-            f"{', '.join(unknown)}. Only Llama checkpoints in Nanotron 0.4's format are supported."
-        )
-    return LlamaConfig(**values)
-
-
-def read_checkpoint_dtype(path: Union[str, Path]) -> Optional[torch.dtype]:
-    """The `model.dtype` recorded in a checkpoint's config.yaml, or None when there is none."""
-    training_config_file = Path(path) / TRAINING_CONFIG_FILE
-    if not training_config_file.is_file():
-        return None
-    try:
-        name = (yaml.safe_load(training_config_file.read_text()).get("model") or {}).get("dtype")
-    except (OSError, yaml.YAMLError, AttributeError) as error:
-        raise CheckpointError(f"Cannot read {training_config_file}: {error}. Fix or re-write it.") from error
-    if name is None:
-        return None
-    dtype = getattr(torch, str(name).replace("torch.", ""), None)
-    if not isinstance(dtype, torch.dtype):
-        raise CheckpointError(f"{training_config_file} has an unknown model.dtype {name!r}.")
-    return dtype
 
 
 def load_nanotron_checkpoint(
     path: Union[str, Path],
     parallel_context: "ParallelContext",
-    dtype: Optional[torch.dtype] = None,
-    device: Optional[torch.device] = None,
+    dtype: torch.dtype | None = None,
+    device: torch.device | None = None,
     parallel_config: Optional["ParallelismArgs"] = None,
 ) -> "tuple[LlamaForTraining, LlamaConfig]":
-    """Build the checkpoint's Llama on `parallel_context` (any layout that fits) and load its weights.
+    """Build the checkpoint's Llama on `parallel_context` (any layout that fits, its RoPE base
+    applied) and load its weights.
 
     `dtype` defaults to config.yaml's `model.dtype`, else float32. Raises CheckpointError for a
-    missing or unreadable checkpoint, LayoutError when the layout does not fit the model.
+    missing or unreadable checkpoint or weights that do not match its model config, LayoutError
+    when the layout does not fit the model.
     """
     root = Path(path)
-    model_config = read_model_config(root)
-    for required in (WEIGHTS_FOLDER, METADATA_FILE):
-        if not (root / required).exists():
-            raise CheckpointError(
-                f"Checkpoint {root} has no {required}: it is not a complete Nanotron checkpoint "
-                "(was it written by save_weights / the trainer?)."
-            )
+    checkpoint_model = read_checkpoint_model(root)
+    check_complete_checkpoint(root)
     if dtype is None:
         dtype = read_checkpoint_dtype(root) or torch.float32
-    model = build_nanotron_llama(model_config, parallel_context, dtype, device, parallel_config)
-    from nanotron.serialize.weights import load_weights
-
-    try:
-        load_weights(model=model, parallel_context=parallel_context, root_folder=root)
-    except (OSError, ValueError, KeyError, RuntimeError, AssertionError) as error:
-        raise CheckpointError(
-            f"Loading the weights of checkpoint {root} failed: {type(error).__name__}: {error}. "
-            "Check that its model_config matches the saved weights."
-        ) from error
+    model_config = checkpoint_model.llama_config
+    model = build_nanotron_llama(
+        model_config, parallel_context, dtype, device, parallel_config, rope_theta=checkpoint_model.rope_theta
+    )
+    load_checkpoint_weights(model, parallel_context, root)
     return model, model_config

@@ -1,6 +1,5 @@
 """Finding checkpoints, their steps and names, the tokenizer and dtype: pure file reads, no model."""
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -15,17 +14,13 @@ from lighteval_nanotron.checkpoint_eval.discovery import (
     find_checkpoints,
     pending_checkpoints,
 )
-from lighteval_nanotron.checkpoint_eval.loading import (
-    ModelSpec,
-    check_layout_fits,
-    check_same_model,
-    resolve_dtype,
-    tokenizer_source,
-)
+from lighteval_nanotron.checkpoint_eval.loading import check_same_model, resolve_dtype, tokenizer_source
 from lighteval_nanotron.checkpoint_eval.mesh_setup import check_world
 from lighteval_nanotron.checkpoint_eval.runner import CheckpointEvalConfig
 from lighteval_nanotron.cli.main import build_parser
 from lighteval_nanotron.errors import CheckpointError, ConfigError, LayoutError
+from lighteval_nanotron.models.checkpoint_format import CheckpointModel
+from lighteval_nanotron.models.nanotron_builder import check_model_layout
 
 
 def _checkpoint(folder: Path, metas: dict | None = None, config: dict | None = None) -> Path:
@@ -106,22 +101,22 @@ def test_resolve_dtype(tmp_path):
         resolve_dtype("int8", folder)
 
 
-def _spec(**overrides) -> ModelSpec:
+def _spec(**overrides) -> CheckpointModel:
     from tests.helpers.tiny_model import tiny_llama_config
 
-    return ModelSpec(dataclasses.asdict(tiny_llama_config(**overrides)), 10000.0)
+    return CheckpointModel(tiny_llama_config(**overrides), 10000.0)
 
 
 def test_layout_and_architecture_checks():
-    check_layout_fits(_spec(), tp=2, pp=4)
+    check_model_layout(_spec().llama_config, tp=2, pp=4)
     with pytest.raises(LayoutError, match="num_key_value_heads=2"):
-        check_layout_fits(_spec(), tp=4, pp=1)
+        check_model_layout(_spec().llama_config, tp=4, pp=1)
     with pytest.raises(LayoutError, match="num_hidden_layers=4"):
-        check_layout_fits(_spec(), tp=1, pp=8)
+        check_model_layout(_spec().llama_config, tp=1, pp=8)
     with pytest.raises(CheckpointError, match="hidden_size"):
         check_same_model(_spec(), _spec(hidden_size=128), Path("ckpt/20"))
     with pytest.raises(CheckpointError, match="rope_theta"):
-        check_same_model(_spec(), ModelSpec(_spec().fields, 1e5), Path("ckpt/20"))
+        check_same_model(_spec(), CheckpointModel(_spec().llama_config, 1e5), Path("ckpt/20"))
 
 
 def test_world_size_check(monkeypatch):

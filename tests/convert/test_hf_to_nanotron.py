@@ -1,12 +1,14 @@
 import json
+import shutil
 
 import pytest
 import torch
 import yaml
 from safetensors import safe_open
 
-from lighteval_nanotron.convert import convert_hf_to_nanotron, nanotron_to_hf, read_model_config
+from lighteval_nanotron.convert import convert_hf_to_nanotron, nanotron_to_hf
 from lighteval_nanotron.errors import CheckpointError
+from lighteval_nanotron.models.checkpoint_format import read_checkpoint_model
 from tests.convert.tiny_llama import VOCAB, nanotron_logits, tiny_hf_llama
 from tests.helpers.distributed import parallel_context, run_distributed
 
@@ -35,23 +37,33 @@ def test_logits_equal_transformers_at_tp1(converted):
 
 def _tp2_logits(folder, input_ids):
     import torch.distributed as dist
-    from nanotron.serialize.weights import load_weights
 
-    from lighteval_nanotron.convert import apply_rope_theta
-    from lighteval_nanotron.convert.nanotron_files import llama_config
-    from lighteval_nanotron.models.nanotron_builder import build_nanotron_llama
+    from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
 
     context = parallel_context(2, 1, 1)
-    fields, rope_theta = read_model_config(folder)
-    model = build_nanotron_llama(llama_config(fields), context, torch.float32)
-    load_weights(model, context, folder)
-    apply_rope_theta(model, rope_theta)
+    model, _ = load_nanotron_checkpoint(folder, context)
     model.eval()
     with torch.no_grad():
         shard = model.model(input_ids=input_ids, input_mask=torch.ones_like(input_ids, dtype=torch.bool))
     shards = [torch.empty_like(shard) for _ in range(dist.get_world_size(context.tp_pg))]
     dist.all_gather(shards, shard.contiguous(), group=context.tp_pg)
     return torch.cat(shards, dim=-1).transpose(0, 1)
+
+
+def test_load_nanotron_checkpoint_applies_the_recorded_rope_theta(converted, tmp_path):
+    """`nanotron_logits` loads with `load_nanotron_checkpoint`: the converted RoPE base (50000) gives
+    transformers' logits; the same weights with Nanotron 0.4's default base (10000) do not."""
+    model, dst, _ = converted
+    expected = _transformers_logits(model)
+    torch.testing.assert_close(nanotron_logits(dst, INPUT_IDS), expected, atol=1e-4, rtol=0)
+    default_base = tmp_path / "default_rope"
+    shutil.copytree(dst, default_base)
+    fields = json.loads((default_base / "model_config.json").read_text())
+    del fields["rope_theta"]
+    (default_base / "model_config.json").write_text(json.dumps(fields))
+    assert read_checkpoint_model(default_base).rope_theta == 10000.0
+    off_by = (nanotron_logits(default_base, INPUT_IDS) - expected).abs().max()
+    assert off_by > 5e-4  # tiny random weights: ~1.5e-3, well past the 1e-4 the right base matches to
 
 
 @pytest.mark.distributed
@@ -69,10 +81,11 @@ def test_folder_is_a_nanotron_checkpoint(converted):
 
     assert {p.name for p in dst.iterdir()} >= {"config.yaml", "model_config.json", "checkpoint_metadata.json", "model"}
     assert json.loads((dst / "checkpoint_metadata.json").read_text())["tp"] == 1
-    fields, rope_theta = read_model_config(dst)
-    assert rope_theta == 50000.0
+    checkpoint_model = read_checkpoint_model(dst)  # every other field is a Nanotron 0.4 LlamaConfig field
+    assert checkpoint_model.rope_theta == 50000.0
     assert yaml.safe_load((dst / "config.yaml").read_text())["model"]["model_config"]["rope_theta"] == 50000.0
-    llama = import_nanotron().LlamaConfig(**fields)  # every other field is a Nanotron 0.4 LlamaConfig field
+    llama = checkpoint_model.llama_config
+    assert isinstance(llama, import_nanotron().LlamaConfig)
     assert (llama.num_key_value_heads, llama.tie_word_embeddings) == (2, model.config.tie_word_embeddings)
     qkv = next(dst.glob("model/model/decoder/0/pp_block/attn/qkv_proj/*.safetensors"))
     assert qkv.name == "model_weight_pp-rank-0-of-1_tp-rank-0-of-1.safetensors"

@@ -165,18 +165,11 @@ def write_tiny_gguf(path: Path, model, tokenizer, qtype_name: str = "F32", pre: 
 
 def nanotron_logits(folder: Path, input_ids: torch.Tensor) -> torch.Tensor:
     """Load a converted checkpoint with Nanotron at TP1/PP1 in this process; logits [batch, seq, vocab]."""
-    from lighteval_nanotron.convert import apply_rope_theta, read_model_config
-    from lighteval_nanotron.convert.nanotron_files import llama_config
     from lighteval_nanotron.convert.nanotron_writer import single_process_context
-    from lighteval_nanotron.models.nanotron_builder import build_nanotron_llama
+    from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
 
     with single_process_context() as parallel_context:
-        from nanotron.serialize.weights import load_weights
-
-        fields, rope_theta = read_model_config(folder)
-        model = build_nanotron_llama(llama_config(fields), parallel_context, torch.float32)
-        load_weights(model, parallel_context, Path(folder))
-        apply_rope_theta(model, rope_theta)
+        model, _ = load_nanotron_checkpoint(folder, parallel_context)
         model.eval()
         with torch.no_grad():
             logits = model.model(input_ids=input_ids, input_mask=torch.ones_like(input_ids, dtype=torch.bool))

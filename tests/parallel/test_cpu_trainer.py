@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lighteval_nanotron.models.nanotron_builder import read_model_config
+from lighteval_nanotron.models.checkpoint_format import read_checkpoint_model
 from tests.helpers.distributed import run_distributed
 from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (session fixture)
 from tests.helpers.training_config import write_tiny_training_yaml
@@ -66,4 +66,4 @@ def test_distributed_trainer_trains_at_tp2_pp2_like_tp1_pp1(tmp_path, tiny_check
     assert reference[-1] < reference[0]
     saved = tmp_path / "checkpoints_tp2_pp2_dp1" / str(STEPS)
     assert (saved / "model").is_dir() and (saved / "config.yaml").is_file()
-    assert read_model_config(saved).num_hidden_layers == 4
+    assert read_checkpoint_model(saved).llama_config.num_hidden_layers == 4

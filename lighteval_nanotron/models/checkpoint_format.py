@@ -1,0 +1,179 @@
+"""What a Nanotron 0.4 checkpoint folder holds, read from its files without building a model.
+
+    config.yaml                 nanotron.config.Config (model section: the model config, model.dtype)
+    model_config.json           the model config as JSON
+    checkpoint_metadata.json    checkpoint version and layout (written last by Nanotron)
+    model/<module path>/model_<param>[_pp-rank-P-of-N_tp-rank-T-of-M].safetensors
+
+The model config is Nanotron 0.4's `LlamaConfig` fields plus an optional `rope_theta`: 0.4's Llama
+has no such field (its rotary embeddings use 10000), newer Nanotron versions use that name, and
+`lighteval-nanotron convert` writes it for models with another RoPE base (SmolLM2: 100000).
+`read_checkpoint_model` reads both into one `CheckpointModel`; `build_nanotron_llama(...,
+rope_theta=...)` applies the base to the built model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+import yaml
+
+from lighteval_nanotron.errors import CheckpointError
+from lighteval_nanotron.parallel.cpu.imports import import_nanotron
+
+if TYPE_CHECKING:
+    from nanotron.config import LlamaConfig
+
+MODEL_CONFIG_FILE = "model_config.json"
+TRAINING_CONFIG_FILE = "config.yaml"
+METADATA_FILE = "checkpoint_metadata.json"
+WEIGHTS_FOLDER = "model"
+ROPE_THETA_KEY = "rope_theta"
+DEFAULT_ROPE_THETA = 10000.0
+"""The RoPE base Nanotron 0.4's Llama always uses; a model config records `rope_theta` only when it differs."""
+
+_WEIGHT_FILE = re.compile(r"model_(?P<param>.+?)(?:_pp-rank-\d+-of-\d+_tp-rank-\d+-of-\d+)?\.safetensors")
+
+
+@dataclass(frozen=True)
+class CheckpointModel:
+    """The architecture a checkpoint describes: Nanotron 0.4's `LlamaConfig` and the RoPE base."""
+
+    llama_config: LlamaConfig
+    rope_theta: float = DEFAULT_ROPE_THETA
+
+    @classmethod
+    def from_fields(cls, fields: Any, where: str = "the model config") -> CheckpointModel:
+        """From recorded fields (LlamaConfig's, plus an optional `rope_theta`); CheckpointError
+        naming `where` when they are not a Nanotron 0.4 Llama config."""
+        if not isinstance(fields, Mapping):
+            raise CheckpointError(f"{where} is not a mapping: {fields!r}.")
+        llama_fields = {key: value for key, value in fields.items() if key != ROPE_THETA_KEY}
+        llama_config_class = import_nanotron().LlamaConfig
+        unknown = sorted(set(llama_fields) - {field.name for field in dataclasses.fields(llama_config_class)})
+        if unknown:
+            raise CheckpointError(
+                f"{where} has keys that Nanotron 0.4's LlamaConfig does not know: {', '.join(unknown)}. "
+                f"Only Llama checkpoints in Nanotron 0.4's format (plus an optional {ROPE_THETA_KEY}) are supported."
+            )
+        try:
+            rope_theta = float(fields.get(ROPE_THETA_KEY, DEFAULT_ROPE_THETA))
+        except (TypeError, ValueError):
+            raise CheckpointError(
+                f"{where} has {ROPE_THETA_KEY}={fields[ROPE_THETA_KEY]!r}, not a number: fix or remove it."
+            ) from None
+        return cls(llama_config_class(**llama_fields), rope_theta)
+
+    def config_fields(self) -> dict[str, Any]:
+        """The fields to record: LlamaConfig's, plus `rope_theta` when it is not Nanotron 0.4's default."""
+        fields = dataclasses.asdict(self.llama_config)
+        return fields if self.rope_theta == DEFAULT_ROPE_THETA else {**fields, ROPE_THETA_KEY: self.rope_theta}
+
+
+def is_complete_checkpoint(path: str | Path) -> bool:
+    """A folder with weights and the metadata file Nanotron writes last."""
+    return (Path(path) / WEIGHTS_FOLDER).is_dir() and (Path(path) / METADATA_FILE).is_file()
+
+
+def check_complete_checkpoint(path: str | Path) -> None:
+    """Raise CheckpointError naming what is missing when `path` is not a complete checkpoint folder."""
+    path = Path(path)
+    if not path.is_dir():
+        raise CheckpointError(f"Checkpoint folder {path} does not exist: check the path.")
+    for required in (WEIGHTS_FOLDER, METADATA_FILE):
+        if not (path / required).exists():
+            raise CheckpointError(
+                f"Checkpoint {path} has no {required}: it is not a complete Nanotron checkpoint. Point at a folder "
+                "written by Nanotron (e.g. checkpoints/<step>) or by `lighteval-nanotron convert`."
+            )
+
+
+def read_training_config(path: str | Path) -> dict[str, Any]:
+    """The checkpoint's `config.yaml` as a dict ({} when there is none)."""
+    file = Path(path) / TRAINING_CONFIG_FILE
+    if not file.is_file():
+        return {}
+    try:
+        values = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as error:
+        raise CheckpointError(f"Cannot read {file}: {error}. Fix or re-write it.") from error
+    return values if isinstance(values, dict) else {}
+
+
+def _recorded_model_config(root: Path) -> Any:
+    try:
+        if (root / MODEL_CONFIG_FILE).is_file():
+            return json.loads((root / MODEL_CONFIG_FILE).read_text(encoding="utf-8"))
+        if (root / TRAINING_CONFIG_FILE).is_file():
+            return read_training_config(root)["model"]["model_config"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise CheckpointError(
+            f"Cannot read the model config of checkpoint {root}: {type(error).__name__}: {error}. Fix or re-write "
+            f"{MODEL_CONFIG_FILE} (or the model.model_config section of {TRAINING_CONFIG_FILE})."
+        ) from error
+    raise CheckpointError(
+        f"Checkpoint {root} has neither {MODEL_CONFIG_FILE} nor {TRAINING_CONFIG_FILE}: "
+        "point at a checkpoint folder written by Nanotron (e.g. checkpoints/<step>)."
+    )
+
+
+def read_checkpoint_model(path: str | Path) -> CheckpointModel:
+    """The model a checkpoint folder describes (model_config.json, else config.yaml's model.model_config)."""
+    root = Path(path)
+    if not root.is_dir():
+        raise CheckpointError(f"Checkpoint folder {root} does not exist: check the path.")
+    return CheckpointModel.from_fields(_recorded_model_config(root), f"The model config of checkpoint {root}")
+
+
+def read_checkpoint_dtype(path: str | Path) -> torch.dtype | None:
+    """The floating-point `model.dtype` recorded in a checkpoint's config.yaml, or None when there is none."""
+    model_section = read_training_config(path).get("model")
+    name = model_section.get("dtype") if isinstance(model_section, dict) else None
+    if name is None:
+        return None
+    dtype = getattr(torch, str(name).removeprefix("torch."), None)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise CheckpointError(
+            f"{Path(path) / TRAINING_CONFIG_FILE} has model.dtype {name!r}, not a floating-point torch dtype: "
+            "fix it (e.g. bfloat16) or give the dtype explicitly."
+        )
+    return dtype
+
+
+def weight_files(path: str | Path) -> dict[str, list[Path]]:
+    """The safetensors files of each saved weight (one per shard), by `LlamaForTraining` parameter name."""
+    root = Path(path) / WEIGHTS_FOLDER
+    if not root.is_dir():
+        raise CheckpointError(f"{root} not found: not a Nanotron checkpoint folder (expected a model/ subfolder).")
+    files: dict[str, list[Path]] = defaultdict(list)
+    for file in sorted(root.rglob("*.safetensors")):
+        match = _WEIGHT_FILE.fullmatch(file.name)
+        if match is not None:
+            files[".".join(file.relative_to(root).parent.parts + (match["param"],))].append(file)
+    return dict(files)
+
+
+def _saved_shape(file: Path) -> tuple[int, ...]:
+    """The full shape of a saved weight: `unsharded_shape` of a shard, else the tensor's own."""
+    import_nanotron()
+    from nanotron.serialize.metadata import TensorMetadata
+    from safetensors import safe_open
+
+    with safe_open(str(file), framework="pt") as handle:
+        metadata = handle.metadata()
+        if metadata and "unsharded_shape" in metadata:
+            return tuple(TensorMetadata.from_str_dict(metadata).unsharded_shape)
+        return tuple(handle.get_slice("data").get_shape())
+
+
+def saved_weight_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
+    """The full (unsharded) shape of every saved weight, by parameter name, read from file headers only."""
+    return {name: _saved_shape(files[0]) for name, files in weight_files(path).items()}
