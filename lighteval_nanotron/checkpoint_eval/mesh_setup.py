@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -22,12 +21,6 @@ _TIMEOUT_HINT = (
     f"The eval command waits {AGREEMENT_TIMEOUT_S:.0f}s for every rank at each stage: "
     "look in the logs of the ranks that did not report for where they stopped."
 )
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def check_world(tp: int, pp: int, dp: int) -> None:
@@ -55,19 +48,12 @@ def parallel_context_for(tp: int, pp: int, dp: int, cpu: bool) -> Iterator[Any]:
     """Nanotron's ParallelContext for this layout. Under torchrun it joins the launched world;
     a plain `python -m lighteval_nanotron eval ...` is a world of one. A process group started
     here is destroyed on exit, and the environment variables set here are removed."""
-    from lighteval_nanotron.parallel.distributed import build_parallel_context
+    from lighteval_nanotron.parallel.distributed import build_parallel_context, free_loopback_port, local_rank_env
 
     check_world(tp, pp, dp)
     added: dict[str, str] = {}
     if "RANK" not in os.environ:
-        defaults = {
-            "RANK": "0",
-            "LOCAL_RANK": "0",
-            "WORLD_SIZE": "1",
-            "LOCAL_WORLD_SIZE": "1",
-            "MASTER_ADDR": "127.0.0.1",
-        }
-        defaults["MASTER_PORT"] = str(_free_port())
+        defaults = local_rank_env(rank=0, world_size=1, port=free_loopback_port())
         added = {key: value for key, value in defaults.items() if key not in os.environ}
         os.environ.update(added)
     started = not dist.is_initialized()

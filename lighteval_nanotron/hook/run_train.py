@@ -16,7 +16,9 @@ import argparse
 import os
 import sys
 from datetime import timedelta
-from typing import Any, List, Optional
+from typing import Any, List
+
+from lighteval_nanotron.parallel.distributed import free_loopback_port, local_rank_env
 
 DEFAULT_TIMEOUT_S = 1800
 
@@ -38,14 +40,7 @@ def train(config_file: str, cpu: bool = False, timeout_s: int = DEFAULT_TIMEOUT_
 
 
 def _spawned_rank(rank: int, world_size: int, port: int, config_file: str, timeout_s: int) -> None:
-    os.environ.update(
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
-        WORLD_SIZE=str(world_size),
-        LOCAL_WORLD_SIZE=str(world_size),
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-    )
+    os.environ.update(local_rank_env(rank, world_size, port))
     import torch
     import torch.distributed as dist
 
@@ -59,20 +54,16 @@ def _spawned_rank(rank: int, world_size: int, port: int, config_file: str, timeo
 
 def launch_cpu(config_file: str, nproc: int, timeout_s: int = DEFAULT_TIMEOUT_S) -> None:
     """Run `train(config_file, cpu=True)` on `nproc` local gloo processes; raises if any rank fails."""
-    import socket
-
     import torch.multiprocessing as mp
 
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_loopback_port()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     mp.start_processes(
         _spawned_rank, args=(nproc, port, config_file, timeout_s), nprocs=nproc, join=True, start_method="spawn"
     )
 
 
-def build_parser(parser: Optional[argparse.ArgumentParser] = None) -> argparse.ArgumentParser:
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="python -m lighteval_nanotron.hook.run_train", description=__doc__)
     parser.add_argument("--config-file", required=True, help="Nanotron training YAML with a lighteval_nanotron section")
     parser.add_argument("--cpu", action="store_true", help="train on CPU with gloo (patches Nanotron for CPU)")
@@ -83,7 +74,7 @@ def build_parser(parser: Optional[argparse.ArgumentParser] = None) -> argparse.A
     return parser
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: List[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return run(args)
 

@@ -9,6 +9,7 @@ variables (torchrun does), call `enable_cpu_support()`, then `build_parallel_con
 """
 
 import os
+import socket
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,25 @@ if TYPE_CHECKING:
 
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 DEFAULT_TIMEOUT = timedelta(minutes=10)
+
+
+def free_loopback_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for a world started on this machine)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def local_rank_env(rank: int, world_size: int, port: int) -> dict[str, str]:
+    """The variables torchrun would set for `rank` of a one-machine world rendezvousing on `port`."""
+    return {
+        "RANK": str(rank),
+        "LOCAL_RANK": str(rank),
+        "WORLD_SIZE": str(world_size),
+        "LOCAL_WORLD_SIZE": str(world_size),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+    }
 
 
 def init_process_group_from_env(backend: str = "gloo", timeout: timedelta = DEFAULT_TIMEOUT) -> None:

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from lighteval_nanotron.parallel.distributed import free_loopback_port
 from tests.checkpoint_eval.details_check import max_logprob_difference, read_details
-from tests.helpers.distributed import free_port, run_distributed
+from tests.helpers.distributed import run_distributed
 from tests.helpers.tiny_model import tiny_tokenizer
 
 TASKS = "lighteval|arc:easy|0,leaderboard|mmlu:abstract_algebra|0"  # multi-token and single-token choices
@@ -49,7 +50,7 @@ def test_torchrun_tp2_matches_transformers(tiny_converted, tmp_path):
     model, checkpoint = tiny_converted
     command = [
         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-        "--master-port", str(free_port()), "-m", "lighteval_nanotron",
+        "--master-port", str(free_loopback_port()), "-m", "lighteval_nanotron",
         *_argv(checkpoint, tmp_path / "out", "--tp", "2"),
     ]  # fmt: skip
     done = subprocess.run(command, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from lighteval_nanotron.parallel.distributed import free_loopback_port
 from tests.checkpoint_eval.details_check import max_logprob_difference, read_details
-from tests.helpers.distributed import free_port
 
 TASKS = "lighteval|arc:easy|0,lighteval|piqa|0,leaderboard|hellaswag|0"
 MAX_SAMPLES = 100
@@ -44,7 +44,8 @@ def _eval(
 ) -> tuple[subprocess.CompletedProcess, float]:
     command = [
         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-addr", "127.0.0.1",
-        "--master-port", str(free_port()), "-m", "lighteval_nanotron", "eval", str(checkpoint), "--cpu", *layout,
+        "--master-port", str(free_loopback_port()),
+        "-m", "lighteval_nanotron", "eval", str(checkpoint), "--cpu", *layout,
         "--tasks", TASKS, "--max-samples", str(max_samples), "--output-dir", str(output_dir),
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}

@@ -18,13 +18,14 @@ import multiprocessing
 import os
 import pickle
 import queue
-import socket
 import time
 import traceback
 from datetime import timedelta
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import torch
+
+from lighteval_nanotron.parallel.distributed import free_loopback_port, local_rank_env
 
 PRELOAD_MODULE = "tests.helpers._preload"
 LAYOUTS: Sequence[Tuple[int, int, int]] = ((1, 1, 1), (2, 1, 1), (1, 2, 1), (2, 2, 1), (1, 1, 2))
@@ -35,13 +36,6 @@ class DistributedRunError(AssertionError):
     """A rank raised, died, or the run passed its timeout."""
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _context() -> multiprocessing.context.BaseContext:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([PRELOAD_MODULE])
@@ -49,15 +43,7 @@ def _context() -> multiprocessing.context.BaseContext:
 
 
 def _worker(rank: int, world_size: int, port: int, timeout_s: float, fn: Callable, args: tuple, results) -> None:
-    os.environ.update(
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
-        WORLD_SIZE=str(world_size),
-        LOCAL_WORLD_SIZE=str(world_size),
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        OMP_NUM_THREADS="1",
-    )
+    os.environ.update(local_rank_env(rank, world_size, port), OMP_NUM_THREADS="1")
     os.environ.setdefault("WANDB_MODE", "disabled")  # Nanotron's trainer calls wandb.init when wandb is installed
     torch.set_num_threads(1)
     import torch.distributed as dist
@@ -89,7 +75,7 @@ def run_distributed(fn: Callable[..., Any], world_size: int, *args: Any, timeout
     """
     context = _context()
     results = context.Queue()
-    port = free_port()
+    port = free_loopback_port()
     processes = [
         context.Process(target=_worker, args=(rank, world_size, port, timeout, fn, args, results), daemon=True)
         for rank in range(world_size)
