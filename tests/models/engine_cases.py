@@ -15,16 +15,52 @@ def engine_docs() -> list[Doc]:
     and generation settings that differ per doc."""
     shot = Doc(query="Is water wet?", choices=[" yes", " no"], gold_index=0)
     docs = [
-        Doc(query="Question: the sky is? Answer:", choices=[" A", " B", " C", " D"], gold_index=1,
-            unconditioned_query="Answer:", generation_size=6, stop_sequences=["\n"]),
-        Doc(query="Name a colour:", choices=[" blue sky", " red", " green grass today"], gold_index=0,
-            unconditioned_query="", generation_size=4),
-        Doc(query="Is fire cold?", choices=[" yes", " no"], gold_index=1, fewshot_samples=[shot],
-            generation_size=9, stop_sequences=["the", "\n\n"]),
+        Doc(
+            query="Question: the sky is? Answer:",
+            choices=[" A", " B", " C", " D"],
+            gold_index=1,
+            unconditioned_query="Answer:",
+            generation_size=6,
+            stop_sequences=["\n"],
+        ),
+        Doc(
+            query="Name a colour:",
+            choices=[" blue sky", " red", " green grass today"],
+            gold_index=0,
+            unconditioned_query="",
+            generation_size=4,
+        ),
+        Doc(
+            query="Is fire cold?",
+            choices=[" yes", " no"],
+            gold_index=1,
+            fewshot_samples=[shot],
+            generation_size=9,
+            stop_sequences=["the", "\n\n"],
+        ),
         Doc(query=LONG_TEXT, choices=[" end", " of text"], gold_index=0, generation_size=5),
-        Doc(query="Count: one two three", choices=[" four"], gold_index=0, generation_size=12,
-            stop_sequences=[" five"]),
+        Doc(
+            query="Count: one two three", choices=[" four"], gold_index=0, generation_size=12, stop_sequences=[" five"]
+        ),
         Doc(query="x", choices=[" y", " zed zed"], gold_index=0, generation_size=3),
+    ]
+    shots = [shot, Doc(query="Is ice cold?", choices=[" yes", " no"], gold_index=0)]
+    docs += [  # one few-shot prefix shared by two docs: packed rows compute it once
+        Doc(
+            query="Is the sun hot?",
+            choices=[" yes", " no", " maybe so"],
+            gold_index=0,
+            fewshot_samples=shots,
+            generation_size=4,
+        ),
+        Doc(
+            query="Is snow warm?",
+            choices=[" yes", " no"],
+            gold_index=1,
+            fewshot_samples=shots,
+            generation_size=16,
+            stop_sequences=["e", "a", "o"],
+        ),
     ]
     return docs
 
@@ -45,9 +81,13 @@ def evaluate(checkpoint: str, tp: int, pp: int, dp: int, config: dict) -> dict:
         start = time.perf_counter()
         loglikelihood = engine.loglikelihood(docs, unconditioned=True)
         rolling = engine.loglikelihood_rolling(docs)
-        generation = engine.greedy_until(docs)
+        generation_plan = engine.prepare_generation(docs)
+        generation = engine.run(generation_plan)
         seconds = time.perf_counter() - start
+    plan = engine.prepare_loglikelihood(docs, unconditioned=True)
     return {
+        "plan_stats": plan.stats,
+        "generation_stats": generation_plan.stats,
         "loglikelihood": loglikelihood,
         "rolling": rolling,
         "generation": generation,

@@ -74,3 +74,35 @@ def test_engine_config_rejects_bad_values():
         EngineConfig(gather_to="rank0")
     with pytest.raises(ConfigError, match="rolling_stride"):
         EngineConfig(rolling_stride=64).stride_for(32)
+
+
+def _path(row, node):
+    tokens = []
+    while True:
+        tokens.append(row.input_ids[node])
+        if row.parents[node] == node:
+            return tokens[::-1]
+        node = row.parents[node]
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_packed_prefix_trees_keep_every_sequence_and_share_prefixes(share):
+    from lighteval_nanotron.models.nanotron.packing import ScoredSequence, packed_rows
+
+    prefix = (1, 2, 3, 4)
+    sequences = [ScoredSequence(prefix + (10 + i, 20 + i), (3, 4), (10 + i, 20 + i), (i, i), i // 2) for i in range(6)]
+    sequences.append(ScoredSequence((9, 8, 7), (2,), (6,), (6,), 3))
+    groups = packed_rows(sequences, width=12, share=share, parts=2)
+    rows = [row for group in groups for row in group]
+    assert all(groups) and all(len(row.input_ids) <= 12 for row in rows)
+    seen = {}
+    for row in rows:
+        for node, target, slot in zip(row.positions, row.targets, row.slots):
+            seen.setdefault(slot, []).append((tuple(_path(row, node)), target))
+            assert row.depths[node] == len(_path(row, node)) - 1
+    for sequence in sequences:
+        assert seen[sequence.slots[0]][-len(sequence.targets) :] == [
+            (sequence.input_ids[: p + 1], t) for p, t in zip(sequence.positions, sequence.targets)
+        ]
+    total = sum(len(row.input_ids) for row in rows)
+    assert total < sum(s.token_length for s in sequences) if share else total == sum(s.token_length for s in sequences)

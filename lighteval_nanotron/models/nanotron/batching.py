@@ -59,3 +59,11 @@ def replica_order(dataset: DynamicBatchDataset, owner: Sequence[int], dp_rank: i
         return [item for item, index in zip(dataset.sorted_data, dataset.original_order) if owner[index] == dp_rank]
     items = dataset.get_original_order(dataset.sorted_data)
     return [item for index, item in enumerate(items) if owner[index] == dp_rank]
+
+
+def batch_budget(costs: Sequence[int], max_tokens: int, min_batches: int) -> int:
+    """Token budget giving at least `min_batches` micro-batches when there is enough work (so
+    pipeline stages have micro-batches to overlap), never above `max_tokens`."""
+    if min_batches <= 1:
+        return max_tokens
+    return max(1, min(max_tokens, -(-sum(costs) // min_batches)))

@@ -45,12 +45,31 @@ class EngineConfig:
     """Pad each micro-batch to its own longest row. Off: pad every batch to the longest request."""
 
     shared_context: bool = True
-    """Multiple choice: when every choice of a doc is one token, score all of them from one
-    forward of the context instead of one row per choice."""
+    """Multiple choice: one prefix-tree row per doc (the context once, each choice a branch that
+    sees the context and itself, position ids restarting after the context), so the context is
+    computed once per doc, not once per choice; with `pack_rows`, identical prefixes across docs
+    (a task's few-shot examples) are computed once per row. Off: one row per choice."""
+
+    pack_rows: bool = True
+    """Scoring: fill rows of `pack_width` tokens with several docs' sequences (in token order, so
+    shared prefixes meet), each seeing only its own tokens: almost no padding. Off: one row per
+    doc (`shared_context`) or per choice."""
+
+    pack_width: int = 1024
+    """Nodes per packed row (a longer sequence gets a row of its own length). Attention in a
+    packed row costs `pack_width**2` per row; larger shares more few-shot prefixes."""
+
+    logits_at_targets: bool = True
+    """Run the final norm and `lm_head` only at the positions whose logits are read. Off: on every
+    position (Nanotron's forward), then pick."""
 
     kv_cache: bool = True
-    """Generation: decode with Nanotron's key/value cache. Off: recompute the full sequence
-    at every step."""
+    """Generation: decode with the engine's key/value cache (sized to the micro-batch, exact
+    rotary positions). Off: recompute the full sequence at every step."""
+
+    drop_finished_rows: bool = True
+    """Generation with `kv_cache`: rows that are done leave the running micro-batch (their cache
+    rows are dropped). Off: they are fed until the whole micro-batch is done."""
 
     pairwise_tokenization: bool = False
     """Tokenize context and continuation separately (True) or tokenize `context + continuation`
@@ -64,7 +83,13 @@ class EngineConfig:
     output pipeline stage does; every other rank returns an empty list."""
 
     def __post_init__(self) -> None:
-        for name in ("max_tokens_per_batch", "max_rows_per_batch", "micro_batches_in_flight", "default_max_new_tokens"):
+        for name in (
+            "max_tokens_per_batch",
+            "max_rows_per_batch",
+            "micro_batches_in_flight",
+            "default_max_new_tokens",
+            "pack_width",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"EngineConfig.{name} must be >= 1, got {getattr(self, name)}.")
         if self.max_length is not None and self.max_length < 2:
@@ -73,6 +98,17 @@ class EngineConfig:
             raise ConfigError(f"EngineConfig.rolling_stride must be >= 1 or None, got {self.rolling_stride}.")
         if self.gather_to not in ("all", "reporting"):
             raise ConfigError(f"EngineConfig.gather_to must be 'all' or 'reporting', got {self.gather_to!r}.")
+
+    SWITCHES = (
+        "shared_context",
+        "pack_rows",
+        "logits_at_targets",
+        "sort_by_length",
+        "pad_per_batch",
+        "pipeline_overlap",
+        "kv_cache",
+        "drop_finished_rows",
+    )
 
     def stride_for(self, max_length: int) -> int:
         stride = self.rolling_stride if self.rolling_stride is not None else max(1, max_length // 2)

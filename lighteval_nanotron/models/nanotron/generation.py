@@ -7,16 +7,17 @@ picks the next tokens (vocabulary-parallel argmax), decides which rows are done 
 Micro-batches are visited round-robin, so while one waits for its tokens the stages work on
 others. A micro-batch leaves as soon as all its rows are done.
 
-With `kv_cache` each micro-batch has its own Nanotron `Store` (left-padded prefill, then one
-token per step); without it every step recomputes the right-padded sequences of the rows still
-running.
+With `kv_cache` each micro-batch has its own `KVCache` (right-padded prefill with explicit
+positions and mask, then one token per row and step at its own position) and, with
+`drop_finished_rows`, rows that are done leave the batch (every stage drops the same cache rows,
+since every stage applies the same feedback). Without it every step recomputes the
+right-padded sequences of the rows still running through Nanotron's forward. The stop check is
+incremental: only the newest tokens' text is searched.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
@@ -24,7 +25,9 @@ from lighteval_nanotron.models.model_output import ModelResponse
 from lighteval_nanotron.models.nanotron.batching import round_up
 from lighteval_nanotron.models.nanotron.generation_plan import GenerationPlan, GenRequest
 from lighteval_nanotron.models.nanotron.runtime import Runtime
-from lighteval_nanotron.parallel.pipeline import run_stage
+from lighteval_nanotron.models.nanotron.scoring_plan import PlanStats
+from lighteval_nanotron.models.nanotron.tree_attention import KVCache, TreeAttention
+from lighteval_nanotron.parallel.pipeline import StageLink, run_stage
 from lighteval_nanotron.parallel.vocab_parallel import greedy_tokens
 
 _NONE = -1
@@ -35,53 +38,102 @@ class _Decoding:
     requests: list[GenRequest]
     generated: list[list[int]]
     done: list[bool]
-    store: Any = None
+    cache: KVCache | None = None
+    active: list[int] = field(default_factory=list)  # requests whose rows are in the cache, in order
     step: int = 0
     awaiting_feedback: bool = False
-    rows: list[int] = field(default_factory=list)  # rows fed at the current step
+    rows: list[int] = field(default_factory=list)  # request of each row fed at the current step
+    stats: PlanStats = field(default_factory=PlanStats)
 
     @classmethod
-    def start(cls, requests: list[GenRequest], kv_cache: bool) -> "_Decoding":
-        store = None
-        if kv_cache:
-            from nanotron.generation.generate_store import Store
-
-            store = Store()
-        return cls(requests, [[] for _ in requests], [False] * len(requests), store)
+    def start(cls, requests: list[GenRequest]) -> "_Decoding":
+        return cls(requests, [[] for _ in requests], [False] * len(requests), active=list(range(len(requests))))
 
 
-def _inputs(rt: Runtime, st: _Decoding) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Input ids, mask, and the position of each fed row's last token."""
-    if st.store is not None and st.step > 0:
-        st.rows = list(range(len(st.requests)))
-        last = [(g or list(r.input_ids))[-1] for r, g in zip(st.requests, st.generated)]
-        ids = torch.tensor(last, dtype=torch.long)[:, None]
-        return ids, torch.ones_like(ids, dtype=torch.bool), torch.zeros(len(last), dtype=torch.long)
+@dataclass
+class _Inputs:
+    ids: torch.Tensor  # [rows, seq]
+    last: torch.Tensor  # [rows] position whose logits give each row's next token
+    tree: TreeAttention | None = None
+
+
+def _prefill(rt: Runtime, st: _Decoding) -> _Inputs:
+    """Step 0 with the cache: right-padded contexts, causal within each row."""
+    st.rows = list(st.active)
+    seqs = [st.requests[i].input_ids for i in st.rows]
+    width = max(len(s) for s in seqs)
+    lengths = torch.tensor([len(s) for s in seqs])
+    ids = torch.zeros((len(seqs), width), dtype=torch.long)
+    for r, seq in enumerate(seqs):
+        ids[r, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+    keys = torch.arange(width)
+    allowed = (keys[None, None, :] <= keys[None, :, None]) & (keys[None, None, :] < lengths[:, None, None])
+    allowed |= torch.eye(width, dtype=torch.bool)[None]  # pads see themselves (no empty softmax)
+    capacity = width + max(st.requests[i].generation_size for i in st.rows)
+    st.cache = KVCache(capacity, lengths.to(rt.device))
+    positions = keys.repeat(len(seqs), 1)
+    tree = TreeAttention(positions.to(rt.device), allowed.to(rt.device), st.cache, positions.to(rt.device), width)
+    st.stats.add(PlanStats(padding_tokens=int(width * len(seqs) - lengths.sum()), attention_pairs=int(allowed.sum())))
+    return _Inputs(ids, lengths - 1, tree)
+
+
+def _decode_step(rt: Runtime, st: _Decoding) -> _Inputs:
+    """One new token per running row, attending to the cache."""
+    if rt.config.drop_finished_rows and any(st.done[i] for i in st.active):
+        keep = [k for k, i in enumerate(st.active) if not st.done[i]]
+        st.cache.keep_rows(torch.tensor(keep, dtype=torch.long, device=st.cache.lengths.device))
+        st.active = [st.active[k] for k in keep]
+    st.rows = list(st.active)
+    last = [(st.generated[i] or list(st.requests[i].input_ids))[-1] for i in st.rows]
+    lengths = st.cache.lengths
+    kv_len = int(lengths.max()) + 1
+    allowed = torch.arange(kv_len, device=lengths.device)[None, None, :] <= lengths[:, None, None]
+    tree = TreeAttention(lengths[:, None], allowed, st.cache, lengths[:, None], kv_len)
+    st.cache.lengths = lengths + 1
+    st.stats.add(PlanStats(attention_pairs=int(allowed.sum())))
+    return _Inputs(torch.tensor(last, dtype=torch.long)[:, None], torch.zeros(len(last), dtype=torch.long), tree)
+
+
+def _recompute(rt: Runtime, st: _Decoding) -> _Inputs:
+    """Without the cache: the full right-padded sequences of the running rows (Nanotron's forward)."""
     st.rows = [i for i, done in enumerate(st.done) if not done]
     seqs = [list(st.requests[i].input_ids) + st.generated[i] for i in st.rows]
-    width = round_up(max(len(s) for s in seqs), rt.pad_multiple) if st.store is None else max(len(s) for s in seqs)
+    width = round_up(max(len(s) for s in seqs), rt.pad_multiple)
     ids = torch.zeros((len(seqs), width), dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.bool)
     for r, seq in enumerate(seqs):
-        span = slice(width - len(seq), width) if st.store is not None else slice(0, len(seq))
-        ids[r, span] = torch.tensor(seq, dtype=torch.long)
-        mask[r, span] = True
-    if st.store is None:
-        return ids, torch.ones_like(mask), torch.tensor([len(s) - 1 for s in seqs])
-    return ids, mask, torch.full((len(seqs),), width - 1, dtype=torch.long)
+        ids[r, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+    real = sum(len(s) for s in seqs)
+    st.stats.add(
+        PlanStats(padding_tokens=width * len(seqs) - real, attention_pairs=len(seqs) * width * (width + 1) // 2)
+    )
+    return _Inputs(ids, torch.tensor([len(s) - 1 for s in seqs]))
+
+
+def _inputs(rt: Runtime, st: _Decoding) -> _Inputs:
+    if not rt.kv_cache:
+        return _recompute(rt, st)
+    return _prefill(rt, st) if st.step == 0 else _decode_step(rt, st)
+
+
+def _stop_window(request: GenRequest) -> int:
+    """Tokens decoded to look for a stop sequence that ends in the newest token: enough to hold
+    the longest stop sequence even at one byte per token, plus a margin for decoder context."""
+    return 4 * max(len(stop) for stop in request.stop_sequences) + 8
 
 
 def _stopped(rt: Runtime, request: GenRequest, tokens: list[int]) -> bool:
+    """Incremental: a stop sequence is looked for only in the text of the newest tokens (the
+    check runs after every token, so an earlier one would already have stopped the row)."""
     if len(tokens) >= request.generation_size or len(request.input_ids) + len(tokens) >= rt.max_length:
         return True
     if not request.stop_sequences:
         return False
-    text = rt.tok.decode(tokens)
+    text = rt.tok.decode(tokens[-_stop_window(request) :])
     return any(stop in text for stop in request.stop_sequences)
 
 
 def _decide(rt: Runtime, st: _Decoding, new_tokens: list[int]) -> torch.Tensor:
-    """Feedback `[2, rows]`: the token appended to each row (or -1) and whether it is done."""
+    """Feedback `[2, requests]`: the token appended to each request (or -1) and whether it is done."""
     feedback = torch.full((2, len(st.requests)), _NONE, dtype=torch.long)
     feedback[1] = torch.tensor(st.done, dtype=torch.long)
     for row, token in zip(st.rows, new_tokens):
@@ -102,33 +154,44 @@ def _apply(st: _Decoding, feedback: torch.Tensor) -> None:
         st.done[row] = bool(done)
 
 
-def _step(rt: Runtime, link: Any, st: _Decoding) -> None:
-    ids, mask, last = _inputs(rt, st)
-    attach = contextlib.nullcontext()
-    if st.store is not None:
-        from nanotron.generation.generate_store import attach_store
-
-        attach = attach_store(rt.llama, st.store)
-    with attach:
-        x = ids.to(rt.device) if rt.stage.is_first else None
-        logits = run_stage(rt.stage, link, x, mask.to(rt.device))
+def _step(rt: Runtime, link: StageLink, st: _Decoding) -> None:
+    inputs = _inputs(rt, st)
+    rows, seq = inputs.ids.shape
+    select = None
+    if rt.config.logits_at_targets and rt.can_select_positions:
+        select = (inputs.last, torch.arange(rows))
+    mask = torch.ones((rows, seq), dtype=torch.bool, device=rt.device)
+    x = inputs.ids.to(rt.device) if rt.stage.is_first else None
+    logits = run_stage(rt.stage, link, x, mask, inputs.tree, select)
+    st.stats.add(
+        PlanStats(
+            processed_tokens=rows * seq,
+            logit_positions=rows if select is not None else rows * seq,
+            batches=int(st.step == 0),
+            rows=rows * int(st.step == 0),
+        )
+    )
     st.step += 1
     if logits is None:
         st.awaiting_feedback = True
         return
-    picked = logits[last.to(logits.device), torch.arange(len(st.rows), device=logits.device)]
+    if select is not None:
+        picked = logits[:, 0]
+    else:
+        picked = logits[inputs.last.to(logits.device), torch.arange(rows, device=logits.device)]
     feedback = _decide(rt, st, greedy_tokens(picked, rt.mesh.tp_group).tolist())
     others = [r for r in rt.chain_pp_ranks if r != rt.mesh.pp_rank]
     link.send_feedback(feedback, others)
     _apply(st, feedback)
 
 
-def _local_generations(rt: Runtime, plan: GenerationPlan) -> dict[int, list[int]] | None:
+def _local_generations(rt: Runtime, plan: GenerationPlan) -> tuple[dict[int, list[int]], PlanStats] | None:
     if rt.stage is None:
         return None
     link = rt.new_link()
-    queue = [_Decoding.start(batch, rt.kv_cache) for batch in plan.batches]
+    queue = [_Decoding.start(batch) for batch in plan.batches]
     finished: dict[int, list[int]] = {}
+    stats = PlanStats()
     while queue:
         st = queue.pop(0)
         if st.awaiting_feedback:
@@ -136,12 +199,13 @@ def _local_generations(rt: Runtime, plan: GenerationPlan) -> dict[int, list[int]
             st.awaiting_feedback = False
         if all(st.done):
             finished.update({r.index: g for r, g in zip(st.requests, st.generated)})
+            stats.add(st.stats)
             continue
         _step(rt, link, st)
         rt.sync_pipeline()
         queue.append(st)
     link.flush()
-    return finished if rt.mesh.holds_results else None
+    return (finished, stats) if rt.mesh.holds_results else None
 
 
 def _cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
@@ -156,8 +220,13 @@ def run_generation(rt: Runtime, plan: GenerationPlan) -> list[ModelResponse]:
     if gathered is None:
         return []
     tokens: dict[int, list[int]] = {}
+    stats = PlanStats(docs=len(plan.requests))
     for part in gathered:
-        tokens.update(part or {})
+        if part is not None:
+            tokens.update(part[0])
+            stats.add(part[1])
+    stats.useful_tokens = sum(len(r.input_ids) + max(0, len(tokens[r.index]) - 1) for r in plan.requests)
+    plan.stats = stats
     return [
         ModelResponse(
             input=r.context,

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from lighteval_nanotron.data import GenerativeTaskDataset
-from lighteval_nanotron.models.nanotron.batching import assign_replicas, cut_batches, replica_order
+from lighteval_nanotron.models.nanotron.batching import assign_replicas, batch_budget, cut_batches, replica_order
 from lighteval_nanotron.models.nanotron.config import EngineConfig
+from lighteval_nanotron.models.nanotron.scoring_plan import PlanStats
 from lighteval_nanotron.models.nanotron.tokenization import TokenizerAdapter
 from lighteval_nanotron.tasks.requests import Doc
 
@@ -39,9 +40,13 @@ class GenerationPlan:
     batches: list[list[GenRequest]] = field(default_factory=list)  # this replica's
     padded_tokens_count: dict[int, int] = field(default_factory=dict)
     kind: str = "generation"
+    stats: PlanStats = field(default_factory=PlanStats)
+    """Work of the last run over all replicas (filled by `run`: it depends on when rows stop)."""
 
 
-def make_request(index: int, doc: Doc, context: str, tok: TokenizerAdapter, cfg: EngineConfig, max_length: int) -> GenRequest:
+def make_request(
+    index: int, doc: Doc, context: str, tok: TokenizerAdapter, cfg: EngineConfig, max_length: int
+) -> GenRequest:
     """Keep the newest `max_length - max_new_tokens` context tokens (at least one)."""
     requested = cfg.default_max_new_tokens if doc.generation_size is None else doc.generation_size
     max_new = max(1, min(requested, max_length - 1))
@@ -61,8 +66,17 @@ def make_request(index: int, doc: Doc, context: str, tok: TokenizerAdapter, cfg:
 
 
 def build_generation_plan(
-    docs: Sequence[Doc], prompt_fn: Callable[[Doc], str], tok: TokenizerAdapter, cfg: EngineConfig, max_length: int, dp_size: int, dp_rank: int
+    docs: Sequence[Doc],
+    prompt_fn: Callable[[Doc], str],
+    tok: TokenizerAdapter,
+    cfg: EngineConfig,
+    max_length: int,
+    dp_size: int,
+    dp_rank: int,
+    min_batches: int = 1,
 ) -> GenerationPlan:
+    """Requests split over replicas, cut into micro-batches (at least `min_batches` per replica
+    when there are enough requests, so pipeline stages can take turns)."""
     requests = [make_request(i, doc, prompt_fn(doc), tok, cfg, max_length) for i, doc in enumerate(docs)]
     plan = GenerationPlan(requests)
     dataset = GenerativeTaskDataset(requests, num_dataset_splits=None)
@@ -71,7 +85,9 @@ def build_generation_plan(
     for replica in range(dp_size):
         ordered = replica_order(dataset, owner, replica, cfg.sort_by_length)
         fixed = None if cfg.pad_per_batch else longest
-        for batch in cut_batches(ordered, lambda r: r.token_length + r.generation_size, cfg.max_tokens_per_batch, cfg.max_rows_per_batch, fixed):
+        cost = lambda r: r.token_length + r.generation_size  # noqa: E731
+        budget = batch_budget([fixed or cost(r) for r in ordered], cfg.max_tokens_per_batch, min_batches)
+        for batch in cut_batches(ordered, cost, budget, cfg.max_rows_per_batch, fixed):
             width = max(r.token_length for r in batch)
             plan.padded_tokens_count.update({r.index: width - r.token_length for r in batch})
             if replica == dp_rank:

@@ -59,26 +59,53 @@ class NanotronLightevalModel(LightevalModel):
     def is_reporting_rank(self) -> bool:
         return self.runtime.mesh.is_reporting_rank
 
-    def _scoring_plan(self, kind: str, rows: list, specs: list, num_slots: int) -> ScoringPlan:
+    @property
+    def _min_batches(self) -> int:
+        """With pipeline stages to overlap, enough micro-batches per replica to keep them busy."""
+        pp = self.runtime.mesh.pp_size
+        return 1 if pp == 1 or not self.config.pipeline_overlap else max(pp, self.config.micro_batches_in_flight)
+
+    def _scoring_plan(self, kind: str, rows: list, specs: list, num_slots: int, useful: int) -> ScoringPlan:
         mesh, rt = self.runtime.mesh, self.runtime
-        batches = build_batches(rows, specs, self.config, mesh.dp_size, mesh.dp_rank, rt.pad_multiple, rt.tok.prefix_token_id)
-        return ScoringPlan(kind, specs, num_slots, batches)
+        batches, stats = build_batches(
+            rows,
+            specs,
+            self.config,
+            mesh.dp_size,
+            mesh.dp_rank,
+            rt.pad_multiple,
+            rt.tok.prefix_token_id,
+            self._min_batches,
+        )
+        stats.useful_tokens = useful
+        return ScoringPlan(kind, specs, num_slots, batches, stats)
 
     def prepare_loglikelihood(self, docs: Sequence[Doc], unconditioned: bool = False) -> ScoringPlan:
         """Plan scoring `doc.choices` after each doc's prompt; with `unconditioned`, also after
         `doc.unconditioned_query` (for PMI) where the doc has one."""
-        rows, specs, slots = loglikelihood_rows(docs, self.runtime.tok, self.prompt_fn, self.config, self.max_length, unconditioned)
-        return self._scoring_plan("loglikelihood", rows, specs, slots)
+        rows, specs, slots, useful = loglikelihood_rows(
+            docs, self.runtime.tok, self.prompt_fn, self.config, self.max_length, unconditioned
+        )
+        return self._scoring_plan("loglikelihood", rows, specs, slots, useful)
 
     def prepare_rolling(self, docs: Sequence[Doc]) -> ScoringPlan:
         """Plan the rolling log-likelihood of each doc's prompt text (sliding windows)."""
-        rows, specs, slots = rolling_rows(docs, self.runtime.tok, self.prompt_fn, self.config, self.max_length)
-        return self._scoring_plan("rolling", rows, specs, slots)
+        rows, specs, slots, useful = rolling_rows(docs, self.runtime.tok, self.prompt_fn, self.config, self.max_length)
+        return self._scoring_plan("rolling", rows, specs, slots, useful)
 
     def prepare_generation(self, docs: Sequence[Doc]) -> GenerationPlan:
         """Plan greedy generation for each doc (its `generation_size` and `stop_sequences`)."""
         mesh = self.runtime.mesh
-        return build_generation_plan(docs, self.prompt_fn, self.runtime.tok, self.config, self.max_length, mesh.dp_size, mesh.dp_rank)
+        return build_generation_plan(
+            docs,
+            self.prompt_fn,
+            self.runtime.tok,
+            self.config,
+            self.max_length,
+            mesh.dp_size,
+            mesh.dp_rank,
+            self._min_batches,
+        )
 
     def run(self, plan: Plan) -> list[ModelResponse]:
         """Evaluate a prepared plan on the model's current weights (no_grad, eval mode restored)."""

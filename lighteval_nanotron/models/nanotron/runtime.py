@@ -19,7 +19,13 @@ logger = logging.getLogger(__name__)
 
 
 def _chain_pp_ranks(llama: Any) -> list[int]:
-    blocks = [llama.token_position_embeddings, *llama.decoder, llama.final_layer_norm, llama.lm_head, llama.cast_to_fp32]
+    blocks = [
+        llama.token_position_embeddings,
+        *llama.decoder,
+        llama.final_layer_norm,
+        llama.lm_head,
+        llama.cast_to_fp32,
+    ]
     return sorted({block.rank for block in blocks})
 
 
@@ -44,7 +50,9 @@ class Runtime:
     @classmethod
     def build(cls, model: Any, parallel_context: Any, tokenizer: Any, config: EngineConfig) -> "Runtime":
         llama = unwrap_llama(model)
-        mesh = Mesh(parallel_context, output_pp_rank=llama.cast_to_fp32.rank, input_pp_rank=llama.token_position_embeddings.rank)
+        mesh = Mesh(
+            parallel_context, output_pp_rank=llama.cast_to_fp32.rank, input_pp_rank=llama.token_position_embeddings.rank
+        )
         chain = _chain_pp_ranks(llama)
         stage = LocalStage(llama, mesh.pp_rank) if mesh.pp_rank in chain else None
         max_length = config.max_length or int(llama.config.max_position_embeddings)
@@ -53,14 +61,25 @@ class Runtime:
 
     @property
     def kv_cache(self) -> bool:
-        """Nanotron's KV-cache decode feeds one token per step, which a sequence-sharded TP mode
+        """A KV-cache decode step feeds one token per row, which a sequence-sharded TP mode
         (REDUCE_SCATTER) cannot split over TP ranks: recompute instead there."""
         if not self.config.kv_cache:
             return False
-        if self.mesh.tp_size > 1 and getattr(getattr(self.llama, "tp_mode", None), "name", "") == "REDUCE_SCATTER":
+        if self.sequence_sharded:
             logger.warning("kv_cache needs tp_mode ALL_REDUCE when TP > 1; generating with recompute instead")
             return False
         return True
+
+    @property
+    def sequence_sharded(self) -> bool:
+        """TP > 1 with `tp_mode: REDUCE_SCATTER`: activations between layers are split along the
+        sequence over TP ranks."""
+        return self.mesh.tp_size > 1 and getattr(getattr(self.llama, "tp_mode", None), "name", "") == "REDUCE_SCATTER"
+
+    @property
+    def can_select_positions(self) -> bool:
+        """Picking positions before `lm_head` needs the whole sequence on every TP rank."""
+        return not self.sequence_sharded
 
     @property
     def pad_multiple(self) -> int:

