@@ -50,9 +50,11 @@ def main() -> int:
         shutil.rmtree(run_dir)
 
     started = time.perf_counter()
-    print(f"Training {config.general.project}/{config.general.run} on {NPROC} CPU processes "
-          f"(TP{config.parallelism.tp} x PP{config.parallelism.pp} x DP{config.parallelism.dp}), "
-          f"evaluating {', '.join(section.tasks)}")
+    print(
+        f"Training {config.general.project}/{config.general.run} on {NPROC} CPU processes "
+        f"(TP{config.parallelism.tp} x PP{config.parallelism.pp} x DP{config.parallelism.dp}), "
+        f"evaluating {', '.join(section.tasks)}"
+    )
     launch_cpu(str(CONFIG), nproc=NPROC)
     train_time = time.perf_counter() - started
 
@@ -84,8 +86,10 @@ def print_summary(results: Path, plots: list[Path], tensorboard: Path, train_tim
     for path in files:
         content = json.loads(path.read_text())
         general = content["config_general"]
-        print(f"  step {general['training_step']:>3} ({general['consumed_tokens']} tokens, "
-              f"{general['wall_time_s']:.1f}s): {path}")
+        print(
+            f"  step {general['training_step']:>3} ({general['consumed_tokens']} tokens, "
+            f"{general['wall_time_s']:.1f}s): {path}"
+        )
     if files:
         print("\n" + format_results_table(json.loads(files[-1].read_text())["results"]))
     print(f"\nTensorBoard: {tensorboard}  (tensorboard --logdir {tensorboard})")

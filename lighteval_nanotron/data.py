@@ -131,7 +131,9 @@ class GenerativeTaskDataset(DynamicBatchDataset):
 
     def init_split_limits(self, num_dataset_splits: int | None) -> tuple[int, list[tuple[int, int]]]:
         if num_dataset_splits is not None:
-            logger.warning("Generative datasets infer their splits from generation settings; ignoring num_dataset_splits")
+            logger.warning(
+                "Generative datasets infer their splits from generation settings; ignoring num_dataset_splits"
+            )
         if self.total_size == 0:
             return 1, [(0, 0)]
         splits: list[tuple[int, int]] = []

@@ -35,7 +35,10 @@ def test_loglikelihood_sorts_by_tokens_longest_first_and_stable():
 
 
 def test_sorting_uses_token_length_not_characters():
-    docs = [Doc(query="x" * 50, choices=[" a"], gold_index=0), Doc(query="many short words here", choices=[" a"], gold_index=0)]
+    docs = [
+        Doc(query="x" * 50, choices=[" a"], gold_index=0),
+        Doc(query="many short words here", choices=[" a"], gold_index=0),
+    ]
     tokens = {docs[0].query: 2, docs[1].query: 4}  # the long string is few tokens
     data = LoglikelihoodDataset(docs, 1, token_length=lambda d: tokens[d.query])
     assert data[0] is docs[1]
@@ -93,7 +96,9 @@ def test_gen_distributed_sampler_pads_with_the_last_index():
     data = LoglikelihoodDataset([Req(str(i), i) for i in range(5)], 1)
     shards = [list(GenDistributedSampler(data, num_replicas=2, rank=r, shuffle=False)) for r in range(2)]
     assert shards == [[0, 2, 4], [1, 3, 4]]
-    dropped = [list(GenDistributedSampler(data, num_replicas=2, rank=r, shuffle=False, drop_last=True)) for r in range(2)]
+    dropped = [
+        list(GenDistributedSampler(data, num_replicas=2, rank=r, shuffle=False, drop_last=True)) for r in range(2)
+    ]
     assert dropped == [[0, 2], [1, 3]]
 
 

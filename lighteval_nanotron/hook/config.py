@@ -88,15 +88,12 @@ class EvaluationConfig:
         unknown = [name for name in self.loggers if name not in KNOWN_LOGGERS]
         if unknown:
             raise ConfigError(
-                f"lighteval_nanotron.loggers has unknown logger(s) {unknown}: use a subset of "
-                f"{list(KNOWN_LOGGERS)}."
+                f"lighteval_nanotron.loggers has unknown logger(s) {unknown}: use a subset of {list(KNOWN_LOGGERS)}."
             )
         if len(set(self.loggers)) != len(self.loggers):
             raise ConfigError(f"lighteval_nanotron.loggers lists a logger twice ({self.loggers}): list each once.")
         if self.wandb_mode not in WANDB_MODES:
-            raise ConfigError(
-                f"lighteval_nanotron.wandb_mode is {self.wandb_mode!r}: use one of {list(WANDB_MODES)}."
-            )
+            raise ConfigError(f"lighteval_nanotron.wandb_mode is {self.wandb_mode!r}: use one of {list(WANDB_MODES)}.")
         if not self.output_dir:
             raise ConfigError("lighteval_nanotron.output_dir is empty: set it to a folder for the results.")
 

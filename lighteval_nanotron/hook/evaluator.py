@@ -168,8 +168,7 @@ class TrainingEvaluator:
         self.failures.append((step, verdict.describe()))
         action = "stopping training (stop_on_failure)" if self.config.stop_on_failure else "training continues"
         message = (
-            f"[lighteval_nanotron] evaluation at step {step} FAILED after {wall:.1f}s, {action}: "
-            f"{verdict.describe()}"
+            f"[lighteval_nanotron] evaluation at step {step} FAILED after {wall:.1f}s, {action}: {verdict.describe()}"
         )
         _log_rank0(world, logging.ERROR, message)
         if self.config.stop_on_failure:
@@ -215,4 +214,3 @@ def _setup_error(verdict: Verdict) -> EvaluationError:
 def _log_rank0(world: dist.ProcessGroup, level: int, message: str) -> None:
     if dist.get_rank(world) == 0:
         logger.log(level, message)
-

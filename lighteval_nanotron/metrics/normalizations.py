@@ -167,8 +167,7 @@ def normalize_log_probs(
         return list(logprobs)
     if isinstance(normalization, LogProbCharNorm):
         return [
-            lp / max(_char_length(choice, normalization.ignore_first_space), 1)
-            for lp, choice in zip(logprobs, choices)
+            lp / max(_char_length(choice, normalization.ignore_first_space), 1) for lp, choice in zip(logprobs, choices)
         ]
     if isinstance(normalization, LogProbTokenNorm):
         if choices_tokens is None or len(choices_tokens) < len(logprobs):

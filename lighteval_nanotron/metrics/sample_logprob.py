@@ -48,9 +48,7 @@ class LoglikelihoodAcc(Parametrizable):
 
     logprob_normalization: LogProbNormalization | None = None
 
-    param_parsers: ClassVar[Mapping[str, Callable[[Any], Any]]] = {
-        "logprob_normalization": parse_logprob_normalization
-    }
+    param_parsers: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"logprob_normalization": parse_logprob_normalization}
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "logprob_normalization", parse_logprob_normalization(self.logprob_normalization))

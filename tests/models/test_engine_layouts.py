@@ -46,7 +46,7 @@ def assert_same(result: dict, expected: dict) -> None:
         assert got.truncated_tokens_count == want.truncated_tokens_count
 
 
-@pytest.mark.parametrize("layout", LAYOUTS[1:], ids=lambda l: "tp{}-pp{}-dp{}".format(*l))
+@pytest.mark.parametrize("layout", LAYOUTS[1:], ids=lambda layout: "tp{}-pp{}-dp{}".format(*layout))
 def test_layout_matches_tp1_pp1(tiny_checkpoint, baseline, layout):
     results = _run(tiny_checkpoint, *layout)
     for rank_result in results:  # gather_to="all": every rank holds every response

@@ -55,7 +55,7 @@ def test_replica_assignment_is_balanced_and_deterministic():
     lengths = [50, 10, 40, 30, 20, 20, 10]
     owner = assign_replicas(lengths, 2)
     assert owner == assign_replicas(lengths, 2)
-    loads = [sum(l for l, o in zip(lengths, owner) if o == r) for r in range(2)]
+    loads = [sum(length for length, o in zip(lengths, owner) if o == r) for r in range(2)]
     assert abs(loads[0] - loads[1]) <= 10
 
 

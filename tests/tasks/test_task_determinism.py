@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
 from tests.tasks.toy_paths import DATA_DIR, TOY_TASKS
 
 SPECS = (

@@ -3,10 +3,10 @@ import logging
 import sys
 
 import pytest
-from tests.tasks.toy_paths import DATA_DIR, TOY_TASKS
 
 from lighteval_nanotron.errors import CustomTasksError, TaskSpecError, UnknownTaskError
 from lighteval_nanotron.tasks import LightevalTask, LightevalTaskConfig, Registry
+from tests.tasks.toy_paths import DATA_DIR, TOY_TASKS
 
 
 def test_specs_resolve_in_order_with_fewshots(load_toy):

@@ -3,9 +3,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.tasks.toy_paths import DATA_DIR, TOY_TASKS
-
 from lighteval_nanotron.cli.main import main
+from tests.tasks.toy_paths import DATA_DIR, TOY_TASKS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
