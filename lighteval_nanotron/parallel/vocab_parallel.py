@@ -29,6 +29,7 @@ class LogitsWidthRecord:
 
 
 _RECORDS: list[LogitsWidthRecord] = []
+_CHUNK_ROWS = 64
 
 
 @contextlib.contextmanager
@@ -79,7 +80,17 @@ def target_logprobs(
     local = targets.to(logits.device) - start
     owned = (local >= 0) & (local < shard)
     row_max = _all_reduce(logits.max(dim=-1).values, dist.ReduceOp.MAX, tp_group)
-    sum_exp = torch.exp(logits - row_max[:, None]).sum(dim=-1)
+    # in chunks of rows: no temporary as large as the logits (cache-sized, no page faults)
+    sum_exp = (
+        torch.cat(
+            [
+                torch.exp(chunk - chunk_max[:, None]).sum(dim=-1)
+                for chunk, chunk_max in zip(logits.split(_CHUNK_ROWS), row_max.split(_CHUNK_ROWS))
+            ]
+        )
+        if logits.shape[0]
+        else logits.new_zeros(0)
+    )
     picked = logits.gather(-1, local.clamp(0, shard - 1)[:, None]).squeeze(-1)
     target_logit = torch.where(owned, picked, torch.zeros_like(picked))
     sums = _all_reduce(torch.stack([sum_exp, target_logit]), dist.ReduceOp.SUM, tp_group)

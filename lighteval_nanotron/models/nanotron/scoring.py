@@ -21,7 +21,11 @@ def _score_batch(
         return
     device = logits.device
     if selected:  # logits [m, 1, vocab / tp] of the read (row, position) pairs only
-        picked = logits[batch.target_read.to(device), 0]
+        read = batch.target_read
+        if read.numel() == logits.shape[0] and torch.equal(read, torch.arange(read.numel())):
+            picked = logits[:, 0]  # one target per read position, in order: no copy
+        else:
+            picked = logits[read.to(device), 0]
     else:
         picked = logits[batch.positions.to(device), batch.rows.to(device)]  # [n, vocab / tp]
     logprobs, greedy = target_logprobs(picked, batch.targets.to(device), rt.mesh.tp_group)

@@ -40,6 +40,10 @@ def ancestor_mask(parents: torch.Tensor) -> torch.Tensor:
     return allowed
 
 
+ATTENTION_BLOCK = 128
+"""Queries per block of the block-sparse attention over long packed rows (`TreeAttention`)."""
+
+
 @dataclass
 class KVCache:
     """Keys and values of this stage's layers for the rows of one micro-batch, `[rows, slots, kv
@@ -83,6 +87,7 @@ class TreeAttention:
     cache: KVCache | None = None
     slots: torch.Tensor | None = None
     kv_len: int = 0
+    _block_plan: list[tuple[int, int, int, int]] | None = field(default=None, init=False, repr=False)
 
     def run_layer(self, layer: Any, hidden: torch.Tensor, index: int) -> torch.Tensor:
         """One `LlamaDecoderLayer` on `[seq, rows, hidden]` (its submodules, masked attention)."""
@@ -107,14 +112,44 @@ class TreeAttention:
             k, v = self.cache.write(index, self.slots, k, v, self.kv_len)
         compute = torch.float32 if q.device.type == "cpu" else q.dtype
         repeat = nq // nkv
-        out = F.scaled_dot_product_attention(
-            q.transpose(1, 2).to(compute),
-            k.transpose(1, 2).to(compute).repeat_interleave(repeat, dim=1),
-            v.transpose(1, 2).to(compute).repeat_interleave(repeat, dim=1),
-            attn_mask=self.allowed[:, None],
-        )
+        q = q.transpose(1, 2).to(compute)
+        k = k.transpose(1, 2).to(compute).repeat_interleave(repeat, dim=1)
+        v = v.transpose(1, 2).to(compute).repeat_interleave(repeat, dim=1)
+        blocks = self._blocks()
+        if blocks is None:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=self.allowed[:, None])
+        else:
+            out = q.new_empty(q.shape)
+            for r, start, end, lo in blocks:
+                out[r : r + 1, :, start:end] = F.scaled_dot_product_attention(
+                    q[r : r + 1, :, start:end],
+                    k[r : r + 1, :, lo:end],
+                    v[r : r + 1, :, lo:end],
+                    attn_mask=self.allowed[r : r + 1, None, start:end, lo:end],
+                )
         out = out.to(qkv.dtype).transpose(1, 2).reshape(rows, seq, nq * dim).transpose(0, 1)
         return attn.o_proj(out)
+
+    def _blocks(self) -> list[tuple[int, int, int, int]] | None:
+        """Block-sparse plan for long rows whose queries are the keys themselves (packed trees,
+        prefill): `(row, start, end, first key)` per block of `ATTENTION_BLOCK` queries. A node
+        only sees itself and earlier nodes, so keys after the block's last query and before its
+        first needed key are skipped (they are masked out: the result is the same). None: one
+        dense call (short rows, decode steps)."""
+        if self._block_plan is not None:
+            return self._block_plan or None
+        rows, seq, keys = self.allowed.shape
+        if keys != seq or seq <= 2 * ATTENTION_BLOCK:
+            self._block_plan = []
+            return None
+        first = self.allowed.to(torch.uint8).argmax(dim=-1).cpu()  # [rows, seq] first visible key per query
+        plan = []
+        for start in range(0, seq, ATTENTION_BLOCK):
+            end = min(seq, start + ATTENTION_BLOCK)
+            los = first[:, start:end].min(dim=-1).values.tolist()
+            plan += [(r, start, end, lo) for r, lo in enumerate(los)]
+        self._block_plan = sorted(plan)
+        return self._block_plan
 
 
 def rotate(x: torch.Tensor, positions: torch.Tensor, base: float, interleaved: bool) -> torch.Tensor:
