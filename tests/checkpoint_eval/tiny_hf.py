@@ -9,30 +9,22 @@ from pathlib import Path
 import torch
 
 from tests.helpers.tiny_model import VOCAB_SIZE, tiny_tokenizer
+from tests.helpers.tiny_model import tiny_hf_llama as random_hf_llama
 
 ROPE_THETA = 50000.0  # not Nanotron 0.4's 10000: the loader must apply the converted rope_theta
 
 
 def tiny_hf_llama(seed: int = 0) -> "transformers.LlamaForCausalLM":  # noqa: F821
     """A random GQA Llama (2 layers, 4 query / 2 KV heads, tied embeddings) in fp32 eval mode."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    config = LlamaConfig(
+    model = random_hf_llama(
+        seed,
         vocab_size=VOCAB_SIZE,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
         max_position_embeddings=512,
         rope_theta=ROPE_THETA,
-        rms_norm_eps=1e-5,
         tie_word_embeddings=True,
         bos_token_id=VOCAB_SIZE - 1,
         eos_token_id=VOCAB_SIZE - 1,
     )
-    model = LlamaForCausalLM(config).eval()
     with torch.no_grad():  # larger weights than the default init, so log-probs differ between choices
         for name, param in model.named_parameters():
             param.mul_(1.0 if name.endswith("norm.weight") else 8.0)

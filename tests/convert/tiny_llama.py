@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from tests.helpers.tiny_model import tiny_hf_llama as random_hf_llama
+
 if TYPE_CHECKING:
     import tokenizers
     import transformers
@@ -25,24 +27,15 @@ TEXT = [
 
 def tiny_hf_llama(tie: bool, seed: int = 0) -> transformers.LlamaForCausalLM:
     """A random GQA Llama (4 query heads, 2 KV heads, RoPE theta 50000) in fp32 eval mode."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    config = LlamaConfig(
+    model = random_hf_llama(
+        seed,
         vocab_size=VOCAB,
-        hidden_size=64,
         intermediate_size=96,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
         max_position_embeddings=128,
-        rope_theta=50000.0,
-        rms_norm_eps=1e-5,
         tie_word_embeddings=tie,
         bos_token_id=1,
         eos_token_id=2,
     )
-    model = LlamaForCausalLM(config).eval()
     with torch.no_grad():  # visible norm weights, so a norm mapped to the wrong place shows
         for name, param in model.named_parameters():
             if name.endswith("norm.weight"):

@@ -88,6 +88,24 @@ def tiny_llama_config(**overrides):
 
 
 @torch.no_grad()
+def tiny_hf_llama(seed: int = 0, **overrides):
+    """A random Hugging Face `LlamaForCausalLM` in fp32 eval mode: 2 layers, hidden 64, 4 query and
+    2 KV heads (GQA), RoPE theta 50000 (not Nanotron 0.4's 10000, so a converter must carry it)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    fields = dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        rope_theta=50000.0,
+        rms_norm_eps=1e-5,
+    )
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(LlamaConfig(**{**fields, **overrides})).eval()
+
+
 def randomize_(model, seed: int = SEED) -> None:
     """Fill a TP1/PP1 model's parameters deterministically: embeddings N(0, 0.5), linears
     N(0, 0.15), norm weights 1 + N(0, 0.1). Parameters are visited in name order."""
