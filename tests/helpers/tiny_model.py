@@ -87,7 +87,6 @@ def tiny_llama_config(**overrides):
     return LlamaConfig(**values)
 
 
-@torch.no_grad()
 def tiny_hf_llama(seed: int = 0, **overrides):
     """A random Hugging Face `LlamaForCausalLM` in fp32 eval mode: 2 layers, hidden 64, 4 query and
     2 KV heads (GQA), RoPE theta 50000 (not Nanotron 0.4's 10000, so a converter must carry it)."""
@@ -106,6 +105,7 @@ def tiny_hf_llama(seed: int = 0, **overrides):
     return LlamaForCausalLM(LlamaConfig(**{**fields, **overrides})).eval()
 
 
+@torch.no_grad()
 def randomize_(model, seed: int = SEED) -> None:
     """Fill a TP1/PP1 model's parameters deterministically: embeddings N(0, 0.5), linears
     N(0, 0.15), norm weights 1 + N(0, 0.1). Parameters are visited in name order."""
