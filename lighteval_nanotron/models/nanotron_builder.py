@@ -26,6 +26,7 @@ from lighteval_nanotron.models.checkpoint_format import (
     read_checkpoint_model,
     saved_weight_shapes,
 )
+from lighteval_nanotron.models.checkpoint_integrity import check_checkpoint_integrity, model_weight_shapes
 from lighteval_nanotron.parallel.cpu import import_nanotron, is_cpu_support_enabled
 
 if TYPE_CHECKING:
@@ -171,7 +172,9 @@ def check_weight_shapes(model: "LlamaForTraining", path: Union[str, Path]) -> No
 def load_checkpoint_weights(
     model: "LlamaForTraining", parallel_context: "ParallelContext", path: Union[str, Path]
 ) -> None:
-    """Copy a checkpoint's weights into a built model, resharding them to its layout (shapes checked first)."""
+    """Copy a checkpoint's weights into a built model, resharding them to its layout (files checked
+    first: every weight whole, no weight the model lacks; collective over the world group)."""
+    check_checkpoint_integrity(path, model_weight_shapes(model, parallel_context.world_pg))
     check_weight_shapes(model, path)
     from nanotron.serialize.weights import load_weights
 
