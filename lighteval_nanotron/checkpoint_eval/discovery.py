@@ -85,9 +85,21 @@ def find_checkpoints(checkpoints_dir: str | Path) -> list[CheckpointInfo]:
     return found
 
 
-def pending_checkpoints(checkpoints: list[CheckpointInfo], done_steps: set[int]) -> list[CheckpointInfo]:
-    """The checkpoints whose step has no results yet (those without a step are always pending)."""
-    return [info for info in checkpoints if info.step is None or info.step not in done_steps]
+def pending_tasks(
+    checkpoints: list[CheckpointInfo],
+    task_names: list[str],
+    done: dict[int, set[tuple[str, int | None]]],
+    max_samples: int | None,
+) -> dict[int | None, list[str]]:
+    """`{step: tasks still to evaluate}` for the checkpoints with anything left: a step is done
+    per (task with its few-shot count, max_samples); a checkpoint without a step always is pending."""
+    todo: dict[int | None, list[str]] = {}
+    for info in checkpoints:
+        evaluated = done.get(info.step, set()) if info.step is not None else set()
+        missing = [name for name in task_names if (name, max_samples) not in evaluated]
+        if missing:
+            todo[info.step] = missing
+    return todo
 
 
 def default_model_name(path: str | Path) -> str:

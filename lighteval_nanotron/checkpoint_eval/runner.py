@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch.distributed as dist
 
@@ -25,16 +25,17 @@ from lighteval_nanotron.checkpoint_eval.discovery import (
     checkpoint_info,
     default_model_name,
     find_checkpoints,
-    pending_checkpoints,
+    pending_tasks,
 )
 from lighteval_nanotron.checkpoint_eval.loading import check_same_model, load_tokenizer, resolve_dtype, tokenizer_source
 from lighteval_nanotron.checkpoint_eval.mesh_setup import collectively, parallel_context_for
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.models.checkpoint_format import CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.models.nanotron_builder import build_nanotron_llama, check_model_layout, load_checkpoint_weights
-from lighteval_nanotron.pipeline.result import EvaluationResult
+from lighteval_nanotron.pipeline.result import EvaluationResult, raise_for_failed_tasks
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass
@@ -87,10 +88,13 @@ class EvaluationPlan:
     checkpoints: list[CheckpointInfo]
     """Still to evaluate, in step order."""
     skipped_steps: list[int]
+    """Steps with results for every task already."""
     checkpoint_model: CheckpointModel
     model_name: str
     tokenizer: Any
     tasks: dict[str, Any]
+    tasks_by_step: dict[int | None, list[str]] = field(default_factory=dict)
+    """The tasks still to evaluate at each pending step (all of them when the step has no results)."""
 
 
 def _discover(config: CheckpointEvalConfig) -> list[CheckpointInfo]:
@@ -99,23 +103,37 @@ def _discover(config: CheckpointEvalConfig) -> list[CheckpointInfo]:
     return [checkpoint_info(config.checkpoint)]
 
 
-def _done_steps(output_dir: str, model_name: str, world: Any) -> set[int]:
-    """Steps with a results file, as any rank sees them (they may not share a filesystem)."""
-    from lighteval_nanotron.tracking import evaluated_steps
+def _from_first_rank(world: Any, what: str, fn: Callable[[], T]) -> T:
+    """`fn()` run on world rank 0 only, its value broadcast: every rank works on one answer (a
+    folder listed by each rank on its own can change in between, e.g. a run saving a checkpoint)."""
+    first = dist.get_global_rank(world, 0)
+    value = collectively(world, what, lambda: fn() if dist.get_rank(world) == 0 else None)
+    box = [value]
+    dist.broadcast_object_list(box, src=first, group=world)
+    return box[0]
+
+
+def _done_tasks(output_dir: str, model_name: str, world: Any) -> dict[int, set[tuple[str, int | None]]]:
+    """(task, max_samples) already evaluated per step, as any rank sees them (the reporting rank
+    writes them; ranks need not share a filesystem): gathered once, the same union on every rank."""
+    from lighteval_nanotron.tracking import evaluated_tasks_by_step
 
     gathered: list[Any] = [None] * dist.get_world_size(world)
-    dist.all_gather_object(gathered, sorted(evaluated_steps(output_dir, model_name)), group=world)
-    return {step for steps in gathered for step in steps}
+    dist.all_gather_object(gathered, evaluated_tasks_by_step(output_dir, model_name), group=world)
+    done: dict[int, set[tuple[str, int | None]]] = {}
+    for part in gathered:
+        for step, pairs in part.items():
+            done.setdefault(step, set()).update(pairs)
+    return done
 
 
-def _read_checkpoints(config: CheckpointEvalConfig) -> tuple[list[CheckpointInfo], CheckpointModel, str]:
-    checkpoints = _discover(config)
+def _read_models(checkpoints: list[CheckpointInfo], config: CheckpointEvalConfig) -> tuple[CheckpointModel, str]:
     checkpoint_model = read_checkpoint_model(checkpoints[0].path)
     for info in checkpoints[1:]:
         check_same_model(checkpoint_model, read_checkpoint_model(info.path), info.path)
     check_model_layout(checkpoint_model.llama_config, config.tp, config.pp)
     resolve_dtype(config.dtype, checkpoints[0].path)
-    return checkpoints, checkpoint_model, config.model_name or default_model_name(checkpoints[0].path)
+    return checkpoint_model, config.model_name or default_model_name(checkpoints[0].path)
 
 
 def _load_tasks(config: CheckpointEvalConfig) -> dict[str, Any]:
@@ -124,28 +142,40 @@ def _load_tasks(config: CheckpointEvalConfig) -> dict[str, Any]:
 
     if config.data_dirs:
         set_data_dirs([*config.data_dirs, *get_data_dirs()])
-    tasks = load_tasks(config.tasks, config.custom_tasks)
+    return load_tasks(config.tasks, config.custom_tasks)
+
+
+def _load_docs(tasks: dict[str, Any], max_samples: int | None) -> dict[str, Any]:
     for task in tasks.values():
-        task.get_docs(config.max_samples)  # datasets and prompts load now: a bad task fails before the model
+        task.get_docs(max_samples)  # datasets and prompts load now: a bad task fails before the model
     return tasks
 
 
 def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> EvaluationPlan:
     """Everything that can fail before a model is built, checked on every rank together."""
     world = parallel_context.world_pg
-    checkpoints, checkpoint_model, model_name = collectively(
-        world, "reading the checkpoints", lambda: _read_checkpoints(config)
+    checkpoints = _from_first_rank(world, "listing the checkpoints", lambda: _discover(config))
+    checkpoint_model, model_name = collectively(
+        world, "reading the checkpoints", lambda: _read_models(checkpoints, config)
     )
-    done = _done_steps(config.output_dir, model_name, world) if config.checkpoints_dir is not None else set()
-    todo = pending_checkpoints(checkpoints, done)
-    skipped = sorted(info.step for info in checkpoints if info not in todo)
+    tasks = collectively(world, "loading the tasks", lambda: _load_tasks(config))
+    backfill = config.checkpoints_dir is not None
+    done = _done_tasks(config.output_dir, model_name, world) if backfill else {}
+    tasks_by_step = pending_tasks(checkpoints, list(tasks), done, config.max_samples)
+    todo = [info for info in checkpoints if info.step in tasks_by_step]
+    skipped = sorted(info.step for info in checkpoints if info.step not in tasks_by_step)
     if not todo:
         return EvaluationPlan([], skipped, checkpoint_model, model_name, None, {})
     tokenizer = collectively(
         world, "loading the tokenizer", lambda: load_tokenizer(tokenizer_source(config.tokenizer, todo[0].path))
     )
-    tasks = collectively(world, "loading the tasks", lambda: _load_tasks(config))
-    return EvaluationPlan(todo, skipped, checkpoint_model, model_name, tokenizer, tasks)
+    needed = {name for names in tasks_by_step.values() for name in names}
+    tasks = collectively(
+        world,
+        "loading the datasets",
+        lambda: _load_docs({n: t for n, t in tasks.items() if n in needed}, config.max_samples),
+    )
+    return EvaluationPlan(todo, skipped, checkpoint_model, model_name, tokenizer, tasks, tasks_by_step)
 
 
 class CheckpointEvaluator:
@@ -153,7 +183,6 @@ class CheckpointEvaluator:
 
     def __init__(self, config: CheckpointEvalConfig, parallel_context: Any, setup: EvaluationPlan) -> None:
         from lighteval_nanotron.models.nanotron import EngineConfig, NanotronLightevalModel
-        from lighteval_nanotron.pipeline import EvaluationPipeline
 
         self.config = config
         self.parallel_context = parallel_context
@@ -169,23 +198,34 @@ class CheckpointEvaluator:
             ),
         )
         engine_config = EngineConfig(max_tokens_per_batch=config.tokens_per_batch, gather_to="reporting")
-        self.pipeline = collectively(
-            self.world,
-            "preparing the requests",
-            lambda: EvaluationPipeline.prepare(
-                NanotronLightevalModel(self.model, parallel_context, setup.tokenizer, engine_config),
-                setup.tasks,
-                config.max_samples,
-                model_name=setup.model_name,
-            ),
-        )
+        self.engine = NanotronLightevalModel(self.model, parallel_context, setup.tokenizer, engine_config)
+        self.setup = setup
+        self.pipelines: dict[tuple[str, ...], Any] = {}
         self.loggers = collectively(self.world, "opening the results loggers", self._build_loggers)
+
+    def pipeline_for(self, step: int | None) -> Any:
+        """The pipeline of the tasks still to evaluate at `step`, prepared once per task set."""
+        from lighteval_nanotron.pipeline import EvaluationPipeline
+
+        names = tuple(self.setup.tasks_by_step.get(step, list(self.setup.tasks)))
+        if names not in self.pipelines:
+            self.pipelines[names] = collectively(
+                self.world,
+                "preparing the requests",
+                lambda: EvaluationPipeline.prepare(
+                    self.engine,
+                    {name: self.setup.tasks[name] for name in names},
+                    self.config.max_samples,
+                    model_name=self.setup.model_name,
+                ),
+            )
+        return self.pipelines[names]
 
     def _build_loggers(self) -> Any:
         """The tracking loggers, on the reporting rank only (None elsewhere)."""
         from lighteval_nanotron.tracking import TrackingConfig
 
-        if not self.pipeline.model.is_reporting_rank:
+        if not self.engine.is_reporting_rank:
             return None
         return TrackingConfig(output_dir=self.config.output_dir, loggers=list(self.config.loggers)).build()
 
@@ -195,17 +235,22 @@ class CheckpointEvaluator:
         """Load `info`'s weights into the model and evaluate; the reporting rank writes the result,
         passes it to `on_result` and returns it."""
         what = f"checkpoint {info.path}"
+        pipeline = self.pipeline_for(info.step)
         started = time.perf_counter()
         collectively(
             self.world, f"loading {what}", lambda: load_checkpoint_weights(self.model, self.parallel_context, info.path)
         )
         load_s = time.perf_counter() - started
-        return collectively(self.world, f"evaluating {what}", lambda: self._run(info, load_s, on_result))
+        return collectively(self.world, f"evaluating {what}", lambda: self._run(pipeline, info, load_s, on_result))
 
     def _run(
-        self, info: CheckpointInfo, load_s: float, on_result: Callable[[EvaluationResult], None] | None
+        self,
+        pipeline: Any,
+        info: CheckpointInfo,
+        load_s: float,
+        on_result: Callable[[EvaluationResult], None] | None,
     ) -> EvaluationResult | None:
-        result = self.pipeline.run(step=info.step, consumed_tokens=info.consumed_tokens)
+        result = pipeline.run(step=info.step, consumed_tokens=info.consumed_tokens)
         if result is None:
             return None
         result.extra_config.update(
@@ -218,6 +263,7 @@ class CheckpointEvaluator:
         self.loggers.log(result)
         if on_result is not None:
             on_result(result)
+        raise_for_failed_tasks(result)
         return result
 
     def close(self) -> None:

@@ -17,6 +17,7 @@ from lighteval_nanotron.hook.agreement import Verdict, agree
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.schedule import EvalSchedule, Moment
 from lighteval_nanotron.hook.state_guard import preserve_training_state
+from lighteval_nanotron.pipeline.result import raise_for_failed_tasks
 from lighteval_nanotron.tracking.table import format_results_table
 
 _TIMEOUT_HINT = "Raise lighteval_nanotron.failure_timeout_s if evaluation is just slow."
@@ -87,7 +88,9 @@ class TrainingEvaluator:
             self.pipeline = build_pipeline(trainer, self.config, self.model_name)
             if is_reporting_rank(self.pipeline):
                 self.loggers = build_loggers(self.config, trainer)
-                already_done = _evaluated_steps(self.config.output_dir, self.model_name)
+                already_done = _evaluated_steps(
+                    self.config.output_dir, self.model_name, list(self.pipeline.tasks), self.pipeline.max_samples
+                )
         except Exception as caught:  # noqa: BLE001 - every rank must learn about it, then all raise
             error = caught
         verdict = agree(
@@ -145,6 +148,7 @@ class TrainingEvaluator:
                 result = self.pipeline.run(step=step, consumed_tokens=tokens)
             if result is not None:
                 self.loggers.log(result)
+                raise_for_failed_tasks(result)
         except Exception as caught:  # noqa: BLE001 - agreed on below, so that no rank hangs
             error = caught
             logger.error("[lighteval_nanotron] evaluation at step %d raised on this rank", step, exc_info=caught)
@@ -191,10 +195,12 @@ def _share_results(result: Any, world: dist.ProcessGroup) -> dict:
     return next((results for results in gathered if results is not None), {})
 
 
-def _evaluated_steps(output_dir: str, model_name: str) -> set[int]:
-    from lighteval_nanotron.tracking.paths import evaluated_steps
+def _evaluated_steps(output_dir: str, model_name: str, tasks: list[str], max_samples: Optional[int]) -> set[int]:
+    """Steps whose results file holds every task at this max_samples (the checkpoint backfill's rule)."""
+    from lighteval_nanotron.tracking.paths import evaluated_tasks_by_step
 
-    return evaluated_steps(output_dir, model_name)
+    wanted = {(task, max_samples) for task in tasks}
+    return {step for step, done in evaluated_tasks_by_step(output_dir, model_name).items() if wanted <= done}
 
 
 def _broadcast_steps(steps: set[int], world: dist.ProcessGroup) -> list[int]:

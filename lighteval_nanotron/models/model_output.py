@@ -28,3 +28,5 @@ class ModelResponse:
     unconditioned_logprobs: list[float] | None = None
     truncated_tokens_count: int = 0
     padded_tokens_count: int = 0
+    non_finite_logits: bool = False
+    """Generation met NaN/inf logits for this doc (its text is then meaningless)."""

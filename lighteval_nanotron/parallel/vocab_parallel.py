@@ -100,7 +100,14 @@ def target_logprobs(
 
 
 def greedy_tokens(shard_logits: torch.Tensor, tp_group: dist.ProcessGroup | None) -> torch.Tensor:
-    """Global argmax over a sharded vocabulary for each of `n` rows (`[n, vocab / tp]` -> `[n]`).
+    """Global argmax over a sharded vocabulary for each of `n` rows (`[n, vocab / tp]` -> `[n]`)."""
+    return greedy_choice(shard_logits, tp_group)[0]
+
+
+def greedy_choice(shard_logits: torch.Tensor, tp_group: dist.ProcessGroup | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(ids, max_logit)`: the global argmax over a sharded vocabulary for each of `n` rows, and
+    the maximum logit itself, which is NaN when any shard of the row holds a NaN (max propagates
+    it) and inf when a logit is: a free non-finite check.
 
     Each TP rank offers its best `(value, global id)`; one all-gather of `[tp, 2, n]`; ties go to
     the lowest vocabulary id, as `torch.argmax` on the full vocabulary does.
@@ -110,7 +117,7 @@ def greedy_tokens(shard_logits: torch.Tensor, tp_group: dist.ProcessGroup | None
     values, local_ids = logits.max(dim=-1)
     tp = _tp_size(tp_group)
     if tp == 1:
-        return local_ids
+        return local_ids, values
     start = logits.shape[-1] * dist.get_rank(tp_group)
     mine = torch.stack([values.double(), (local_ids + start).double()])
     gathered = [torch.empty_like(mine) for _ in range(tp)]
@@ -118,4 +125,4 @@ def greedy_tokens(shard_logits: torch.Tensor, tp_group: dist.ProcessGroup | None
     stacked = torch.stack(gathered)  # [tp, 2, n]
     best_value = stacked[:, 0].max(dim=0).values
     ids = torch.where(stacked[:, 0] == best_value, stacked[:, 1], torch.full_like(stacked[:, 1], float("inf")))
-    return ids.min(dim=0).values.long()
+    return ids.min(dim=0).values.long(), best_value

@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.pipeline.doc_checks import check_gold_indices
 from lighteval_nanotron.pipeline.model_calls import PreparedRequests, is_reporting_rank, prepare_requests, run_requests
 from lighteval_nanotron.pipeline.requests import RequestGroup, group_requests
 from lighteval_nanotron.pipeline.result import EvaluationResult
@@ -107,6 +108,8 @@ class EvaluationPipeline:
             raise ConfigError(f"max_samples={max_samples}: use a positive number, or None for every doc.")
         loaded = load_tasks(tasks, custom_tasks)
         docs = {name: task.get_docs(max_samples) for name, task in loaded.items()}
+        for task_name, task_docs in docs.items():
+            check_gold_indices(task_name, task_docs)
         name = model_name or getattr(model, "model_name", None) or "model"
         logger.info("Prepared %d task(s), %d docs: %s", len(docs), sum(map(len, docs.values())), ", ".join(docs))
         if prompt_manager is not None:
@@ -130,22 +133,27 @@ class EvaluationPipeline:
         responses = run_requests(self.model, self.prepared)
         if not is_reporting_rank(self.model):
             return None
-        sample_values, details = score_groups(
+        scored = score_groups(
             self.metrics_by_task,
             {name: len(docs) for name, docs in self.docs.items()},
             self.groups,
             responses,
             self.render_prompt,
         )
-        results = aggregate_results(self.metrics_by_task, sample_values, self.bootstrap_iters)
+        failed = dict(scored.failed)
+        results = aggregate_results(self.metrics_by_task, scored.sample_values, self.bootstrap_iters, failed)
+        for task, reason in failed.items():
+            logger.error("Task %s failed, its results are left out: %s", task, reason)
+        details = {task: rows for task, rows in scored.details.items() if task not in failed}
+        evaluated = [name for name in self.tasks if name not in failed]
         summary_tasks, summary_general = summarize(details)
         wall_time = time.perf_counter() - start
         return EvaluationResult(
             model_name=self.model_name,
             results=results,
             details=details,
-            versions={name: task.version for name, task in self.tasks.items()},
-            config_tasks={name: task.config.as_dict() for name, task in self.tasks.items()},
+            versions={name: self.tasks[name].version for name in evaluated},
+            config_tasks={name: self.tasks[name].config.as_dict() for name in evaluated},
             summary_tasks=summary_tasks,
             summary_general=summary_general,
             wall_time_s=wall_time,
@@ -154,4 +162,5 @@ class EvaluationPipeline:
             step=step,
             consumed_tokens=consumed_tokens,
             max_samples=self.max_samples,
+            failed_tasks={name: failed[name] for name in self.tasks if name in failed},
         )

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lighteval_nanotron import __version__
+from lighteval_nanotron.errors import EvaluationError
 
 ALL_TASKS_KEY = "all"
 
@@ -62,6 +63,9 @@ class EvaluationResult:
     consumed_tokens: int | None = None
     max_samples: int | None = None
     extra_config: dict[str, Any] = field(default_factory=dict)
+    failed_tasks: dict[str, str] = field(default_factory=dict)
+    """`{task: reason}` of the tasks that failed (a metric raised, non-finite model outputs): they
+    have no results or details; the other tasks' results are complete."""
 
     @property
     def task_results(self) -> dict[str, dict[str, float]]:
@@ -84,8 +88,9 @@ class EvaluationResult:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """The results file content, in lighteval's layout (details are stored separately)."""
-        return {
+        """The results file content, in lighteval's layout (details are stored separately), plus
+        `failed_tasks` when a task failed."""
+        content = {
             "config_general": self.config_general,
             "results": self.results,
             "versions": self.versions,
@@ -93,3 +98,15 @@ class EvaluationResult:
             "summary_tasks": self.summary_tasks,
             "summary_general": self.summary_general,
         }
+        return {**content, "failed_tasks": self.failed_tasks} if self.failed_tasks else content
+
+
+def raise_for_failed_tasks(result: EvaluationResult) -> None:
+    """Raise EvaluationError naming each failed task and why (call it after the others are written)."""
+    if result.failed_tasks:
+        reasons = "; ".join(f"{task}: {reason}" for task, reason in result.failed_tasks.items())
+        kept = len(result.task_results)
+        raise EvaluationError(
+            f"{len(result.failed_tasks)} task(s) failed at step {result.step} and have no results ({reasons}). "
+            f"The {kept} other task(s) were evaluated and written, with the failures under failed_tasks."
+        )

@@ -5,7 +5,9 @@ Runs on the reporting rank only, on plain Python objects: no process group in si
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from lighteval_nanotron.errors import EvaluationError, MetricError
@@ -65,17 +67,44 @@ def _score_one(metrics: Sequence[Any], task_name: str, doc: Doc, response: Model
     return values
 
 
+def _non_finite(response: ModelResponse) -> bool:
+    """Whether the model's numbers for this doc are NaN/inf (log-probs, or logits while generating)."""
+    values = [*response.logprobs, *(response.unconditioned_logprobs or [])]
+    return response.non_finite_logits or not all(math.isfinite(float(v)) for v in values)
+
+
+def _non_finite_reason(count: int, total: int) -> str:
+    return (
+        f"{count} of {total} docs got non-finite (NaN/inf) log-probabilities or logits from the model, so its "
+        "scores would be meaningless: check the checkpoint's weights (and the dtype: float16 overflows easily)"
+    )
+
+
+@dataclass
+class ScoredTasks:
+    """Per task: each doc's merged metric values and the details rows; and the tasks that failed."""
+
+    sample_values: dict[str, list[dict[str, Any]]]
+    details: dict[str, list[SampleDetail]]
+    failed: dict[str, str] = field(default_factory=dict)
+    """`{task: reason}`: a metric raised or the model's numbers were not finite; such a task has
+    no values or details, and the other tasks are unaffected."""
+
+
 def score_groups(
     metrics_by_task: Mapping[str, Sequence[Any]],
     num_docs_by_task: Mapping[str, int],
     groups: Sequence[RequestGroup],
     responses: Sequence[Sequence[ModelResponse]],
     render_prompt: Callable[[Doc], str],
-) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[SampleDetail]]]:
-    """Per task: each doc's merged metric values (all sampling methods), and the details rows
-    (ordered by doc, then sampling method). `responses[i]` answers `groups[i]`."""
+) -> ScoredTasks:
+    """Score every doc (all sampling methods; details ordered by doc, then sampling method).
+    `responses[i]` answers `groups[i]`. A task whose metric raises, or whose docs got non-finite
+    numbers, is recorded in `failed` and costs only itself."""
     sample_values = {task: [{} for _ in range(n)] for task, n in num_docs_by_task.items()}
     keyed_details: dict[str, list[tuple[int, int, SampleDetail]]] = {task: [] for task in num_docs_by_task}
+    failed: dict[str, str] = {}
+    non_finite: dict[str, set[int]] = {task: set() for task in num_docs_by_task}
     for group, group_responses in zip(groups, responses, strict=True):
         if len(group_responses) != len(group.docs):
             raise EvaluationError(
@@ -85,26 +114,47 @@ def score_groups(
         method_rank = METHOD_ORDER.index(group.method)
         rows = zip(group.docs, group.task_names, group.doc_indices, group_responses, strict=True)
         for doc, task, index, response in rows:
+            if _non_finite(response):
+                non_finite[task].add(index)
+            if task in failed or non_finite[task]:
+                continue
             metrics = [m for m in metrics_by_task[task] if m.category == group.method]
-            values = _score_one(metrics, task, doc, response)
+            try:
+                values = _score_one(metrics, task, doc, response)
+            except MetricError as error:
+                failed[task] = str(error)
+                continue
             sample_values[task][index].update(values)
             detail = make_detail(task, group.method, doc, response, render_prompt(doc), values)
             keyed_details[task].append((index, method_rank, detail))
+    for task, indices in non_finite.items():
+        if indices:
+            failed[task] = _non_finite_reason(len(indices), num_docs_by_task[task])
     details = {
-        task: [detail for _, _, detail in sorted(rows, key=lambda row: row[:2])] for task, rows in keyed_details.items()
+        task: [detail for _, _, detail in sorted(rows, key=lambda row: row[:2])]
+        for task, rows in keyed_details.items()
+        if task not in failed
     }
-    return sample_values, details
+    values = {task: per_doc for task, per_doc in sample_values.items() if task not in failed}
+    return ScoredTasks(values, details, failed)
 
 
 def aggregate_results(
     metrics_by_task: Mapping[str, Sequence[Any]],
     sample_values: Mapping[str, list[dict[str, Any]]],
     bootstrap_iters: int | None = None,
+    failed: dict[str, str] | None = None,
 ) -> dict[str, dict[str, float]]:
-    """`{task: {metric: value, metric_stderr: error}}` in task order, plus the `all` average."""
+    """`{task: {metric: value, metric_stderr: error}}` in task order, plus the `all` average.
+    A task whose corpus aggregation raises is left out and added to `failed` with the reason."""
     options = {} if bootstrap_iters is None else {"bootstrap_iters": bootstrap_iters}
-    results = {
-        task: aggregate_task_metrics(metrics_by_task[task], values, **options) for task, values in sample_values.items()
-    }
+    results = {}
+    for task, values in sample_values.items():
+        try:
+            results[task] = aggregate_task_metrics(metrics_by_task[task], values, **options)
+        except Exception as error:  # noqa: BLE001 - one task's broken metric costs only that task
+            if failed is None:
+                raise
+            failed[task] = f"aggregating its metrics failed ({type(error).__name__}: {error})"
     results[ALL_TASKS_KEY] = average_over_tasks(results)
     return results

@@ -12,7 +12,7 @@ from lighteval_nanotron.checkpoint_eval.discovery import (
     checkpoint_info,
     default_model_name,
     find_checkpoints,
-    pending_checkpoints,
+    pending_tasks,
 )
 from lighteval_nanotron.checkpoint_eval.loading import check_same_model, resolve_dtype, tokenizer_source
 from lighteval_nanotron.checkpoint_eval.mesh_setup import check_world
@@ -68,9 +68,13 @@ def test_checkpoint_info_reads_step_and_consumed_tokens(tmp_path):
         checkpoint_info(tmp_path / "smollm2")
 
 
-def test_pending_checkpoints_keeps_unnumbered_and_new_steps(tmp_path):
+def test_pending_tasks_are_decided_per_step_task_fewshot_and_max_samples(tmp_path):
     infos = [CheckpointInfo(tmp_path / str(s), s) for s in (10, 20, 30)] + [CheckpointInfo(tmp_path / "x", None)]
-    assert [info.step for info in pending_checkpoints(infos, {10, 30, 99})] == [20, None]
+    tasks = ["lighteval|arc:easy|0", "lighteval|arc:easy|5"]
+    done = {10: {(tasks[0], 4), (tasks[1], 4)}, 20: {(tasks[0], 4), (tasks[1], None)}, 99: {(tasks[0], 4)}}
+    assert pending_tasks(infos, tasks, done, 4) == {20: [tasks[1]], 30: tasks, None: tasks}
+    assert pending_tasks(infos, tasks[:1], done, 4) == {30: tasks[:1], None: tasks[:1]}
+    assert pending_tasks(infos, tasks, done, None) == {10: tasks, 20: tasks[:1], 30: tasks, None: tasks}
 
 
 def test_default_model_name_matches_the_training_hook(tmp_path):

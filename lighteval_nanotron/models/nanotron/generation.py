@@ -28,7 +28,7 @@ from lighteval_nanotron.models.nanotron.runtime import Runtime
 from lighteval_nanotron.models.nanotron.scoring_plan import PlanStats
 from lighteval_nanotron.models.nanotron.tree_attention import KVCache, TreeAttention
 from lighteval_nanotron.parallel.pipeline import StageLink, run_stage
-from lighteval_nanotron.parallel.vocab_parallel import greedy_tokens
+from lighteval_nanotron.parallel.vocab_parallel import greedy_choice
 
 _NONE = -1
 
@@ -44,6 +44,7 @@ class _Decoding:
     awaiting_feedback: bool = False
     rows: list[int] = field(default_factory=list)  # request of each row fed at the current step
     stats: PlanStats = field(default_factory=PlanStats)
+    non_finite: set[int] = field(default_factory=set)  # requests that met NaN/inf logits (output stage only)
 
     @classmethod
     def start(cls, requests: list[GenRequest]) -> "_Decoding":
@@ -179,18 +180,21 @@ def _step(rt: Runtime, link: StageLink, st: _Decoding) -> None:
         picked = logits[:, 0]
     else:
         picked = logits[inputs.last.to(logits.device), torch.arange(rows, device=logits.device)]
-    feedback = _decide(rt, st, greedy_tokens(picked, rt.mesh.tp_group).tolist())
+    tokens, max_logit = greedy_choice(picked, rt.mesh.tp_group)
+    st.non_finite.update(st.rows[row] for row in (~torch.isfinite(max_logit)).nonzero().flatten().tolist())
+    feedback = _decide(rt, st, tokens.tolist())
     others = [r for r in rt.chain_pp_ranks if r != rt.mesh.pp_rank]
     link.send_feedback(feedback, others)
     _apply(st, feedback)
 
 
-def _local_generations(rt: Runtime, plan: GenerationPlan) -> tuple[dict[int, list[int]], PlanStats] | None:
+def _local_generations(rt: Runtime, plan: GenerationPlan) -> tuple[dict[int, list[int]], PlanStats, set[int]] | None:
     if rt.stage is None:
         return None
     link = rt.new_link()
     queue = [_Decoding.start(batch) for batch in plan.batches]
     finished: dict[int, list[int]] = {}
+    non_finite: set[int] = set()
     stats = PlanStats()
     while queue:
         st = queue.pop(0)
@@ -199,13 +203,14 @@ def _local_generations(rt: Runtime, plan: GenerationPlan) -> tuple[dict[int, lis
             st.awaiting_feedback = False
         if all(st.done):
             finished.update({r.index: g for r, g in zip(st.requests, st.generated)})
+            non_finite.update(st.requests[row].index for row in st.non_finite)
             stats.add(st.stats)
             continue
         _step(rt, link, st)
         rt.sync_pipeline()
         queue.append(st)
     link.flush()
-    return (finished, stats) if rt.mesh.holds_results else None
+    return (finished, stats, non_finite) if rt.mesh.holds_results else None
 
 
 def _cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
@@ -220,11 +225,13 @@ def run_generation(rt: Runtime, plan: GenerationPlan) -> list[ModelResponse]:
     if gathered is None:
         return []
     tokens: dict[int, list[int]] = {}
+    non_finite: set[int] = set()
     stats = PlanStats(docs=len(plan.requests))
     for part in gathered:
         if part is not None:
             tokens.update(part[0])
             stats.add(part[1])
+            non_finite.update(part[2])
     stats.useful_tokens = sum(len(r.input_ids) + max(0, len(tokens[r.index]) - 1) for r in plan.requests)
     plan.stats = stats
     return [
@@ -235,6 +242,7 @@ def run_generation(rt: Runtime, plan: GenerationPlan) -> list[ModelResponse]:
             output_tokens=[tokens[r.index]],
             truncated_tokens_count=r.truncated_tokens_count,
             padded_tokens_count=plan.padded_tokens_count.get(r.index, 0),
+            non_finite_logits=r.index in non_finite,
         )
         for r in plan.requests
     ]

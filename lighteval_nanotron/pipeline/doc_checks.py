@@ -1,0 +1,25 @@
+"""Checks of a task's docs before any model call: a doc that would score silently wrong is an error."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+
+from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.tasks.requests import Doc
+
+
+def check_gold_indices(task_name: str, docs: Sequence[Doc]) -> None:
+    """Raise ConfigError naming the task and the row when a doc's gold index does not point at
+    one of its choices (a negative index would silently pick a choice from the end)."""
+    for row, doc in enumerate(docs):
+        if not doc.choices:
+            continue
+        golds = doc.gold_index if isinstance(doc.gold_index, list) else [doc.gold_index]
+        bad = [gold for gold in golds if not isinstance(gold, numbers.Integral) or not 0 <= gold < len(doc.choices)]
+        if bad or not golds:
+            raise ConfigError(
+                f"Task {task_name!r}, row {row} (doc id {doc.id!r}): gold index {doc.gold_index!r} does not point at "
+                f"one of its {len(doc.choices)} choices (valid: 0..{len(doc.choices) - 1}). Fix the task's prompt "
+                "function or that dataset row."
+            )

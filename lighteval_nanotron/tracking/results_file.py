@@ -1,0 +1,93 @@
+"""The content of one step's results file: strict JSON, merged with what an earlier run wrote.
+
+A step is evaluated per (task with its few-shot count, max_samples): a later run with other tasks
+adds them to the step's file, and a task evaluated again replaces only its own entries. The
+`all` average is recomputed over the merged tasks. Non-finite numbers (a NaN standard error of a
+one-doc task, say) are written as `null` and listed under `config_general.non_finite_values`, so
+strict JSON parsers read the file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from lighteval_nanotron.metrics import average_over_tasks
+from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY
+
+PER_TASK_SECTIONS = ("results", "versions", "config_tasks", "summary_tasks")
+MAX_SAMPLES_BY_TASK = "max_samples_by_task"
+NON_FINITE_KEY = "non_finite_values"
+FAILED_TASKS_KEY = "failed_tasks"
+
+
+def _task_max_samples(content: dict[str, Any]) -> dict[str, int | None]:
+    """`{task: max_samples}` of a results file (files without the per-task record: the run's)."""
+    general = content.get("config_general") or {}
+    recorded = general.get(MAX_SAMPLES_BY_TASK)
+    if isinstance(recorded, dict):
+        return dict(recorded)
+    tasks = [name for name in (content.get("results") or {}) if name != ALL_TASKS_KEY]
+    return {name: general.get("max_samples") for name in tasks}
+
+
+def evaluated_tasks(content: dict[str, Any]) -> set[tuple[str, int | None]]:
+    """The (task, max_samples) pairs a results file holds results for."""
+    results = content.get("results") or {}
+    return {(task, samples) for task, samples in _task_max_samples(content).items() if task in results}
+
+
+def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """`new` (one evaluation's results dict) over `earlier` (the file's content): every task of
+    `earlier` that `new` did not evaluate is kept; `config_general` is the newest run's."""
+    merged = {key: value for key, value in new.items()}
+    for section in PER_TASK_SECTIONS:
+        kept = {k: v for k, v in (earlier.get(section) or {}).items() if k != ALL_TASKS_KEY}
+        merged[section] = {**kept, **{k: v for k, v in (new.get(section) or {}).items() if k != ALL_TASKS_KEY}}
+    failed = {**(earlier.get(FAILED_TASKS_KEY) or {}), **(new.get(FAILED_TASKS_KEY) or {})}
+    failed = {task: why for task, why in failed.items() if task not in (new.get("results") or {})}
+    merged.pop(FAILED_TASKS_KEY, None)
+    if failed:
+        merged[FAILED_TASKS_KEY] = failed
+    samples = {**_task_max_samples(earlier), **_task_max_samples(new)}
+    merged["config_general"] = {**(new.get("config_general") or {}), MAX_SAMPLES_BY_TASK: samples}
+    task_results = {task: scores for task, scores in merged["results"].items() if isinstance(scores, dict)}
+    merged["results"] = {**task_results, ALL_TASKS_KEY: average_over_tasks(_as_numbers(task_results))}
+    return merged
+
+
+def _as_numbers(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Scores as floats again (a `null` read back from a file is a NaN)."""
+    return {
+        task: {name: float("nan") if value is None else float(value) for name, value in scores.items()}
+        for task, scores in results.items()
+    }
+
+
+def with_max_samples(content: dict[str, Any]) -> dict[str, Any]:
+    """Record each task's max_samples in `config_general` (the key of a done task)."""
+    general = dict(content.get("config_general") or {})
+    general[MAX_SAMPLES_BY_TASK] = _task_max_samples(content)
+    return {**content, "config_general": general}
+
+
+def _finite(value: Any, path: str, found: list[str]) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        found.append(path)
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item, f"{path}.{key}" if path else str(key), found) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item, f"{path}[{index}]", found) for index, item in enumerate(value)]
+    return value
+
+
+def strict_json(content: dict[str, Any], default: Any = None) -> str:
+    """Strict JSON text: non-finite floats become null, their paths listed in `config_general`."""
+    plain = json.loads(json.dumps(content, default=default))  # numpy and friends as plain values first
+    found: list[str] = []
+    plain = _finite(plain, "", found)
+    general = {k: v for k, v in (plain.get("config_general") or {}).items() if k != NON_FINITE_KEY}
+    plain["config_general"] = {**general, NON_FINITE_KEY: found}
+    return json.dumps(plain, indent=2, ensure_ascii=False, allow_nan=False)

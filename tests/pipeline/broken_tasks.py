@@ -1,0 +1,50 @@
+"""Custom tasks for the failure-isolation tests: the toy tasks plus one whose sample metric raises,
+one whose corpus aggregation raises, and two whose gold index is out of range (99, -1)."""
+
+import numpy as np
+from helpers_pipeline import TASKS_TABLE as TOY_TASKS
+from helpers_pipeline import _config, mc_prompt
+
+from lighteval_nanotron.metrics import Metrics
+from lighteval_nanotron.metrics.metric import SampleLevelMetric
+from lighteval_nanotron.tasks import Doc
+from lighteval_nanotron.tasks.requests import SamplingMethod
+
+
+def _explode(doc: Doc, model_response) -> float:
+    raise ZeroDivisionError("injected metric failure")
+
+
+def _explode_corpus(values) -> float:
+    raise ValueError("injected aggregation failure")
+
+
+SAMPLE_EXPLODES = SampleLevelMetric(
+    metric_name="explodes", higher_is_better=True, category=SamplingMethod.LOGPROBS,
+    sample_level_fn=_explode, corpus_level_fn=np.mean,
+)  # fmt: skip
+CORPUS_EXPLODES = SampleLevelMetric(
+    metric_name="corpus_explodes", higher_is_better=True, category=SamplingMethod.LOGPROBS,
+    sample_level_fn=lambda doc, response: 1.0, corpus_level_fn=_explode_corpus,
+)  # fmt: skip
+
+
+def _gold_at(index: int):
+    def prompt(line: dict, task_name: str) -> Doc:
+        doc = mc_prompt(line, task_name)
+        return (
+            doc
+            if line["question"] != "klm"
+            else Doc(task_name=task_name, query=doc.query, choices=doc.choices, gold_index=index)
+        )
+
+    return prompt
+
+
+TASKS_TABLE = [
+    *TOY_TASKS,
+    _config("toy_bad_metric", "mc", mc_prompt, [Metrics.loglikelihood_acc, SAMPLE_EXPLODES]),
+    _config("toy_bad_corpus", "mc", mc_prompt, [CORPUS_EXPLODES]),
+    _config("toy_gold_99", "mc", _gold_at(99), [Metrics.loglikelihood_acc]),
+    _config("toy_gold_negative", "mc", _gold_at(-1), [Metrics.loglikelihood_acc]),
+]

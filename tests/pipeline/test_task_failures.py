@@ -1,0 +1,112 @@
+"""A task that fails costs only that task; wrong-looking numbers are refused, never reported as real."""
+
+import json
+import math
+import os
+import stat
+
+import broken_tasks
+import pytest
+from helpers_pipeline import BigramLM
+
+from lighteval_nanotron.errors import ConfigError, EvaluationError
+from lighteval_nanotron.models.model_output import ModelResponse
+from lighteval_nanotron.pipeline import EvaluationPipeline
+from lighteval_nanotron.pipeline.requests import group_requests
+from lighteval_nanotron.pipeline.result import raise_for_failed_tasks
+from lighteval_nanotron.pipeline.scoring import score_groups
+from lighteval_nanotron.tracking import TrackingConfig
+
+MC, GEN, PPL = "custom|toy_mc|0", "custom|toy_gen|0", "custom|toy_ppl|0"
+BAD_METRIC, BAD_CORPUS = "custom|toy_bad_metric|0", "custom|toy_bad_corpus|0"
+
+
+def _prepare(tasks: str, **kwargs) -> EvaluationPipeline:
+    return EvaluationPipeline.prepare(BigramLM(), tasks, custom_tasks=broken_tasks, **kwargs)
+
+
+def _strict(text: str) -> dict:
+    def refuse(constant: str) -> None:
+        raise ValueError(f"non-strict JSON constant {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_failing_metric_costs_only_its_task_and_is_recorded(toy_data, tmp_path):
+    alone = _prepare(f"{MC},{GEN}").run(step=5)
+    result = _prepare(f"{MC},{BAD_METRIC},{GEN},{BAD_CORPUS}").run(step=5)
+
+    assert set(result.failed_tasks) == {BAD_METRIC, BAD_CORPUS}
+    assert "injected metric failure" in result.failed_tasks[BAD_METRIC]
+    assert "injected aggregation failure" in result.failed_tasks[BAD_CORPUS]
+    assert result.results == alone.results  # the others, and their average, as if run alone
+    assert set(result.details) == {MC, GEN}
+    tracker = TrackingConfig(output_dir=str(tmp_path / "out"), loggers=["json", "details"]).build()
+    tracker.log(result)
+    content = _strict((tmp_path / "out" / "results" / "toy-bigram" / "results_5.json").read_text())
+    assert set(content["failed_tasks"]) == {BAD_METRIC, BAD_CORPUS} and set(content["results"]) == {MC, GEN, "all"}
+    details = sorted(p.name for p in (tmp_path / "out" / "details" / "toy-bigram" / "5").iterdir())
+    assert details == sorted([f"details_{MC}.parquet", f"details_{GEN}.parquet"])
+    with pytest.raises(EvaluationError, match="toy_bad_metric.*injected metric failure"):
+        raise_for_failed_tasks(result)
+
+
+@pytest.mark.parametrize("task, gold", [("toy_gold_99", "99"), ("toy_gold_negative", "-1")])
+def test_a_gold_index_out_of_range_names_the_task_and_row(toy_data, task, gold):
+    with pytest.raises(ConfigError, match=rf"custom\|{task}\|0', row 1 .*gold index {gold} .*2 choices"):
+        _prepare(f"{MC},custom|{task}|0")
+
+
+def test_non_finite_logprobs_fail_their_task_with_the_count_of_docs(toy_data):
+    pipeline = _prepare(f"{MC},{GEN}")
+    responses = [pipeline.model.loglikelihood(list(group.docs)) for group in pipeline.groups[:1]]
+    responses += [pipeline.model.greedy_until(list(group.docs)) for group in pipeline.groups[1:]]
+    responses[0][2] = ModelResponse(logprobs=[float("nan"), -1.0], argmax_logits_eq_gold=[False, False])
+    responses[0][3] = ModelResponse(logprobs=[float("-inf"), -1.0], argmax_logits_eq_gold=[False, False])
+    responses[1][0] = ModelResponse(text=["x"], output_tokens=[[1]], non_finite_logits=True)
+    groups = group_requests(pipeline.docs, [])
+    assert [g.method for g in groups] == [g.method for g in pipeline.groups]
+    scored = score_groups(pipeline.metrics_by_task, {MC: 4, GEN: 3}, groups, responses, str)
+    assert scored.failed[MC].startswith("2 of 4 docs got non-finite")
+    assert scored.failed[GEN].startswith("1 of 3 docs got non-finite")
+    assert scored.details == {} and scored.sample_values == {}
+
+
+def test_results_file_is_strict_json_with_non_finite_values_flagged(toy_data, tmp_path):
+    result = _prepare(PPL, bootstrap_iters=1).run(step=3)
+    assert math.isnan(result.results[PPL]["word_perplexity_stderr"])  # one bootstrap resample: no error bar
+    TrackingConfig(output_dir=str(tmp_path), loggers=["json"]).build().log(result)
+    content = _strict((tmp_path / "results" / "toy-bigram" / "results_3.json").read_text())
+    assert content["results"][PPL]["word_perplexity_stderr"] is None
+    assert content["results"][PPL]["word_perplexity"] == pytest.approx(result.results[PPL]["word_perplexity"])
+    assert f"results.{PPL}.word_perplexity_stderr" in content["config_general"]["non_finite_values"]
+
+
+def test_results_merge_per_task_and_max_samples_and_respect_the_umask(toy_data, tmp_path):
+    folder = tmp_path / "results" / "toy-bigram"
+    old_umask = os.umask(0o027)
+    try:
+        TrackingConfig(output_dir=str(tmp_path), loggers=["json", "details"]).build().log(_prepare(MC).run(step=7))
+        first = _strict((folder / "results_7.json").read_text())
+        TrackingConfig(output_dir=str(tmp_path), loggers=["json"]).build().log(_prepare(GEN, max_samples=2).run(step=7))
+    finally:
+        os.umask(old_umask)
+    merged = _strict((folder / "results_7.json").read_text())
+    assert merged["results"][MC] == first["results"][MC] and set(merged["results"]) == {MC, GEN, "all"}
+    assert merged["results"]["all"]["acc"] == pytest.approx(
+        (first["results"][MC]["acc"] + merged["results"][GEN]["acc"]) / 2
+    )
+    assert merged["config_general"]["max_samples_by_task"] == {MC: None, GEN: 2}
+    assert set(merged["config_tasks"]) == set(merged["versions"]) == {MC, GEN}
+    for path in [folder / "results_7.json", *(tmp_path / "details" / "toy-bigram" / "7").iterdir()]:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o640, path
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "/abs/escaped", "a/../../escaped", "..", "ok/..\\..\\escaped"])
+def test_hostile_model_and_task_names_stay_inside_the_output_folder(toy_data, tmp_path, name):
+    output_dir = tmp_path / "nest" / "out"
+    result = _prepare(MC, model_name=name).run(step=1)
+    result.details["../../../task"] = result.details[MC]
+    TrackingConfig(output_dir=str(output_dir), loggers=["json", "details"]).build().log(result)
+    written = [path for path in tmp_path.rglob("*") if path.is_file() and toy_data not in path.parents]
+    assert written and all(output_dir in path.parents for path in written), written
