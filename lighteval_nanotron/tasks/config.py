@@ -8,7 +8,7 @@ from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.tasks.fewshot import FewShotSelection
-from lighteval_nanotron.tasks.requests import Doc
+from lighteval_nanotron.tasks.requests import Doc, SamplingMethod
 
 
 def _as_list(value: Any) -> list:
@@ -111,6 +111,16 @@ class LightevalTaskConfig:
         if self.hf_filter is not None and not callable(self.hf_filter):
             raise ConfigError(f"{where}: hf_filter must be a callable fn(row) -> bool.")
         self._check_metric_names(where)
+        self._check_generation_size(where)
+
+    def _check_generation_size(self, where: str) -> None:
+        """A generative metric with generation_size <= 0 would silently get one token."""
+        generative = any(getattr(m, "category", None) == SamplingMethod.GENERATIVE for m in self.metrics)
+        if generative and self.generation_size is not None and int(self.generation_size) <= 0:
+            raise ConfigError(
+                f"{where}: generation_size={self.generation_size} with a generative metric: give the maximum "
+                "number of new tokens (>= 1), or None for the model's default."
+            )
 
     def _check_metric_names(self, where: str) -> None:
         """Two metrics writing the same result key would silently overwrite each other."""

@@ -29,7 +29,7 @@ def _custom_section(tmp_path: Path, tasks: str, **extra) -> dict:
     }
 
 
-def test_failing_task_is_agreed_logged_and_training_finishes(tmp_path):
+def test_failing_task_costs_only_itself_is_agreed_logged_and_training_finishes(tmp_path):
     section = _custom_section(tmp_path, "custom|toy_ok|0,custom|toy_bad_metric|0")
     config = write_config(tmp_path, dp=2, train_steps=4, section=section)
     reports = run_distributed(train_logging_worker, 2, str(config), timeout=240)
@@ -42,7 +42,11 @@ def test_failing_task_is_agreed_logged_and_training_finishes(tmp_path):
     assert "world rank 0" in reports[1]["failures"][0][1]
     assert any("FAILED" in message and "training continues" in message for message in reports[0]["errors"])
     assert all(len(report["losses"]) == 4 for report in reports)
-    assert results_files(tmp_path / "eval") == {}
+    written = results_files(tmp_path / "eval")  # the healthy task's results are still written
+    assert sorted(written) == [2, 4]
+    for content in written.values():
+        assert set(content["results"]) == {"custom|toy_ok|0", "all"}
+        assert "injected metric failure" in content["failed_tasks"]["custom|toy_bad_metric|0"]
 
 
 def test_stop_on_failure_stops_every_rank(tmp_path):

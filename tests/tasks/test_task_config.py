@@ -3,6 +3,7 @@ import json
 import pytest
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.metrics import Metrics
 from lighteval_nanotron.tasks import Doc, LightevalTaskConfig, SamplingMethod
 
 
@@ -53,6 +54,8 @@ def test_strings_and_tuples_become_lists():
         ({"few_shots_select": "best"}, "few_shots_select"),
         ({"num_fewshots": -1}, "num_fewshots"),
         ({"hf_filter": 3}, "hf_filter"),
+        ({"generation_size": 0, "metrics": [Metrics.exact_match]}, "generation_size=0 with a generative metric"),
+        ({"generation_size": -5, "metrics": [Metrics.exact_match]}, "generation_size=-5"),
     ],
 )
 def test_invalid_configs_raise(overrides, fragment):
