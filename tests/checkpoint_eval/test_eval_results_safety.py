@@ -1,0 +1,132 @@
+"""`lighteval-nanotron eval` never reports a wrong-looking number as a real one, never writes
+outside its output folder, and a backfill adds new tasks to evaluated steps without losing any."""
+
+import contextlib
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from tests.helpers.distributed import run_distributed
+
+ARC, MMLU = "lighteval|arc:easy|0", "leaderboard|mmlu:abstract_algebra|0"
+NORM = Path("model/model/final_layer_norm/pp_block/model_weight.safetensors")
+
+
+def _cli(argv_list: list) -> list:
+    """run_distributed worker: the CLI's main for each argv; (rc, the `error:` lines) each."""
+    from lighteval_nanotron.cli.main import main
+
+    outcomes = []
+    for argv in argv_list:
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            rc = main(argv)
+        outcomes.append((rc, [line for line in stderr.getvalue().splitlines() if line.startswith("error: ")]))
+    return outcomes
+
+
+def _argv(checkpoint: Path, output_dir: Path, tasks: str, *extra: str) -> list:
+    return ["eval", str(checkpoint), "--cpu", "--tasks", tasks, "--max-samples", "2", "--data-dir", "bundled",
+            "--output-dir", str(output_dir), "--loggers", "json", "details", *extra]  # fmt: skip
+
+
+def _fill(checkpoint: Path, value: float) -> None:
+    with safe_open(str(checkpoint / NORM), framework="pt") as handle:
+        metadata, tensor = handle.metadata(), handle.get_tensor("data")
+    save_file({"data": torch.full_like(tensor, value)}, str(checkpoint / NORM), metadata=metadata)
+
+
+def _strict(path: Path) -> dict:
+    def refuse(constant: str) -> None:
+        raise ValueError(f"non-strict JSON constant {constant} in {path}")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+@pytest.mark.distributed
+def test_non_finite_weights_and_hostile_names(tiny_converted, tmp_path):
+    _, checkpoint = tiny_converted
+    nan, inf, hostile = tmp_path / "ckpt" / "nan", tmp_path / "ckpt" / "inf", tmp_path / "ckpt" / "hostile"
+    for folder in (nan, inf, hostile):
+        shutil.copytree(checkpoint, folder)
+    _fill(nan, float("nan"))
+    _fill(inf, float("inf"))
+    config = yaml.safe_load((hostile / "config.yaml").read_text())
+    config["general"].update(project="..", run="../../../escaped_run")  # an untrusted checkpoint's config
+    (hostile / "config.yaml").write_text(yaml.safe_dump(config))
+    out = tmp_path / "deep" / "er" / "out"
+    outcomes = run_distributed(
+        _cli,
+        1,
+        [
+            _argv(nan, out, f"{ARC},{MMLU}", "--model-name", "nan"),
+            _argv(inf, out, ARC, "--model-name", "inf"),
+            _argv(hostile, out, ARC),
+            _argv(checkpoint, out, ARC, "--model-name", "../../../../escaped_cli"),
+        ],
+        timeout=300,
+    )[0]
+    (rc, errors), (inf_rc, inf_errors) = outcomes[:2]
+    assert rc == 2 and len(errors) == 1, errors
+    assert f"{ARC}: 2 of 2 docs got non-finite" in errors[0] and f"{MMLU}: 2 of 2 docs got non-finite" in errors[0]
+    assert inf_rc == 2 and f"{ARC}: 2 of 2 docs got non-finite" in inf_errors[0]
+    (results,) = (out / "results" / "nan").glob("results_*.json")
+    content = _strict(results)
+    assert set(content["failed_tasks"]) == {ARC, MMLU} and set(content["results"]) == {"all"}
+    assert not (out / "details" / "nan").exists() or not any((out / "details" / "nan").rglob("*.parquet"))
+
+    assert outcomes[2][0] == outcomes[3][0] == 0, outcomes
+    written = [path for path in tmp_path.rglob("*") if path.is_file() and (tmp_path / "ckpt") not in path.parents]
+    assert written and all(out in path.parents for path in written), written
+    assert list((out / "results" / "__" / "__" / "__" / "__" / "escaped_run").glob("results_*.json"))
+    assert list((out / "results" / "__" / "__" / "__" / "__" / "escaped_cli").glob("results_*.json"))
+
+
+def _backfill(runs: list, output_dir: str, task_lists: list) -> list:
+    """run_distributed worker (2 ranks): one backfill per task list, each rank given its own
+    checkpoints folder (`runs[rank]`); (evaluated steps, skipped steps) of each backfill."""
+    import torch.distributed as dist
+
+    from lighteval_nanotron.checkpoint_eval import CheckpointEvalConfig, evaluate_checkpoints
+
+    reports = []
+    for tasks in task_lists:
+        config = CheckpointEvalConfig(
+            tasks=tasks, checkpoints_dir=runs[dist.get_rank()], dp=2, cpu=True, max_samples=2,
+            data_dirs=["bundled"], output_dir=output_dir, model_name="tiny", loggers=["json"],
+        )  # fmt: skip
+        report = evaluate_checkpoints(config)
+        reports.append(([r.step for r in report.results], report.skipped_steps))
+    return reports
+
+
+@pytest.mark.distributed
+def test_backfill_adds_new_tasks_to_done_steps_on_one_checkpoint_list(tiny_converted, tmp_path):
+    _, checkpoint = tiny_converted
+    seen_by_rank0, seen_by_rank1 = tmp_path / "run", tmp_path / "run_later"
+    for step in (10, 20):
+        shutil.copytree(checkpoint, seen_by_rank0 / str(step))
+    shutil.copytree(seen_by_rank0, seen_by_rank1)
+    shutil.copytree(checkpoint, seen_by_rank1 / "30")  # as if saved while rank 1 listed the folder
+    out = tmp_path / "out"
+    folder = out / "results" / "tiny"
+
+    runs = [str(seen_by_rank0), str(seen_by_rank1)]
+    first = run_distributed(_backfill, 2, runs, str(out), [ARC], timeout=300)
+    assert first[0] == [([10, 20], [])] and first[1] == [([], [])]  # rank 0's list, on both ranks
+    before = {step: _strict(folder / f"results_{step}.json") for step in (10, 20)}
+    again = run_distributed(_backfill, 2, runs, str(out), [f"{ARC},{MMLU}", f"{ARC},{MMLU}"], timeout=300)
+    assert again[0] == [([10, 20], []), ([], [10, 20])]
+    assert sorted(p.name for p in folder.iterdir()) == ["results_10.json", "results_20.json"]
+    for step in (10, 20):
+        merged = _strict(folder / f"results_{step}.json")
+        assert merged["results"][ARC] == before[step]["results"][ARC]  # not re-evaluated, not lost
+        assert set(merged["results"]) == {ARC, MMLU, "all"}
+        assert merged["config_general"]["max_samples_by_task"] == {ARC: 2, MMLU: 2}
