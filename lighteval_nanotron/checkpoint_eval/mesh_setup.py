@@ -15,10 +15,10 @@ from lighteval_nanotron.errors import ConfigError, EvaluationError, LayoutError,
 
 T = TypeVar("T")
 AGREEMENT_TIMEOUT_S = 1800.0
-"""How long a rank waits for the others to report the outcome of a step (loading a large
-checkpoint or writing large details can keep one rank busy for a while)."""
+"""How long a rank waits for the others by default (`--failure-timeout-s`): loading a large
+checkpoint or writing large details can keep one rank busy for a while."""
 _TIMEOUT_HINT = (
-    f"The eval command waits {AGREEMENT_TIMEOUT_S:.0f}s for every rank at each stage: "
+    "The eval command waits --failure-timeout-s seconds for every rank at each stage: "
     "look in the logs of the ranks that did not report for where they stopped."
 )
 
@@ -84,8 +84,11 @@ def _prepare_backend(cpu: bool) -> str:
 def collectively(world: Any, what: str, fn: Callable[[], T]) -> T:
     """Run `fn` on every rank; if it raises on any rank, every rank raises together (no rank is
     left waiting in a collective). A rank re-raises its own library error; the others raise an
-    EvaluationError naming the failing rank and its message."""
-    from lighteval_nanotron.hook.agreement import agree
+    EvaluationError naming the failing rank and its message. Inside `bounded_collectives` the
+    wait is that block's deadline; a peer that timed out is not waited for again (the group is
+    broken): the rank raises an EvaluationError at once."""
+    from lighteval_nanotron.parallel.agreement import agree
+    from lighteval_nanotron.parallel.deadline import current_timeout_s, is_timeout
 
     error: BaseException | None = None
     value: Any = None
@@ -93,7 +96,14 @@ def collectively(world: Any, what: str, fn: Callable[[], T]) -> T:
         value = fn()
     except Exception as caught:  # noqa: BLE001 - agreed on below, then raised on every rank
         error = caught
-    verdict = agree(error, world, AGREEMENT_TIMEOUT_S, what, timeout_hint=_TIMEOUT_HINT)
+    timeout_s = current_timeout_s() or AGREEMENT_TIMEOUT_S
+    if error is not None and is_timeout(error):
+        raise EvaluationError(
+            f"{what}: a peer rank did not answer within {timeout_s:.0f}s ({error}); it is stalled or dead, and the "
+            "process group cannot be used any more, so the evaluation stops. Look at that rank's logs; raise "
+            "--failure-timeout-s if it was only slow."
+        ) from error
+    verdict = agree(error, world, timeout_s, what, timeout_hint=_TIMEOUT_HINT)
     if not verdict.failed:
         return value
     if isinstance(error, LightevalNanotronError):

@@ -28,7 +28,7 @@ from lighteval_nanotron.checkpoint_eval.discovery import (
     pending_tasks,
 )
 from lighteval_nanotron.checkpoint_eval.loading import check_same_model, load_tokenizer, resolve_dtype, tokenizer_source
-from lighteval_nanotron.checkpoint_eval.mesh_setup import collectively, parallel_context_for
+from lighteval_nanotron.checkpoint_eval.mesh_setup import AGREEMENT_TIMEOUT_S, collectively, parallel_context_for
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.models.checkpoint_format import CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.models.nanotron_builder import build_nanotron_llama, check_model_layout, load_checkpoint_weights
@@ -69,6 +69,9 @@ class CheckpointEvalConfig:
     """Name in the results paths. Unset: the name the training hook uses (config.yaml's
     `lighteval_nanotron.model_name`, else `project/run`), else the folder name."""
     loggers: list[str] = field(default_factory=lambda: ["json", "details", "tensorboard"])
+    failure_timeout_s: float = AGREEMENT_TIMEOUT_S
+    """Seconds any wait on another rank (a collective, a pipeline transfer, the agreement on a
+    stage's outcome) may take before the evaluation stops with an EvaluationError."""
 
     def __post_init__(self) -> None:
         if (self.checkpoint is None) == (self.checkpoints_dir is None):
@@ -77,6 +80,8 @@ class CheckpointEvalConfig:
             raise ConfigError(
                 f"--max-samples {self.max_samples}: use a positive number (or leave it out for all docs)."
             )
+        if not self.failure_timeout_s > 0:
+            raise ConfigError(f"--failure-timeout-s {self.failure_timeout_s}: use a positive number of seconds.")
         if self.tokens_per_batch < 1:
             raise ConfigError(f"--tokens-per-batch {self.tokens_per_batch}: use a positive number, e.g. 8192.")
 
@@ -286,7 +291,12 @@ def evaluate_checkpoints(
 ) -> CheckpointEvalReport:
     """Evaluate the configured checkpoints at the configured layout. Every rank calls it.
     `on_result` is called on the reporting rank after each checkpoint's results are written."""
-    with parallel_context_for(config.tp, config.pp, config.dp, config.cpu) as parallel_context:
+    from lighteval_nanotron.parallel.deadline import bounded_collectives
+
+    with (
+        parallel_context_for(config.tp, config.pp, config.dp, config.cpu) as parallel_context,
+        bounded_collectives(parallel_context, config.failure_timeout_s),
+    ):
         setup = plan_evaluation(config, parallel_context)
         results: list[EvaluationResult] = []
         if not setup.checkpoints:

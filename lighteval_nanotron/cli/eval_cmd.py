@@ -58,6 +58,12 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     parser.add_argument("--tokens-per-batch", type=int, default=8192, help="token budget of one micro-batch")
     parser.add_argument(
+        "--failure-timeout-s",
+        type=float,
+        default=None,
+        help="seconds any wait on another rank may take before the evaluation stops with an error (default 1800)",
+    )
+    parser.add_argument(
         "--loggers",
         nargs="+",
         choices=LOGGER_CHOICES,
@@ -89,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         output_dir=args.output_dir,
         model_name=args.model_name,
         loggers=list(args.loggers),
+        **({} if args.failure_timeout_s is None else {"failure_timeout_s": args.failure_timeout_s}),
     )
 
     def show(result) -> None:

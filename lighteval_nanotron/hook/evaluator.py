@@ -13,10 +13,11 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 from lighteval_nanotron.errors import EvaluationError
-from lighteval_nanotron.hook.agreement import Verdict, agree
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.schedule import EvalSchedule, Moment
 from lighteval_nanotron.hook.state_guard import preserve_training_state
+from lighteval_nanotron.parallel.agreement import Verdict, agree
+from lighteval_nanotron.parallel.deadline import bounded_collectives, is_timeout
 from lighteval_nanotron.pipeline.result import raise_for_failed_tasks
 from lighteval_nanotron.tracking.table import format_results_table
 
@@ -84,18 +85,19 @@ class TrainingEvaluator:
         error: Optional[BaseException] = None
         already_done: set[int] = set()
         started = time.perf_counter()
-        try:
-            self.pipeline = build_pipeline(trainer, self.config, self.model_name)
-            if is_reporting_rank(self.pipeline):
-                self.loggers = build_loggers(self.config, trainer)
-                already_done = _evaluated_steps(
-                    self.config.output_dir, self.model_name, list(self.pipeline.tasks), self.pipeline.max_samples
-                )
-        except Exception as caught:  # noqa: BLE001 - every rank must learn about it, then all raise
-            error = caught
-        verdict = agree(
-            error, world, self.config.failure_timeout_s, "lighteval_nanotron setup", timeout_hint=_TIMEOUT_HINT
-        )
+        with bounded_collectives(trainer.parallel_context, self.config.failure_timeout_s):
+            try:
+                self.pipeline = build_pipeline(trainer, self.config, self.model_name)
+                if is_reporting_rank(self.pipeline):
+                    self.loggers = build_loggers(self.config, trainer)
+                    already_done = _evaluated_steps(
+                        self.config.output_dir, self.model_name, list(self.pipeline.tasks), self.pipeline.max_samples
+                    )
+            except Exception as caught:  # noqa: BLE001 - every rank must learn about it, then all raise
+                error = caught
+            verdict = agree(
+                error, world, self.config.failure_timeout_s, "lighteval_nanotron setup", timeout_hint=_TIMEOUT_HINT
+            )
         if verdict.failed:
             raise _setup_error(verdict) from error
         for step in _broadcast_steps(already_done, world):
@@ -143,18 +145,21 @@ class TrainingEvaluator:
         started = time.perf_counter()
         error: Optional[BaseException] = None
         result = None
-        try:
-            with preserve_training_state(trainer.model, getattr(trainer, "random_states", None)):
-                result = self.pipeline.run(step=step, consumed_tokens=tokens)
-            if result is not None:
-                self.loggers.log(result)
-                raise_for_failed_tasks(result)
-        except Exception as caught:  # noqa: BLE001 - agreed on below, so that no rank hangs
-            error = caught
-            logger.error("[lighteval_nanotron] evaluation at step %d raised on this rank", step, exc_info=caught)
-        verdict = agree(
-            error, world, self.config.failure_timeout_s, f"evaluation at step {step}", timeout_hint=_TIMEOUT_HINT
-        )
+        with bounded_collectives(trainer.parallel_context, self.config.failure_timeout_s):
+            try:
+                with preserve_training_state(trainer.model, getattr(trainer, "random_states", None)):
+                    result = self.pipeline.run(step=step, consumed_tokens=tokens)
+                if result is not None:
+                    self.loggers.log(result)
+                    raise_for_failed_tasks(result)
+            except Exception as caught:  # noqa: BLE001 - agreed on below, so that no rank hangs
+                error = caught
+                logger.error("[lighteval_nanotron] evaluation at step %d raised on this rank", step, exc_info=caught)
+            if error is not None and is_timeout(error):
+                raise _stalled_peer_error(step, self.config.failure_timeout_s) from error
+            verdict = agree(
+                error, world, self.config.failure_timeout_s, f"evaluation at step {step}", timeout_hint=_TIMEOUT_HINT
+            )
         wall = time.perf_counter() - started
         if self.progress is not None:
             self.progress.update(1)
@@ -208,6 +213,15 @@ def _broadcast_steps(steps: set[int], world: dist.ProcessGroup) -> list[int]:
     gathered: list[Optional[list[int]]] = [None] * dist.get_world_size(world)
     dist.all_gather_object(gathered, sorted(steps), group=world)
     return sorted({step for part in gathered if part for step in part})
+
+
+def _stalled_peer_error(step: int, timeout_s: float) -> EvaluationError:
+    return EvaluationError(
+        f"[lighteval_nanotron] evaluation at step {step}: a peer rank did not answer within failure_timeout_s="
+        f"{timeout_s}s; it is stalled or dead. The process group cannot be used after that (gloo and NCCL "
+        "abort it), so training stops whatever stop_on_failure says. Look at that rank's logs; raise "
+        "lighteval_nanotron.failure_timeout_s if evaluation was only slow."
+    )
 
 
 def _setup_error(verdict: Verdict) -> EvaluationError:

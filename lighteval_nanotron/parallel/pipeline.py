@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from lighteval_nanotron.errors import LayoutError
+from lighteval_nanotron.parallel.deadline import wait
 
 _DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64, torch.int32, torch.bool]
 _HEADER = 8  # dtype id, ndim, up to 6 dims
@@ -128,11 +129,11 @@ class StageLink:
 
     def _isend_bounded(self, tensor: torch.Tensor, pp_rank: int) -> None:
         while len(self._pending) >= self._max_pending:
-            self._pending.popleft()[0].wait()
+            wait(self._pending.popleft()[0])
         self._pending.append(self._isend(tensor, pp_rank, _TAG_ACTIVATION))
 
     def _recv(self, buffer: torch.Tensor, pp_rank: int, tag: int) -> torch.Tensor:
-        dist.irecv(buffer, src=self._peer(pp_rank), group=self._mesh.pp_group, tag=tag).wait()
+        wait(dist.irecv(buffer, src=self._peer(pp_rank), group=self._mesh.pp_group, tag=tag))
         return buffer
 
     def send_activation(self, tensor: torch.Tensor, pp_rank: int) -> None:
@@ -159,9 +160,9 @@ class StageLink:
     def flush(self) -> None:
         """Wait for every outstanding send (call before the tensors sent may be reused or freed)."""
         while self._pending:
-            self._pending.popleft()[0].wait()
+            wait(self._pending.popleft()[0])
         for work, _ in self._feedback:
-            work.wait()
+            wait(work)
         self._feedback.clear()
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch.distributed as dist
 
 from lighteval_nanotron.errors import EvaluationError
-from lighteval_nanotron.hook.agreement import agree
+from lighteval_nanotron.parallel.agreement import agree
 from tests.helpers.distributed import run_distributed
 
 HINT = "Raise the caller's own timeout setting."
