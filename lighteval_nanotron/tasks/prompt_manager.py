@@ -29,15 +29,27 @@ class PromptManager:
         self.use_chat_template = use_chat_template
         self.tokenizer = tokenizer
         self.system_prompt = system_prompt
+        if use_chat_template:
+            self._check_chat_template()
+
+    def _check_chat_template(self) -> None:
+        """At setup, not at the first prompt: a tokenizer without a chat template cannot render one."""
+        if self.tokenizer is None or not hasattr(self.tokenizer, "apply_chat_template"):
+            raise ConfigError(
+                "use_chat_template=True needs a tokenizer with apply_chat_template (a transformers "
+                "tokenizer with a chat template); pass one, or set use_chat_template=False."
+            )
+        if not getattr(self.tokenizer, "chat_template", None):
+            name = getattr(self.tokenizer, "name_or_path", "") or type(self.tokenizer).__name__
+            raise ConfigError(
+                f"A chat template was asked for, but the tokenizer {name!r} has none (no chat_template in its "
+                "tokenizer_config.json / chat_template.jinja): use a tokenizer that ships one (an instruct "
+                "model's), or evaluate without the chat template."
+            )
 
     def prepare_prompt(self, doc: Doc) -> str:
         """The full context for `doc`: chat-templated if asked, else plain text."""
         if self.use_chat_template:
-            if self.tokenizer is None or not hasattr(self.tokenizer, "apply_chat_template"):
-                raise ConfigError(
-                    "use_chat_template=True needs a tokenizer with apply_chat_template (a transformers "
-                    "tokenizer with a chat template); pass one, or set use_chat_template=False."
-                )
             return self.tokenizer.apply_chat_template(self._messages(doc), tokenize=False, add_generation_prompt=True)
         return self._plain_text(doc)
 

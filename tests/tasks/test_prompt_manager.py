@@ -76,3 +76,10 @@ def test_prompts_of_real_task_docs(toy_task):
     prompt = PromptManager().prepare_prompt(doc)
     shot = doc.fewshot_samples[0]
     assert prompt == f"{shot.query} {shot.get_golds()[0].strip()}\n\n{doc.query}"
+
+
+def test_chat_template_with_a_tokenizer_without_one_fails_at_setup():
+    tokenizer = _chat_tokenizer()
+    tokenizer.chat_template = None
+    with pytest.raises(ConfigError, match="has none .*use a tokenizer that ships one"):
+        PromptManager(use_chat_template=True, tokenizer=tokenizer)  # before any prompt is rendered
