@@ -29,7 +29,7 @@ from lighteval_nanotron.checkpoint_eval.discovery import (
 )
 from lighteval_nanotron.checkpoint_eval.loading import check_same_model, load_tokenizer, resolve_dtype, tokenizer_source
 from lighteval_nanotron.checkpoint_eval.mesh_setup import AGREEMENT_TIMEOUT_S, collectively, parallel_context_for
-from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.errors import ConfigError, EvaluationError, LightevalNanotronError
 from lighteval_nanotron.models.checkpoint_format import CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.models.nanotron_builder import build_nanotron_llama, check_model_layout, load_checkpoint_weights
 from lighteval_nanotron.pipeline.result import EvaluationResult, raise_for_failed_tasks
@@ -109,13 +109,21 @@ def _discover(config: CheckpointEvalConfig) -> list[CheckpointInfo]:
 
 
 def _from_first_rank(world: Any, what: str, fn: Callable[[], T]) -> T:
-    """`fn()` run on world rank 0 only, its value broadcast: every rank works on one answer (a
-    folder listed by each rank on its own can change in between, e.g. a run saving a checkpoint)."""
-    first = dist.get_global_rank(world, 0)
-    value = collectively(world, what, lambda: fn() if dist.get_rank(world) == 0 else None)
-    box = [value]
-    dist.broadcast_object_list(box, src=first, group=world)
-    return box[0]
+    """`fn()` run on world rank 0 only, its value (or its error) broadcast and raised on every rank:
+    every rank works on one answer (a folder listed by each rank on its own can change in
+    between, e.g. while a run saves a checkpoint)."""
+    outcome: list[Any] = [None, None]
+    if dist.get_rank(world) == 0:
+        try:
+            outcome = [fn(), None]
+        except LightevalNanotronError as error:
+            outcome = [None, error]
+        except Exception as error:  # noqa: BLE001 - every rank raises it below
+            outcome = [None, EvaluationError(f"{what} failed on world rank 0: {type(error).__name__}: {error}")]
+    dist.broadcast_object_list(outcome, src=dist.get_global_rank(world, 0), group=world)
+    if outcome[1] is not None:
+        raise outcome[1]
+    return outcome[0]
 
 
 def _done_tasks(output_dir: str, model_name: str, world: Any) -> dict[int, set[tuple[str, int | None]]]:

@@ -41,7 +41,7 @@ def evaluated_tasks(content: dict[str, Any]) -> set[tuple[str, int | None]]:
 def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """`new` (one evaluation's results dict) over `earlier` (the file's content): every task of
     `earlier` that `new` did not evaluate is kept; `config_general` is the newest run's."""
-    merged = {key: value for key, value in new.items()}
+    merged = {**earlier, **new}  # keys of the earlier file that this layout does not know are kept
     for section in PER_TASK_SECTIONS:
         kept = {k: v for k, v in (earlier.get(section) or {}).items() if k != ALL_TASKS_KEY}
         merged[section] = {**kept, **{k: v for k, v in (new.get(section) or {}).items() if k != ALL_TASKS_KEY}}

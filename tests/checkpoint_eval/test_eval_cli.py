@@ -114,12 +114,13 @@ def test_backfill_evaluates_missing_steps_in_order_and_reloads_weights(tiny_conv
     out = tmp_path / "out"
     done_file = out / "results" / "tiny" / "results_10.json"
     done_file.parent.mkdir(parents=True)
-    done_file.write_text('{"already": "evaluated"}')
+    done = {"config_general": {"max_samples": 4}, "results": {task: {"acc": 0.5} for task in TASKS.split(",")}}
+    done_file.write_text(json.dumps(done))  # every task at this max_samples: step 10 is done
     argv = _argv(checkpoint_a, out, "--dp", "2", "--model-name", "tiny")
     argv[1:2] = ["--checkpoints-dir", str(run)]
 
     assert run_distributed(_cli_main, 2, argv, timeout=240) == [0, 0]
-    assert done_file.read_text() == '{"already": "evaluated"}'
+    assert json.loads(done_file.read_text()) == done
     assert sorted(p.name for p in done_file.parent.iterdir()) == [
         "results_10.json",
         "results_20.json",
