@@ -121,7 +121,7 @@ def convert_gguf_to_nanotron(
 def nanotron_to_hf(folder: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """A Nanotron Llama checkpoint (any TP layout) as a Hugging Face config dict and `LlamaForCausalLM` weights."""
     checkpoint_model = read_checkpoint_model(folder)
-    model_config = dataclasses.asdict(checkpoint_model.llama_config)
+    model_config = dataclasses.asdict(checkpoint_model.model_config)
     shape = LlamaShape.from_nanotron_config(model_config)
     return hf_config_from_nanotron(model_config, checkpoint_model.rope_theta), nanotron_to_hf_state_dict(
         read_nanotron_weights(folder), shape
