@@ -22,9 +22,14 @@ from lighteval_nanotron.models.families.starcoder2 import Starcoder2Family
 FAMILIES: tuple[type[ModelFamily], ...] = (LlamaFamily, Starcoder2Family)
 
 
-def supported_description() -> str:
-    """ "llama (LlamaForTraining, LlamaModel), starcoder2 (...)"."""
-    return ", ".join(f"{f.name} ({', '.join(f.model_class_names)})" for f in FAMILIES)
+def supported_description(with_configs: bool = False) -> str:
+    """The supported families and their Nanotron class names (config class first with `with_configs`),
+    e.g. `llama (LlamaForTraining, LlamaModel), starcoder2 (...)`."""
+    described = []
+    for family in FAMILIES:
+        names = ", ".join((family.config_class().__name__,) * with_configs + family.model_class_names)
+        described.append(f"{family.name} ({names})")
+    return ", ".join(described)
 
 
 def _wrapped(model: Any) -> list[Any]:
@@ -59,7 +64,7 @@ def family_of_config(config: Any) -> type[ModelFamily]:
             return family
     raise UnsupportedModelError(
         f"Model config class {type(config).__name__} is not supported by lighteval_nanotron. "
-        f"Supported: {', '.join(f.config_class().__name__ for f in FAMILIES)}."
+        f"Supported Nanotron models: {supported_description(with_configs=True)}."
     )
 
 
@@ -68,10 +73,11 @@ def family_of_fields(fields: Mapping[str, Any], where: str = "the model config")
     for family in FAMILIES:
         if family.recognises_fields(fields):
             return family
+    markers = [key for key in sorted(fields) if key.startswith("is_") and key.endswith("_config") and fields[key]]
+    described = f"a {markers[0]}: true model" if markers else f"a model config with keys {', '.join(sorted(fields))}"
     raise UnsupportedModelError(
-        f"{where} is not a model config lighteval_nanotron supports with the installed Nanotron "
-        f"(keys: {', '.join(sorted(fields))}). Supported: "
-        f"{', '.join(f.config_class().__name__ for f in FAMILIES)}."
+        f"{where} describes {described}, which lighteval_nanotron does not support with the installed Nanotron. "
+        f"Supported Nanotron models: {supported_description(with_configs=True)}."
     )
 
 

@@ -194,5 +194,5 @@ class ModelFamily(ABC):
 
     @classmethod
     def tp_mode_name(cls, inner: Any) -> str:
-        """ "ALL_REDUCE" or "REDUCE_SCATTER"."""
+        """The TP mode name: `ALL_REDUCE` or `REDUCE_SCATTER`."""
         return getattr(getattr(inner, "tp_mode", None), "name", "ALL_REDUCE")
