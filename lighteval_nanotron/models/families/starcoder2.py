@@ -7,7 +7,7 @@ attention and MLP linears (GELU), rotary on halves (GPT-NeoX style) with the con
 - grouped-query (`grouped_query: true`, `CausalSelfGQA`): one fused `query_key_value` linear whose
   output, per KV head, holds that head's `n_repeats` query heads, then its key, then its value.
 
-The lm_head has its own weight (0.4's Starcoder2 does not tie it to the embedding).
+The lm_head is always tied to the embedding (`get_embeddings_lm_head_tied_names`).
 """
 
 from __future__ import annotations
