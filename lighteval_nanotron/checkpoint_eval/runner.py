@@ -165,7 +165,7 @@ class CheckpointEvaluator:
             self.world,
             "building the model",
             lambda: build_nanotron_model(
-                architecture.model_config, parallel_context, dtype, rope_theta=architecture.rope_theta
+                architecture.model_config, parallel_context, dtype, carried=architecture.carried
             ),
         )
         engine_config = EngineConfig(max_tokens_per_batch=config.tokens_per_batch, gather_to="reporting")

@@ -6,11 +6,13 @@
     model/<module path>/model_<param>[_pp-rank-P-of-N_tp-rank-T-of-M].safetensors
 
 The model config is the fields of one model family's config class (`models.families`: Llama,
-Starcoder2) plus, for a config class without it, an optional `rope_theta`: 0.4's Llama has no
-such field (its rotary embeddings use 10000), newer Nanotron versions use that name, and
-`lighteval-nanotron convert` writes it for models with another RoPE base (SmolLM2: 100000).
-`read_checkpoint_model` reads both into one `CheckpointModel`; `build_nanotron_model(...,
-rope_theta=...)` applies the base to the built model.
+Starcoder2) plus, for a config class without them, the family's carried fields: 0.4's Llama has
+no `rope_theta` (its rotary embeddings use 10000) nor `rope_interleaved` (it always rotates
+interleaved pairs); current Nanotron records both, and `lighteval-nanotron convert` writes
+`rope_theta` for models with another RoPE base (SmolLM2: 100000). Current Nanotron's other new
+Llama keys are inert for evaluation (`_attn_implementation`, `z_loss_*`) or must be off
+(`attention_bias`). `read_checkpoint_model` reads all of it into one `CheckpointModel`;
+`build_nanotron_model(..., carried=...)` applies the carried fields to the built model.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ TRAINING_CONFIG_FILE = "config.yaml"
 METADATA_FILE = "checkpoint_metadata.json"
 WEIGHTS_FOLDER = "model"
 ROPE_THETA_KEY = "rope_theta"
+ROPE_INTERLEAVED_KEY = "rope_interleaved"
 DEFAULT_ROPE_THETA = 10000.0
 """The RoPE base Nanotron 0.4's Llama always uses; its model config records `rope_theta` only when it differs."""
 
@@ -44,41 +47,49 @@ _WEIGHT_FILE = re.compile(r"model_(?P<param>.+?)(?:_pp-rank-\d+-of-\d+_tp-rank-\
 
 @dataclass(frozen=True)
 class CheckpointModel:
-    """The architecture a checkpoint describes: its model family, the model config and the RoPE
-    base (`rope_theta` where the installed Nanotron's config class has no such field)."""
+    """The architecture a checkpoint describes: the model config and the RoPE settings recorded
+    beside a config class that lacks them (0.4's `LlamaConfig`: `rope_theta`, `rope_interleaved`)."""
 
     model_config: Any
     rope_theta: float = DEFAULT_ROPE_THETA
+    rope_interleaved: bool = True
 
     @property
     def family(self) -> type[ModelFamily]:
         return family_of_config(self.model_config)
 
+    @property
+    def carried(self) -> dict[str, Any]:
+        """The carried fields with values other than the defaults, for `ModelFamily.apply_carried`."""
+        values = {ROPE_THETA_KEY: self.rope_theta, ROPE_INTERLEAVED_KEY: self.rope_interleaved}
+        defaults = {ROPE_THETA_KEY: DEFAULT_ROPE_THETA, ROPE_INTERLEAVED_KEY: True}
+        return {key: value for key, value in values.items() if value != defaults[key]}
+
     @classmethod
     def from_fields(cls, fields: Any, where: str = "the model config") -> CheckpointModel:
-        """From recorded fields (a model config's, plus an optional `rope_theta`); UnsupportedModelError
-        for a config no family supports, CheckpointError naming `where` for keys the installed
-        Nanotron's config class does not know."""
+        """From recorded fields (a model config's, plus carried and inert keys of newer Nanotron
+        configs); UnsupportedModelError for a config no family supports or an option the engine
+        cannot run, CheckpointError naming `where` for keys nothing knows."""
         if not isinstance(fields, Mapping):
             raise CheckpointError(f"{where} is not a mapping: {fields!r}.")
         family = family_of_fields(fields, where)
-        config_keys = {field.name for field in dataclasses.fields(family.config_class())}
-        carried = ROPE_THETA_KEY in fields and ROPE_THETA_KEY not in config_keys
-        config_fields = {key: value for key, value in fields.items() if not (carried and key == ROPE_THETA_KEY)}
+        config_fields, carried = family.split_recorded_fields(fields, where)
         try:
-            rope_theta = float(fields[ROPE_THETA_KEY]) if carried else DEFAULT_ROPE_THETA
+            rope_theta = float(carried.get(ROPE_THETA_KEY, DEFAULT_ROPE_THETA))
         except (TypeError, ValueError):
             raise CheckpointError(
                 f"{where} has {ROPE_THETA_KEY}={fields[ROPE_THETA_KEY]!r}, not a number: fix or remove it."
             ) from None
+        rope_interleaved = carried.get(ROPE_INTERLEAVED_KEY, True)
+        if not isinstance(rope_interleaved, bool):
+            raise CheckpointError(f"{where} has {ROPE_INTERLEAVED_KEY}={rope_interleaved!r}, not true or false.")
         model_config = family.config_from_fields(config_fields, where)
         family.check_config(model_config)
-        return cls(model_config, rope_theta)
+        return cls(model_config, rope_theta, rope_interleaved)
 
     def config_fields(self) -> dict[str, Any]:
-        """The fields to record: the config's, plus `rope_theta` when it is carried and not the default."""
-        fields = dataclasses.asdict(self.model_config)
-        return fields if self.rope_theta == DEFAULT_ROPE_THETA else {**fields, ROPE_THETA_KEY: self.rope_theta}
+        """The fields to record: the config's, plus the carried ones that are not the defaults."""
+        return {**dataclasses.asdict(self.model_config), **self.carried}
 
 
 def is_complete_checkpoint(path: str | Path) -> bool:

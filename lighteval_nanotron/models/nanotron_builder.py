@@ -24,6 +24,7 @@ from lighteval_nanotron.errors import CheckpointError, LayoutError
 from lighteval_nanotron.models.checkpoint_format import (
     DEFAULT_ROPE_THETA,
     MODEL_CONFIG_FILE,
+    ROPE_THETA_KEY,
     TRAINING_CONFIG_FILE,
     check_complete_checkpoint,
     read_checkpoint_dtype,
@@ -70,14 +71,16 @@ def build_nanotron_model(
     device: torch.device | None = None,
     parallel_config: Optional["ParallelismArgs"] = None,
     rope_theta: float = DEFAULT_ROPE_THETA,
+    carried: Optional[dict[str, Any]] = None,
 ) -> "NanotronModel":
     """Build the (uninitialised) training model of `model_config`'s family, sharded over
     `parallel_context`, ties marked.
 
     `parallel_config` defaults to the context's sizes with TP all-reduce and no async TP
     communication. `device` defaults to the CPU when CPU support is on or there is no CUDA.
-    `rope_theta` is the RoPE base a checkpoint carries beside a config class without that field
-    (`CheckpointModel.rope_theta`). Raises UnsupportedModelError for a config the engine cannot
+    `carried` are the fields a checkpoint records beside a config class that lacks them
+    (`CheckpointModel.carried`: `rope_theta`, `rope_interleaved` for 0.4's Llama); `rope_theta`
+    alone is the same as `carried={"rope_theta": ...}`. Raises UnsupportedModelError for a config the engine cannot
     run, LayoutError when the layout does not fit the model.
     """
     tp, pp, dp = (parallel_context.tp_pg.size(), parallel_context.pp_pg.size(), parallel_context.dp_pg.size())
@@ -99,8 +102,9 @@ def build_nanotron_model(
         device=device if device is not None else _default_device(),
     )
     mark_tied_parameters(model=model, parallel_context=parallel_context, parallel_config=parallel_config)
-    if rope_theta != DEFAULT_ROPE_THETA:
-        family.apply_rope_theta(model, rope_theta)
+    carried = {**({ROPE_THETA_KEY: rope_theta} if rope_theta != DEFAULT_ROPE_THETA else {}), **(carried or {})}
+    if carried:
+        family.apply_carried(model, carried)
     return model
 
 
@@ -202,7 +206,7 @@ def load_nanotron_checkpoint(
         dtype = read_checkpoint_dtype(root) or torch.float32
     model_config = checkpoint_model.model_config
     model = build_nanotron_model(
-        model_config, parallel_context, dtype, device, parallel_config, rope_theta=checkpoint_model.rope_theta
+        model_config, parallel_context, dtype, device, parallel_config, carried=checkpoint_model.carried
     )
     load_checkpoint_weights(model, parallel_context, root)
     return model, model_config

@@ -85,6 +85,12 @@ class ModelFamily(ABC):
     """Short name used in messages and docs, e.g. "llama"."""
     model_class_names: ClassVar[tuple[str, ...]]
     """Nanotron class names of the training model and its inner model, e.g. ("LlamaForTraining", "LlamaModel")."""
+    carried_fields: ClassVar[dict[str, Any]] = {}
+    """Recorded fields the installed config class may lack that the family applies to a built model
+    (`apply_carried`), with their defaults: for 0.4's Llama, `rope_theta` and `rope_interleaved`."""
+    inert_fields: ClassVar[dict[str, Any]] = {}
+    """Recorded fields (of newer Nanotron configs) that do not change the logits, with the one value
+    they must have (None: any value), e.g. `z_loss_enabled` (training loss only)."""
 
     # Config side ---------------------------------------------------------------------------------
 
@@ -134,12 +140,34 @@ class ModelFamily(ABC):
             raise UnsupportedModelError(reason)
 
     @classmethod
-    def apply_rope_theta(cls, model: torch.nn.Module, rope_theta: float) -> None:
-        """Set a RoPE base carried beside a config class without that field (only Llama on 0.4 needs it)."""
-        raise UnsupportedModelError(
-            f"A {cls.name} checkpoint cannot carry a separate rope_theta={rope_theta}: its model config has "
-            "the RoPE base itself. Remove the extra key."
-        )
+    def split_recorded_fields(cls, fields: Mapping[str, Any], where: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(config fields, carried fields) of recorded model-config fields: keys of the installed config
+        class, keys in `carried_fields` it lacks (their defaults filled in), inert keys dropped once
+        checked. Unknown keys stay in the config fields, for `config_from_fields` to name."""
+        config_keys = {field.name for field in dataclasses.fields(cls.config_class())}
+        config_fields, carried = {}, {}
+        for key, value in fields.items():
+            if key in config_keys:
+                config_fields[key] = value
+            elif key in cls.carried_fields:
+                carried[key] = value
+            elif key in cls.inert_fields:
+                required = cls.inert_fields[key]
+                if required is not None and value != required:
+                    raise UnsupportedModelError(
+                        f"{where} has {key}={value!r}: the installed Nanotron's {cls.config_class().__name__} "
+                        f"cannot represent it (only {key}={required!r} is supported)."
+                    )
+            else:
+                config_fields[key] = value
+        missing = {key: default for key, default in cls.carried_fields.items() if key not in config_keys}
+        return config_fields, {**missing, **carried}
+
+    @classmethod
+    def apply_carried(cls, model: torch.nn.Module, carried: Mapping[str, Any]) -> None:
+        """Apply carried fields with non-default values to a built model (default: there are none)."""
+        if any(value != cls.carried_fields.get(key) for key, value in carried.items()):
+            raise UnsupportedModelError(f"A {cls.name} model cannot take the recorded fields {dict(carried)}.")
 
     @classmethod
     def num_layers(cls, config: Any) -> int:

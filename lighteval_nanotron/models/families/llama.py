@@ -1,10 +1,14 @@
 """Nanotron's Llama (`LlamaForTraining` / `LlamaModel`): RMSNorm, fused qkv (all query heads, then
-keys, then values) with grouped-query attention, rotary on interleaved pairs, SiLU-gated MLP,
-lm_head optionally tied to the embedding.
+keys, then values) with grouped-query attention, rotary embeddings, SiLU-gated MLP, lm_head
+optionally tied to the embedding.
 
-Nanotron 0.4's `LlamaConfig` has no RoPE base (it always uses 10000); newer Nanotron versions
-and `lighteval-nanotron convert` record one as `rope_theta`, which `apply_rope_theta` sets on a
-built model.
+Nanotron 0.4's `LlamaConfig` has no RoPE base (it always uses 10000) and always rotates
+interleaved pairs. Current Nanotron (GitHub main) records `rope_theta` and `rope_interleaved`
+(default false: the two halves of each head, as Hugging Face; its q/k rows are then in Hugging
+Face order), and `lighteval-nanotron convert` records `rope_theta` for models with another base.
+Both are carried beside 0.4's config and set on the built model (`apply_carried`). Main's other
+new keys do not change the logits (`_attn_implementation`, `z_loss_*`) or must be off
+(`attention_bias`).
 """
 
 from __future__ import annotations
@@ -46,6 +50,13 @@ class LlamaLayer(DecoderLayer):
 class LlamaFamily(ModelFamily):
     name = "llama"
     model_class_names = ("LlamaForTraining", "LlamaModel")
+    carried_fields = {"rope_theta": 10000.0, "rope_interleaved": True}
+    inert_fields = {
+        "_attn_implementation": None,
+        "z_loss_enabled": None,
+        "z_loss_coefficient": None,
+        "attention_bias": False,
+    }
 
     @classmethod
     def config_class(cls) -> type:
@@ -88,21 +99,22 @@ class LlamaFamily(ModelFamily):
         return LlamaLayer(module)
 
     @classmethod
-    def apply_rope_theta(cls, model: torch.nn.Module, rope_theta: float) -> None:
-        """Give every attention layer of a built Nanotron 0.4 Llama this RoPE base.
+    def apply_carried(cls, model: torch.nn.Module, carried: Any) -> None:
+        """Give every attention layer of a built Nanotron 0.4 Llama the recorded RoPE base and pair layout.
 
-        Nanotron 0.4 builds its two rotary modules with the default base: `flash_rotary_embedding`
-        (used by the full-sequence forward) is rebuilt, `rotary_embedding` (the KV-cache path) gets
-        its `theta` and recomputes its table on first use.
-        """
+        Nanotron 0.4 builds its two rotary modules with base 10000 and interleaved pairs:
+        `flash_rotary_embedding` (the full-sequence forward, and the engine's layer view) is rebuilt;
+        `rotary_embedding` (0.4's own KV-cache decode, interleaved only) gets the base."""
+        theta = float(carried.get("rope_theta", cls.carried_fields["rope_theta"]))
+        interleaved = bool(carried.get("rope_interleaved", cls.carried_fields["rope_interleaved"]))
         for module in model.modules():
             flash_rotary = getattr(module, "flash_rotary_embedding", None)
             if flash_rotary is None:
                 continue
             module.flash_rotary_embedding = type(flash_rotary)(
-                dim=flash_rotary.dim, base=rope_theta, interleaved=flash_rotary.interleaved
+                dim=flash_rotary.dim, base=theta, interleaved=interleaved
             )
-            module.rotary_embedding.theta = rope_theta
+            module.rotary_embedding.theta = theta
             module.rotary_embedding._initialized_buffer = False
 
 
