@@ -59,8 +59,3 @@ def test_tp2_pp2_training_with_evaluation(tmp_path):
 
 def test_dp2_starcoder2_training_with_evaluation(tmp_path):
     _check_layout(tmp_path, tp=1, pp=1, dp=2, model_config=STARCODER2_MODEL_CONFIG)
-
-
-@pytest.mark.slow
-def test_tp2_pp2_starcoder2_training_with_evaluation(tmp_path):
-    _check_layout(tmp_path, tp=2, pp=2, dp=1, model_config=STARCODER2_MODEL_CONFIG)
