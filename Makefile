@@ -25,8 +25,12 @@ venv: $(STAMP)
 demo: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python examples/demo.py
 
+# NANOTRON_SRC=/path/to/nanotron (a source checkout, e.g. GitHub main): run against it instead of
+# the installed 0.4 (its src/ goes first on the path; see docs/engine.md, "Nanotron versions").
+NANOTRON_PATH := $(if $(NANOTRON_SRC),PYTHONPATH=$(abspath $(NANOTRON_SRC))/src:$(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH)),)
+
 test: $(STAMP)
-	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q
+	$(NANOTRON_PATH) OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q
 
 test-fast: $(STAMP)
-	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q -m "not slow"
+	$(NANOTRON_PATH) OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q -m "not slow"

@@ -152,7 +152,7 @@ def _byte_tokenizer() -> Any:
 def _load_model(args: dict, context: Any, device: Any) -> tuple[Any, Any, dict, str]:
     import torch
 
-    from lighteval_nanotron.models.nanotron_builder import build_nanotron_llama, load_nanotron_checkpoint
+    from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, load_nanotron_checkpoint
 
     checkpoint = args["checkpoint"]
     if checkpoint is not None:
@@ -164,7 +164,7 @@ def _load_model(args: dict, context: Any, device: Any) -> tuple[Any, Any, dict, 
     from nanotron.config import LlamaConfig
 
     config = LlamaConfig(**SMOLLM2_SHAPE)
-    model = build_nanotron_llama(config, context, torch.float32, device)
+    model = build_nanotron_model(config, context, torch.float32, device)
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for param in model.parameters():

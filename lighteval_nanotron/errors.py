@@ -50,3 +50,7 @@ class EvaluationError(LightevalNanotronError, RuntimeError):
 
 class TrackingError(LightevalNanotronError, RuntimeError):
     """At least one results logger failed; the others still ran and files already written are intact."""
+
+
+class UnsupportedModelError(LightevalNanotronError, TypeError):
+    """A model class, model config or Nanotron variant that no model family supports."""

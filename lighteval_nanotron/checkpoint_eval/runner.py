@@ -31,7 +31,7 @@ from lighteval_nanotron.checkpoint_eval.loading import check_same_model, load_to
 from lighteval_nanotron.checkpoint_eval.mesh_setup import AGREEMENT_TIMEOUT_S, collectively, parallel_context_for
 from lighteval_nanotron.errors import ConfigError, EvaluationError, LightevalNanotronError
 from lighteval_nanotron.models.checkpoint_format import CheckpointModel, read_checkpoint_model
-from lighteval_nanotron.models.nanotron_builder import build_nanotron_llama, check_model_layout, load_checkpoint_weights
+from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, check_model_layout, load_checkpoint_weights
 from lighteval_nanotron.pipeline.result import EvaluationResult, raise_for_failed_tasks
 
 logger = logging.getLogger(__name__)
@@ -144,7 +144,7 @@ def _read_models(checkpoints: list[CheckpointInfo], config: CheckpointEvalConfig
     checkpoint_model = read_checkpoint_model(checkpoints[0].path)
     for info in checkpoints[1:]:
         check_same_model(checkpoint_model, read_checkpoint_model(info.path), info.path)
-    check_model_layout(checkpoint_model.llama_config, config.tp, config.pp)
+    check_model_layout(checkpoint_model.model_config, config.tp, config.pp)
     resolve_dtype(config.dtype, checkpoints[0].path)
     return checkpoint_model, config.model_name or default_model_name(checkpoints[0].path)
 
@@ -206,8 +206,8 @@ class CheckpointEvaluator:
         self.model = collectively(
             self.world,
             "building the model",
-            lambda: build_nanotron_llama(
-                architecture.llama_config, parallel_context, dtype, rope_theta=architecture.rope_theta
+            lambda: build_nanotron_model(
+                architecture.model_config, parallel_context, dtype, carried=architecture.carried
             ),
         )
         engine_config = EngineConfig(max_tokens_per_batch=config.tokens_per_batch, gather_to="reporting")

@@ -1,4 +1,5 @@
-"""Convert Llama checkpoints (Hugging Face folders, GGUF files) into Nanotron 0.4 checkpoints. See docs/convert.md."""
+"""Convert Llama and Starcoder2 checkpoints (Hugging Face folders; Llama GGUF files) into Nanotron 0.4
+checkpoints. See docs/convert.md."""
 
 from lighteval_nanotron.convert.converters import (
     ConversionSummary,

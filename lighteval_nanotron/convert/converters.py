@@ -1,4 +1,6 @@
-"""Hugging Face / GGUF Llama checkpoints -> Nanotron 0.4 checkpoint folders, and back to HF weights."""
+"""Hugging Face (Llama, Starcoder2) / GGUF (Llama) checkpoints -> Nanotron 0.4 checkpoint folders,
+and Llama back to HF weights. Each family's mapping is one module (`llama_mapping`,
+`starcoder2_mapping`); every converted folder is checked by the same checkpoint-format reader."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 
 import torch
 
+from lighteval_nanotron.convert import starcoder2_mapping
 from lighteval_nanotron.convert.gguf_source import GGUFWeights, hf_config_from_gguf, open_gguf
 from lighteval_nanotron.convert.gguf_tokenizer import tokenizer_from_gguf
 from lighteval_nanotron.convert.hf_source import SafetensorsWeights, read_hf_config, tokenizer_files
@@ -64,23 +67,36 @@ def _source_dtype(hf_config: dict[str, Any], weights: Mapping[str, torch.Tensor]
     return first if first in DTYPES.values() else torch.float32
 
 
+def _config_from_hf(hf_config: Mapping[str, Any]) -> tuple[dict[str, Any], float]:
+    """Nanotron model config fields and RoPE base of a Hugging Face config (Llama or Starcoder2)."""
+    if starcoder2_mapping.is_hf_starcoder2(hf_config):
+        return starcoder2_mapping.nanotron_config_from_hf(hf_config)
+    return nanotron_config_from_hf(hf_config)  # refuses anything but Llama, naming what is supported
+
+
 def _write(
     dst: Path, hf_config: dict[str, Any], hf_weights: Mapping[str, torch.Tensor], dtype: torch.dtype
 ) -> tuple[int, float]:
-    model_config, rope_theta = nanotron_config_from_hf(hf_config)
-    checkpoint_model = CheckpointModel.from_fields({**model_config, ROPE_THETA_KEY: rope_theta}, "The converted config")
-    weights = iter_hf_to_nanotron(hf_weights, LlamaShape.from_nanotron_config(model_config))
+    model_config, rope_theta = _config_from_hf(hf_config)
+    if starcoder2_mapping.is_hf_starcoder2(hf_config):
+        checkpoint_model = CheckpointModel.from_fields(model_config, "The converted config")
+        weights = starcoder2_mapping.iter_hf_to_nanotron(hf_weights, model_config)
+    else:
+        fields = {**model_config, ROPE_THETA_KEY: rope_theta}
+        checkpoint_model = CheckpointModel.from_fields(fields, "The converted config")
+        weights = iter_hf_to_nanotron(hf_weights, LlamaShape.from_nanotron_config(model_config))
     return write_nanotron_checkpoint(dst, checkpoint_model, weights, dtype), rope_theta
 
 
 def convert_hf_to_nanotron(src: Path, dst: Path, dtype: str | None = None) -> ConversionSummary:
-    """Convert a Hugging Face Llama folder (config.json + safetensors) into a Nanotron checkpoint at `dst`.
+    """Convert a Hugging Face Llama or Starcoder2 folder (config.json + safetensors) into a Nanotron
+    checkpoint at `dst`.
 
     `dtype` defaults to the source's dtype. Tokenizer files found in `src` are copied to `dst`.
     """
     src = Path(src)
     hf_config = read_hf_config(src)
-    nanotron_config_from_hf(hf_config)  # reject unsupported models before reading weights
+    _config_from_hf(hf_config)  # reject unsupported models before reading weights
     hf_weights = SafetensorsWeights(src)
     target = parse_dtype(dtype) if dtype else _source_dtype(hf_config, hf_weights)
     dst = _prepare_destination(dst)
@@ -121,7 +137,12 @@ def convert_gguf_to_nanotron(
 def nanotron_to_hf(folder: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """A Nanotron Llama checkpoint (any TP layout) as a Hugging Face config dict and `LlamaForCausalLM` weights."""
     checkpoint_model = read_checkpoint_model(folder)
-    model_config = dataclasses.asdict(checkpoint_model.llama_config)
+    if checkpoint_model.family.name != "llama":
+        raise CheckpointError(
+            f"Checkpoint {folder} is a {checkpoint_model.family.name} model: only Llama checkpoints convert back to "
+            "Hugging Face weights."
+        )
+    model_config = dataclasses.asdict(checkpoint_model.model_config)
     shape = LlamaShape.from_nanotron_config(model_config)
     return hf_config_from_nanotron(model_config, checkpoint_model.rope_theta), nanotron_to_hf_state_dict(
         read_nanotron_weights(folder), shape

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from lighteval_nanotron.convert.hf_fields import first_id, rope_theta_from_hf
 from lighteval_nanotron.errors import CheckpointError
 from lighteval_nanotron.models.checkpoint_format import DEFAULT_ROPE_THETA
 
@@ -58,26 +59,6 @@ class LlamaShape:
         )
 
 
-def _rope_theta(hf_config: Mapping[str, Any]) -> float:
-    """transformers >= 5 writes `rope_parameters`; older versions a top-level `rope_theta`."""
-    params = hf_config.get("rope_parameters") or {}
-    rope_type = params.get("rope_type", params.get("type", "default"))
-    scaling = hf_config.get("rope_scaling")
-    if rope_type != "default" or (scaling and scaling.get("rope_type", scaling.get("type")) != "default"):
-        raise CheckpointError(
-            f"RoPE scaling {scaling or params} is not supported: Nanotron 0.4's Llama has plain RoPE only. "
-            "Convert a checkpoint without rope scaling."
-        )
-    return float(params.get("rope_theta", hf_config.get("rope_theta", DEFAULT_ROPE_THETA)))
-
-
-def _first_id(value: Any) -> int | None:
-    """Llama 3 lists several eos ids; Nanotron's config holds one."""
-    if isinstance(value, (list, tuple)):
-        return int(value[0]) if value else None
-    return None if value is None else int(value)
-
-
 def nanotron_config_from_hf(hf_config: Mapping[str, Any]) -> tuple[dict[str, Any], float]:
     """Nanotron 0.4 `LlamaConfig` fields and the RoPE theta for a Hugging Face Llama `config.json`.
 
@@ -86,8 +67,8 @@ def nanotron_config_from_hf(hf_config: Mapping[str, Any]) -> tuple[dict[str, Any
     architectures = hf_config.get("architectures") or []
     if hf_config.get("model_type") != "llama" and "LlamaForCausalLM" not in architectures:
         raise CheckpointError(
-            f"Only Llama checkpoints can be converted, got model_type={hf_config.get('model_type')!r} "
-            f"architectures={architectures}. Convert a LlamaForCausalLM checkpoint."
+            f"Only Llama and Starcoder2 checkpoints can be converted, got model_type={hf_config.get('model_type')!r} "
+            f"architectures={architectures}. Convert a LlamaForCausalLM or Starcoder2ForCausalLM checkpoint."
         )
     for flag in ("attention_bias", "mlp_bias"):
         if hf_config.get(flag):
@@ -100,8 +81,8 @@ def nanotron_config_from_hf(hf_config: Mapping[str, Any]) -> tuple[dict[str, Any
             "requires head_dim = hidden_size / num_attention_heads."
         )
     config = {
-        "bos_token_id": _first_id(hf_config.get("bos_token_id")),
-        "eos_token_id": _first_id(hf_config.get("eos_token_id")),
+        "bos_token_id": first_id(hf_config.get("bos_token_id")),
+        "eos_token_id": first_id(hf_config.get("eos_token_id")),
         "hidden_act": hf_config.get("hidden_act", "silu"),
         "hidden_size": hidden,
         "initializer_range": float(hf_config.get("initializer_range", 0.02)),
@@ -111,7 +92,7 @@ def nanotron_config_from_hf(hf_config: Mapping[str, Any]) -> tuple[dict[str, Any
         "num_attention_heads": heads,
         "num_hidden_layers": hf_config["num_hidden_layers"],
         "num_key_value_heads": hf_config.get("num_key_value_heads") or heads,
-        "pad_token_id": _first_id(hf_config.get("pad_token_id")),
+        "pad_token_id": first_id(hf_config.get("pad_token_id")),
         "pretraining_tp": 1,
         "rms_norm_eps": float(hf_config.get("rms_norm_eps", 1e-6)),
         "rope_scaling": None,
@@ -119,7 +100,7 @@ def nanotron_config_from_hf(hf_config: Mapping[str, Any]) -> tuple[dict[str, Any
         "use_cache": True,
         "vocab_size": hf_config["vocab_size"],
     }
-    return config, _rope_theta(hf_config)
+    return config, rope_theta_from_hf(hf_config, "Nanotron 0.4's Llama")
 
 
 def hf_config_from_nanotron(config: Mapping[str, Any], rope_theta: float = DEFAULT_ROPE_THETA) -> dict[str, Any]:

@@ -30,7 +30,7 @@ def write_configs(folder: Path, model: CheckpointModel, dtype: torch.dtype) -> N
         general=nanotron_config.GeneralArgs(project="converted", run=folder.name, seed=42),
         parallelism=nanotron_config.ParallelismArgs(dp=1, pp=1, tp=1),
         model=nanotron_config.ModelArgs(
-            model_config=model.llama_config,
+            model_config=model.model_config,
             init_method=nanotron_config.ExistingCheckpointInit(path=folder),
             dtype=dtype,
         ),

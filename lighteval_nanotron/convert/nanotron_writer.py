@@ -18,7 +18,7 @@ import torch.distributed as dist
 from lighteval_nanotron.convert.nanotron_files import write_configs
 from lighteval_nanotron.errors import CheckpointError, LayoutError
 from lighteval_nanotron.models.checkpoint_format import CheckpointModel
-from lighteval_nanotron.models.nanotron_builder import build_nanotron_llama
+from lighteval_nanotron.models.nanotron_builder import build_nanotron_model
 from lighteval_nanotron.parallel.cpu import enable_cpu_support
 
 _RANK_ENV = {"WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0"}
@@ -87,7 +87,7 @@ def write_nanotron_checkpoint(
         from nanotron.serialize.metadata import save_meta
         from nanotron.serialize.weights import save_weights
 
-        model = build_nanotron_llama(checkpoint_model.llama_config, parallel_context, dtype, torch.device("cpu"))
+        model = build_nanotron_model(checkpoint_model.model_config, parallel_context, dtype, torch.device("cpu"))
         copy_full_weights(model, weights)
         save_weights(model=model, parallel_context=parallel_context, root_folder=folder)
         save_meta(parallel_context=parallel_context, root_folder=folder, checkpoint_metadata={})

@@ -5,11 +5,14 @@
     checkpoint_metadata.json    checkpoint version and layout (written last by Nanotron)
     model/<module path>/model_<param>[_pp-rank-P-of-N_tp-rank-T-of-M].safetensors
 
-The model config is Nanotron 0.4's `LlamaConfig` fields plus an optional `rope_theta`: 0.4's Llama
-has no such field (its rotary embeddings use 10000), newer Nanotron versions use that name, and
-`lighteval-nanotron convert` writes it for models with another RoPE base (SmolLM2: 100000).
-`read_checkpoint_model` reads both into one `CheckpointModel`; `build_nanotron_llama(...,
-rope_theta=...)` applies the base to the built model.
+The model config is the fields of one model family's config class (`models.families`: Llama,
+Starcoder2) plus, for a config class without them, the family's carried fields: 0.4's Llama has
+no `rope_theta` (its rotary embeddings use 10000) nor `rope_interleaved` (it always rotates
+interleaved pairs); current Nanotron records both, and `lighteval-nanotron convert` writes
+`rope_theta` for models with another RoPE base (SmolLM2: 100000). Current Nanotron's other new
+Llama keys are inert for evaluation (`_attn_implementation`, `z_loss_*`) or must be off
+(`attention_bias`). `read_checkpoint_model` reads all of it into one `CheckpointModel`;
+`build_nanotron_model(..., carried=...)` applies the carried fields to the built model.
 """
 
 from __future__ import annotations
@@ -21,61 +24,72 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import yaml
 
 from lighteval_nanotron.errors import CheckpointError
+from lighteval_nanotron.models.families import ModelFamily, family_of_config, family_of_fields
 from lighteval_nanotron.parallel.cpu.imports import import_nanotron
-
-if TYPE_CHECKING:
-    from nanotron.config import LlamaConfig
 
 MODEL_CONFIG_FILE = "model_config.json"
 TRAINING_CONFIG_FILE = "config.yaml"
 METADATA_FILE = "checkpoint_metadata.json"
 WEIGHTS_FOLDER = "model"
 ROPE_THETA_KEY = "rope_theta"
+ROPE_INTERLEAVED_KEY = "rope_interleaved"
 DEFAULT_ROPE_THETA = 10000.0
-"""The RoPE base Nanotron 0.4's Llama always uses; a model config records `rope_theta` only when it differs."""
+"""The RoPE base Nanotron 0.4's Llama always uses; its model config records `rope_theta` only when it differs."""
 
 _WEIGHT_FILE = re.compile(r"model_(?P<param>.+?)(?:_pp-rank-\d+-of-\d+_tp-rank-\d+-of-\d+)?\.safetensors")
 
 
 @dataclass(frozen=True)
 class CheckpointModel:
-    """The architecture a checkpoint describes: Nanotron 0.4's `LlamaConfig` and the RoPE base."""
+    """The architecture a checkpoint describes: the model config and the RoPE settings recorded
+    beside a config class that lacks them (0.4's `LlamaConfig`: `rope_theta`, `rope_interleaved`)."""
 
-    llama_config: LlamaConfig
+    model_config: Any
     rope_theta: float = DEFAULT_ROPE_THETA
+    rope_interleaved: bool = True
+
+    @property
+    def family(self) -> type[ModelFamily]:
+        return family_of_config(self.model_config)
+
+    @property
+    def carried(self) -> dict[str, Any]:
+        """The carried fields with values other than the defaults, for `ModelFamily.apply_carried`."""
+        values = {ROPE_THETA_KEY: self.rope_theta, ROPE_INTERLEAVED_KEY: self.rope_interleaved}
+        defaults = {ROPE_THETA_KEY: DEFAULT_ROPE_THETA, ROPE_INTERLEAVED_KEY: True}
+        return {key: value for key, value in values.items() if value != defaults[key]}
 
     @classmethod
     def from_fields(cls, fields: Any, where: str = "the model config") -> CheckpointModel:
-        """From recorded fields (LlamaConfig's, plus an optional `rope_theta`); CheckpointError
-        naming `where` when they are not a Nanotron 0.4 Llama config."""
+        """From recorded fields (a model config's, plus carried and inert keys of newer Nanotron
+        configs); UnsupportedModelError for a config no family supports or an option the engine
+        cannot run, CheckpointError naming `where` for keys nothing knows."""
         if not isinstance(fields, Mapping):
             raise CheckpointError(f"{where} is not a mapping: {fields!r}.")
-        llama_fields = {key: value for key, value in fields.items() if key != ROPE_THETA_KEY}
-        llama_config_class = import_nanotron().LlamaConfig
-        unknown = sorted(set(llama_fields) - {field.name for field in dataclasses.fields(llama_config_class)})
-        if unknown:
-            raise CheckpointError(
-                f"{where} has keys that Nanotron 0.4's LlamaConfig does not know: {', '.join(unknown)}. "
-                f"Only Llama checkpoints in Nanotron 0.4's format (plus an optional {ROPE_THETA_KEY}) are supported."
-            )
+        family = family_of_fields(fields, where)
+        config_fields, carried = family.split_recorded_fields(fields, where)
         try:
-            rope_theta = float(fields.get(ROPE_THETA_KEY, DEFAULT_ROPE_THETA))
+            rope_theta = float(carried.get(ROPE_THETA_KEY, DEFAULT_ROPE_THETA))
         except (TypeError, ValueError):
             raise CheckpointError(
                 f"{where} has {ROPE_THETA_KEY}={fields[ROPE_THETA_KEY]!r}, not a number: fix or remove it."
             ) from None
-        return cls(llama_config_class(**llama_fields), rope_theta)
+        rope_interleaved = carried.get(ROPE_INTERLEAVED_KEY, True)
+        if not isinstance(rope_interleaved, bool):
+            raise CheckpointError(f"{where} has {ROPE_INTERLEAVED_KEY}={rope_interleaved!r}, not true or false.")
+        model_config = family.config_from_fields(config_fields, where)
+        family.check_config(model_config)
+        return cls(model_config, rope_theta, rope_interleaved)
 
     def config_fields(self) -> dict[str, Any]:
-        """The fields to record: LlamaConfig's, plus `rope_theta` when it is not Nanotron 0.4's default."""
-        fields = dataclasses.asdict(self.llama_config)
-        return fields if self.rope_theta == DEFAULT_ROPE_THETA else {**fields, ROPE_THETA_KEY: self.rope_theta}
+        """The fields to record: the config's, plus the carried ones that are not the defaults."""
+        return {**dataclasses.asdict(self.model_config), **self.carried}
 
 
 def is_complete_checkpoint(path: str | Path) -> bool:
@@ -149,7 +163,7 @@ def read_checkpoint_dtype(path: str | Path) -> torch.dtype | None:
 
 
 def weight_files(path: str | Path) -> dict[str, list[Path]]:
-    """The safetensors files of each saved weight (one per shard), by `LlamaForTraining` parameter name."""
+    """The safetensors files of each saved weight (one per shard), by the training model's parameter name."""
     root = Path(path) / WEIGHTS_FOLDER
     if not root.is_dir():
         raise CheckpointError(f"{root} not found: not a Nanotron checkpoint folder (expected a model/ subfolder).")

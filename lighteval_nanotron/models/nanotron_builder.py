@@ -1,4 +1,8 @@
-"""Build a Nanotron 0.4 `LlamaForTraining` on a `ParallelContext`, save it, load a checkpoint.
+"""Build a Nanotron training model (any supported family) on a `ParallelContext`, save it, load a checkpoint.
+
+The model config's class picks the family (`models.families`: `LlamaConfig` -> `LlamaForTraining`,
+`Starcoder2Config` -> `Starcoder2ForTraining`); a config no family supports, or an option the
+engine cannot run, raises UnsupportedModelError before anything is built.
 
 What a checkpoint folder holds is read by `checkpoint_format`. Nanotron's `load_weights` reshards on
 load, so a checkpoint saved at one TP/PP/DP layout loads at any other that fits the model; the saved
@@ -20,6 +24,7 @@ from lighteval_nanotron.errors import CheckpointError, LayoutError
 from lighteval_nanotron.models.checkpoint_format import (
     DEFAULT_ROPE_THETA,
     MODEL_CONFIG_FILE,
+    ROPE_THETA_KEY,
     TRAINING_CONFIG_FILE,
     check_complete_checkpoint,
     read_checkpoint_dtype,
@@ -27,23 +32,19 @@ from lighteval_nanotron.models.checkpoint_format import (
     saved_weight_shapes,
 )
 from lighteval_nanotron.models.checkpoint_integrity import check_checkpoint_integrity, model_weight_shapes
+from lighteval_nanotron.models.families import family_of_config
 from lighteval_nanotron.parallel.cpu import import_nanotron, is_cpu_support_enabled
 
 if TYPE_CHECKING:
-    from nanotron.config import LlamaConfig, ParallelismArgs
-    from nanotron.models.llama import LlamaForTraining
+    from nanotron.config import ParallelismArgs
+    from nanotron.models import NanotronModel
     from nanotron.parallel import ParallelContext
 
 
-def check_model_layout(model_config: "LlamaConfig", tp: int, pp: int) -> None:
+def check_model_layout(model_config: Any, tp: int, pp: int) -> None:
     """Raise LayoutError, naming the fix, when the model cannot be split tp ways and into pp stages."""
-    divisible = {
-        "num_attention_heads": model_config.num_attention_heads,
-        "num_key_value_heads": model_config.num_key_value_heads,
-        "vocab_size": model_config.vocab_size,
-        "intermediate_size": model_config.intermediate_size,
-    }
-    for name, value in divisible.items():
+    family = family_of_config(model_config)
+    for name, value in family.layout_sizes(model_config).items():
         if value % tp:
             raise LayoutError(f"TP={tp} does not divide the model's {name}={value}: choose a TP size that divides it.")
     if model_config.hidden_size % model_config.num_attention_heads:
@@ -51,9 +52,9 @@ def check_model_layout(model_config: "LlamaConfig", tp: int, pp: int) -> None:
             f"hidden_size={model_config.hidden_size} is not a multiple of "
             f"num_attention_heads={model_config.num_attention_heads}: the model config is invalid."
         )
-    if pp > model_config.num_hidden_layers:
+    if pp > family.num_layers(model_config):
         raise LayoutError(
-            f"PP={pp} is larger than the model's num_hidden_layers={model_config.num_hidden_layers}: "
+            f"PP={pp} is larger than the model's num_hidden_layers={family.num_layers(model_config)}: "
             "use at most one pipeline stage per layer."
         )
 
@@ -64,67 +65,67 @@ def _default_device() -> torch.device:
     return torch.device("cuda")
 
 
-def build_nanotron_llama(
-    model_config: "LlamaConfig",
+def build_nanotron_model(
+    model_config: Any,
     parallel_context: "ParallelContext",
     dtype: torch.dtype = torch.float32,
     device: torch.device | None = None,
     parallel_config: Optional["ParallelismArgs"] = None,
     rope_theta: float = DEFAULT_ROPE_THETA,
-) -> "LlamaForTraining":
-    """Build an (uninitialised) LlamaForTraining sharded over `parallel_context`, ties marked.
+    carried: Optional[dict[str, Any]] = None,
+) -> "NanotronModel":
+    """Build the (uninitialised) training model of `model_config`'s family, sharded over
+    `parallel_context`, ties marked.
 
     `parallel_config` defaults to the context's sizes with TP all-reduce and no async TP
     communication. `device` defaults to the CPU when CPU support is on or there is no CUDA.
-    `rope_theta` is the RoPE base (a checkpoint's `CheckpointModel.rope_theta`). Raises
-    LayoutError when the layout does not fit the model.
+    `carried` are the fields a checkpoint records beside a config class that lacks them
+    (`CheckpointModel.carried`: `rope_theta`, `rope_interleaved` for 0.4's Llama); `rope_theta`
+    alone is the same as `carried={"rope_theta": ...}`. Raises UnsupportedModelError for a config the engine cannot
+    run, LayoutError when the layout does not fit the model.
     """
     tp, pp, dp = (parallel_context.tp_pg.size(), parallel_context.pp_pg.size(), parallel_context.dp_pg.size())
+    family = family_of_config(model_config)
+    family.check_config(model_config)
     check_model_layout(model_config, tp, pp)
     import_nanotron()
     from nanotron.config import ParallelismArgs
     from nanotron.models import build_model
-    from nanotron.models.llama import LlamaForTraining
     from nanotron.trainer import mark_tied_parameters
 
     if parallel_config is None:
         parallel_config = ParallelismArgs(dp=dp, pp=pp, tp=tp)
+    training_class = family.training_class()
     model = build_model(
-        model_builder=lambda: LlamaForTraining(
-            config=model_config, parallel_context=parallel_context, parallel_config=parallel_config
-        ),
+        model_builder=lambda: _instantiate(training_class, model_config, parallel_context, parallel_config),
         parallel_context=parallel_context,
         dtype=dtype,
         device=device if device is not None else _default_device(),
     )
     mark_tied_parameters(model=model, parallel_context=parallel_context, parallel_config=parallel_config)
-    _set_rope_theta(model, rope_theta)
+    carried = {**({ROPE_THETA_KEY: rope_theta} if rope_theta != DEFAULT_ROPE_THETA else {}), **(carried or {})}
+    if carried:
+        family.apply_carried(model, carried)
     return model
 
 
-def _set_rope_theta(model: torch.nn.Module, rope_theta: float) -> None:
-    """Give every attention layer of a built Nanotron 0.4 Llama this RoPE base (no-op for 10000).
+def _instantiate(training_class: type, model_config: Any, parallel_context: Any, parallel_config: Any) -> Any:
+    """`training_class(...)`. Only dropout in training mode draws from its random states, which
+    the engine never runs (the trainer builds its own, TP-synced), so this process's state serves."""
+    from nanotron.random import RandomStates, get_current_random_state
 
-    Nanotron 0.4 builds its two rotary modules with the default base: `flash_rotary_embedding`
-    (used by the full-sequence forward) is rebuilt, `rotary_embedding` (the KV-cache path) gets
-    its `theta` and recomputes its table on first use.
-    """
-    if rope_theta == DEFAULT_ROPE_THETA:
-        return
-    for module in model.modules():
-        flash_rotary = getattr(module, "flash_rotary_embedding", None)
-        if flash_rotary is None:
-            continue
-        module.flash_rotary_embedding = type(flash_rotary)(
-            dim=flash_rotary.dim, base=rope_theta, interleaved=flash_rotary.interleaved
-        )
-        module.rotary_embedding.theta = rope_theta
-        module.rotary_embedding._initialized_buffer = False
+    random_states = RandomStates({"tp_synced": get_current_random_state()})
+    return training_class(
+        config=model_config,
+        parallel_context=parallel_context,
+        parallel_config=parallel_config,
+        random_states=random_states,
+    )
 
 
 def save_nanotron_checkpoint(
-    model: "LlamaForTraining",
-    model_config: "LlamaConfig",
+    model: "NanotronModel",
+    model_config: Any,
     parallel_context: "ParallelContext",
     path: Union[str, Path],
     training_config: Any | None = None,
@@ -152,7 +153,7 @@ def save_nanotron_checkpoint(
     return root
 
 
-def check_weight_shapes(model: "LlamaForTraining", path: Union[str, Path]) -> None:
+def check_weight_shapes(model: "NanotronModel", path: Union[str, Path]) -> None:
     """Raise CheckpointError when a saved weight's full shape differs from the built model's.
 
     Nanotron's loader reshards by slicing the saved tensor, so a checkpoint whose weights are
@@ -170,7 +171,7 @@ def check_weight_shapes(model: "LlamaForTraining", path: Union[str, Path]) -> No
 
 
 def load_checkpoint_weights(
-    model: "LlamaForTraining", parallel_context: "ParallelContext", path: Union[str, Path]
+    model: "NanotronModel", parallel_context: "ParallelContext", path: Union[str, Path]
 ) -> None:
     """Copy a checkpoint's weights into a built model, resharding them to its layout (files checked
     first: every weight whole, no weight the model lacks; collective over the world group)."""
@@ -193,8 +194,8 @@ def load_nanotron_checkpoint(
     dtype: torch.dtype | None = None,
     device: torch.device | None = None,
     parallel_config: Optional["ParallelismArgs"] = None,
-) -> "tuple[LlamaForTraining, LlamaConfig]":
-    """Build the checkpoint's Llama on `parallel_context` (any layout that fits, its RoPE base
+) -> "tuple[NanotronModel, Any]":
+    """Build the checkpoint's model on `parallel_context` (any layout that fits, its RoPE base
     applied) and load its weights.
 
     `dtype` defaults to config.yaml's `model.dtype`, else float32. Raises CheckpointError for a
@@ -206,9 +207,9 @@ def load_nanotron_checkpoint(
     check_complete_checkpoint(root)
     if dtype is None:
         dtype = read_checkpoint_dtype(root) or torch.float32
-    model_config = checkpoint_model.llama_config
-    model = build_nanotron_llama(
-        model_config, parallel_context, dtype, device, parallel_config, rope_theta=checkpoint_model.rope_theta
+    model_config = checkpoint_model.model_config
+    model = build_nanotron_model(
+        model_config, parallel_context, dtype, device, parallel_config, carried=checkpoint_model.carried
     )
     load_checkpoint_weights(model, parallel_context, root)
     return model, model_config

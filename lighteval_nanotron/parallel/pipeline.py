@@ -1,7 +1,8 @@
-"""Pipeline-parallel inference over a Nanotron Llama: the blocks this PP rank owns, and the links.
+"""Pipeline-parallel inference over a Nanotron model: the blocks this PP rank owns, and the links.
 
-Nanotron's `LlamaModel.forward` is a chain of `PipelineBlock`s (embedding, decoder layers, final
-norm, lm_head, fp32 cast); each block is built on one PP rank only. `LocalStage` runs the
+A Nanotron model's forward is a chain of `PipelineBlock`s (embedding, decoder layers, final
+norm, lm_head, fp32 cast; its model family lists them, with how to call each); each block is
+built on one PP rank only. `LocalStage` runs the
 contiguous slice of that chain this rank owns, calling the built modules directly, and
 `StageLink` moves the one activation that crosses a stage boundary with non-blocking
 `isend`/`irecv` (gloo's blocking `send` waits for the peer, so Nanotron's own eval batch state
@@ -15,8 +16,7 @@ only activations (and, for generation, the new tokens) are sent.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -30,48 +30,20 @@ _TAG_ACTIVATION = 11
 _TAG_FEEDBACK = 12
 
 
-@dataclass(frozen=True)
-class _Step:
-    block: Any  # a nanotron PipelineBlock
-    run: Callable[[Any, torch.Tensor, torch.Tensor], torch.Tensor]
-    kind: str = "other"  # "layer" (decoder layer `layer_index`), "norm" (final norm) or "other"
-    layer_index: int = -1
-
-
-def _llama_steps(model: Any) -> list[_Step]:
-    required = ("token_position_embeddings", "decoder", "final_layer_norm", "lm_head", "cast_to_fp32")
-    if not all(hasattr(model, name) for name in required):
-        raise LayoutError(
-            f"{type(model).__name__} is not a Nanotron LlamaModel (needs {', '.join(required)}): "
-            "pass `LlamaForTraining` or its `.model`."
-        )
-    steps = [_Step(model.token_position_embeddings, lambda m, x, mask: m(input_ids=x, input_mask=mask)["input_embeds"])]
-    steps += [
-        _Step(block, lambda m, x, mask: m(hidden_states=x, sequence_mask=mask)["hidden_states"], "layer", index)
-        for index, block in enumerate(model.decoder)
-    ]
-    steps.append(_Step(model.final_layer_norm, lambda m, x, mask: m(input=x), "norm"))
-    steps.append(_Step(model.lm_head, lambda m, x, mask: m(x=x)))
-    steps.append(_Step(model.cast_to_fp32, lambda m, x, mask: m(x=x)))
-    return steps
-
-
-def unwrap_llama(model: Any) -> Any:
-    """The `LlamaModel` inside `LlamaForTraining` (or a DDP wrapper of it), or `model` itself."""
-    while hasattr(model, "module") and not hasattr(model, "decoder"):
-        model = model.module
-    return model.model if hasattr(model, "model") and not hasattr(model, "decoder") else model
-
-
 class LocalStage:
-    """The contiguous slice of the block chain owned by this PP rank, run with plain calls."""
+    """The contiguous slice of the block chain owned by this PP rank, run with plain calls.
 
-    def __init__(self, model: Any, pp_rank: int):
-        steps = _llama_steps(model)
+    `steps` are the model's chain blocks in forward order: objects with `block` (the
+    `PipelineBlock`), `run(module, x, mask)`, `kind` ("layer", "norm" or "other") and
+    `layer_index`. `layer_view(module)` gives the view of a decoder layer that `tree.run_layer`
+    takes."""
+
+    def __init__(self, steps: Sequence[Any], pp_rank: int, layer_view: Callable[[Any], Any]):
+        self._layer_view = layer_view
         owned = [i for i, step in enumerate(steps) if step.block.rank == pp_rank]
         if not owned or owned != list(range(owned[0], owned[-1] + 1)):
             raise LayoutError(
-                f"PP rank {pp_rank} owns blocks {owned} of the Llama chain; the engine needs one "
+                f"PP rank {pp_rank} owns blocks {owned} of the model's chain; the engine needs one "
                 "contiguous, non-empty slice per pipeline rank (use fewer pipeline stages than blocks)."
             )
         self._steps = [steps[i] for i in owned]
@@ -90,7 +62,7 @@ class LocalStage:
         `[n, 1, vocab / tp]`."""
         for step in self._steps:
             if step.kind == "layer" and tree is not None:
-                x = tree.run_layer(step.block.pp_block, x, step.layer_index)
+                x = tree.run_layer(self._layer_view(step.block.pp_block), x, step.layer_index)
                 continue
             if step.kind == "norm" and select is not None:
                 x = x[select[0].to(x.device), select[1].to(x.device)][:, None]

@@ -112,15 +112,15 @@ def _spec(**overrides) -> CheckpointModel:
 
 
 def test_layout_and_architecture_checks():
-    check_model_layout(_spec().llama_config, tp=2, pp=4)
+    check_model_layout(_spec().model_config, tp=2, pp=4)
     with pytest.raises(LayoutError, match="num_key_value_heads=2"):
-        check_model_layout(_spec().llama_config, tp=4, pp=1)
+        check_model_layout(_spec().model_config, tp=4, pp=1)
     with pytest.raises(LayoutError, match="num_hidden_layers=4"):
-        check_model_layout(_spec().llama_config, tp=1, pp=8)
+        check_model_layout(_spec().model_config, tp=1, pp=8)
     with pytest.raises(CheckpointError, match="hidden_size"):
         check_same_model(_spec(), _spec(hidden_size=128), Path("ckpt/20"))
     with pytest.raises(CheckpointError, match="rope_theta"):
-        check_same_model(_spec(), CheckpointModel(_spec().llama_config, 1e5), Path("ckpt/20"))
+        check_same_model(_spec(), CheckpointModel(_spec().model_config, 1e5), Path("ckpt/20"))
 
 
 def test_world_size_check(monkeypatch):

@@ -84,7 +84,7 @@ def test_folder_is_a_nanotron_checkpoint(converted):
     checkpoint_model = read_checkpoint_model(dst)  # every other field is a Nanotron 0.4 LlamaConfig field
     assert checkpoint_model.rope_theta == 50000.0
     assert yaml.safe_load((dst / "config.yaml").read_text())["model"]["model_config"]["rope_theta"] == 50000.0
-    llama = checkpoint_model.llama_config
+    llama = checkpoint_model.model_config
     assert isinstance(llama, import_nanotron().LlamaConfig)
     assert (llama.num_key_value_heads, llama.tie_word_embeddings) == (2, model.config.tie_word_embeddings)
     qkv = next(dst.glob("model/model/decoder/0/pp_block/attn/qkv_proj/*.safetensors"))

@@ -1,4 +1,4 @@
-"""A tiny random Llama, its tokenizer and a TP1/PP1 Nanotron checkpoint of it, all offline.
+"""A tiny random Llama (and Starcoder2), its tokenizer and TP1/PP1 Nanotron checkpoints, all offline.
 
     from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (pytest fixture)
 
@@ -87,6 +87,35 @@ def tiny_llama_config(**overrides):
     return LlamaConfig(**values)
 
 
+def tiny_starcoder2_config(**overrides):
+    """Nanotron Starcoder2Config: 4 layers, hidden 64, 4 heads, grouped-query with 2 KV heads (pass
+    `multi_query=True, grouped_query=False` for multi-query), RoPE theta 50000, no dropout, vocab 1024."""
+    from lighteval_nanotron.parallel.cpu import import_nanotron
+
+    values = dict(
+        activation_function="gelu_pytorch_tanh",
+        attn_pdrop=0.0,
+        embd_pdrop=0.0,
+        resid_pdrop=0.0,
+        bos_token_id=VOCAB_SIZE - 1,
+        eos_token_id=VOCAB_SIZE - 1,
+        grouped_query=True,
+        multi_query=False,
+        num_kv_heads=2,
+        hidden_size=64,
+        intermediate_size=128,
+        layer_norm_epsilon=1e-5,
+        max_position_embeddings=256,
+        num_attention_heads=4,
+        num_hidden_layers=4,
+        rope_theta=50000,
+        sliding_window_size=None,
+        vocab_size=VOCAB_SIZE,
+    )
+    values.update(overrides)
+    return import_nanotron().Starcoder2Config(**values)
+
+
 def tiny_hf_llama(seed: int = 0, **overrides):
     """A random Hugging Face `LlamaForCausalLM` in fp32 eval mode: 2 layers, hidden 64, 4 query and
     2 KV heads (GQA), RoPE theta 50000 (not Nanotron 0.4's 10000, so a converter must carry it)."""
@@ -107,12 +136,13 @@ def tiny_hf_llama(seed: int = 0, **overrides):
 
 @torch.no_grad()
 def randomize_(model, seed: int = SEED) -> None:
-    """Fill a TP1/PP1 model's parameters deterministically: embeddings N(0, 0.5), linears
-    N(0, 0.15), norm weights 1 + N(0, 0.1). Parameters are visited in name order."""
+    """Fill a TP1/PP1 model's parameters deterministically: embeddings N(0, 0.5), linears and
+    biases N(0, 0.15), norm weights 1 + N(0, 0.1). Parameters are visited in name order."""
     generator = torch.Generator().manual_seed(seed)
     for name, param in sorted(model.named_parameters(), key=lambda item: item[0]):
         noise = torch.randn(param.shape, generator=generator, dtype=torch.float32)
-        if "layernorm" in name or "layer_norm" in name:
+        is_norm = "layernorm" in name or "layer_norm" in name or ".ln_" in name
+        if is_norm and name.endswith("weight"):
             value = 1.0 + 0.1 * noise
         elif "token_embedding" in name:
             value = 0.5 * noise
@@ -124,15 +154,15 @@ def randomize_(model, seed: int = SEED) -> None:
 def _save_random_checkpoint(path: str, model_config_json: str) -> None:
     """run_distributed worker (1 process): build at TP1/PP1, randomise, save with tokenizer."""
     import torch.distributed as dist
-    from nanotron.config import LlamaConfig
 
-    from lighteval_nanotron.models.nanotron_builder import build_nanotron_llama, save_nanotron_checkpoint
+    from lighteval_nanotron.models.checkpoint_format import CheckpointModel
+    from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, save_nanotron_checkpoint
     from tests.helpers.distributed import parallel_context
     from tests.helpers.training_config import tiny_training_config
 
-    model_config = LlamaConfig(**json.loads(model_config_json))
+    model_config = CheckpointModel.from_fields(json.loads(model_config_json)).model_config
     context = parallel_context(1, 1, 1)
-    model = build_nanotron_llama(model_config, context, dtype=torch.float32)
+    model = build_nanotron_model(model_config, context, dtype=torch.float32)
     randomize_(model)
     training_config = tiny_training_config(model_config, tokenizer_path=path)
     save_nanotron_checkpoint(model, model_config, context, path, training_config=training_config)
@@ -140,14 +170,16 @@ def _save_random_checkpoint(path: str, model_config_json: str) -> None:
         tiny_tokenizer().save_pretrained(path)
 
 
-def make_tiny_checkpoint(path: Path, **config_overrides) -> Path:
-    """Write (once; reused when complete) a random tiny Llama checkpoint at TP1/PP1 to `path`."""
+def make_tiny_checkpoint(path: Path, model_config=None, **config_overrides) -> Path:
+    """Write (once; reused when complete) a random tiny checkpoint at TP1/PP1 to `path`: of
+    `model_config` (any family), else of `tiny_llama_config(**config_overrides)`."""
     from tests.helpers.distributed import run_distributed
 
     path = Path(path)
     if (path / COMPLETE_MARKER).exists():
         return path
-    model_config = tiny_llama_config(**config_overrides)
+    if model_config is None:
+        model_config = tiny_llama_config(**config_overrides)
     run_distributed(_save_random_checkpoint, 1, str(path), json.dumps(dataclasses.asdict(model_config)), timeout=120)
     (path / COMPLETE_MARKER).touch()
     return path
@@ -157,3 +189,10 @@ def make_tiny_checkpoint(path: Path, **config_overrides) -> Path:
 def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Path of the session's tiny random Llama checkpoint (TP1/PP1, fp32, tokenizer included)."""
     return make_tiny_checkpoint(tmp_path_factory.getbasetemp() / "tiny_llama_checkpoint")
+
+
+@pytest.fixture(scope="session")
+def tiny_starcoder2_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Path of the session's tiny random Starcoder2 checkpoint (grouped-query, TP1/PP1, fp32, tokenizer included)."""
+    folder = tmp_path_factory.getbasetemp() / "tiny_starcoder2_checkpoint"
+    return make_tiny_checkpoint(folder, tiny_starcoder2_config())

@@ -1,10 +1,12 @@
 """DistributedTrainer on CPU with the hook: results at exactly the configured steps, TensorBoard
-scalars, and a loss curve (and final weights) bitwise identical to the same run without the hook."""
+scalars, and a loss curve (and final weights) bitwise identical to the same run without the hook,
+for the tiny Llama and the tiny Starcoder2."""
 
 import pytest
 
 from tests.helpers.distributed import run_distributed
 from tests.hook.training_runs import (
+    STARCODER2_MODEL_CONFIG,
     TASKS,
     assert_finite_results,
     results_files,
@@ -16,10 +18,11 @@ from tests.hook.training_runs import (
 pytestmark = pytest.mark.distributed
 
 
-def _check_layout(tmp_path, tp: int, pp: int, dp: int) -> None:
+def _check_layout(tmp_path, tp: int, pp: int, dp: int, model_config=None) -> None:
     world = tp * pp * dp
-    with_hook = write_config(tmp_path, tp=tp, pp=pp, dp=dp, train_steps=4, name="hook.yaml")
-    without = write_config(tmp_path, tp=tp, pp=pp, dp=dp, train_steps=4, evaluate=False, name="plain.yaml")
+    layout = dict(tp=tp, pp=pp, dp=dp, train_steps=4, model_config=model_config)
+    with_hook = write_config(tmp_path, **layout, name="hook.yaml")
+    without = write_config(tmp_path, **layout, evaluate=False, name="plain.yaml")
     hooked = run_distributed(train_worker, world, str(with_hook), timeout=300)
     plain = run_distributed(train_worker, world, str(without), timeout=300)
 
@@ -52,3 +55,7 @@ def test_dp2_training_with_evaluation(tmp_path):
 @pytest.mark.slow
 def test_tp2_pp2_training_with_evaluation(tmp_path):
     _check_layout(tmp_path, tp=2, pp=2, dp=1)
+
+
+def test_dp2_starcoder2_training_with_evaluation(tmp_path):
+    _check_layout(tmp_path, tp=1, pp=1, dp=2, model_config=STARCODER2_MODEL_CONFIG)

@@ -15,6 +15,28 @@ TINY_CONFIG = REPO / "configs" / "tiny_cpu_train.yaml"
 TOKENIZER = REPO / "configs" / "tiny_tokenizer"
 TASKS = ["lighteval|arc:easy|0", "lighteval|piqa|0"]
 MODEL_NAME = "hook-test"
+STARCODER2_MODEL_CONFIG: Dict[str, Any] = {
+    "activation_function": "gelu_pytorch_tanh",
+    "attn_pdrop": 0.0,
+    "embd_pdrop": 0.0,
+    "resid_pdrop": 0.0,
+    "bos_token_id": 1023,
+    "eos_token_id": 1023,
+    "grouped_query": True,
+    "multi_query": False,
+    "num_kv_heads": 2,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "is_starcoder2_config": True,
+    "layer_norm_epsilon": 1.0e-05,
+    "max_position_embeddings": 256,
+    "num_attention_heads": 4,
+    "num_hidden_layers": 4,
+    "rope_theta": 50000,
+    "sliding_window_size": None,
+    "vocab_size": 1024,
+}
+"""The tiny Starcoder2 (grouped-query) the hook tests train besides the tiny Llama."""
 
 
 def write_config(
@@ -27,10 +49,14 @@ def write_config(
     section: Optional[Dict[str, Any]] = None,
     evaluate: bool = True,
     name: str = "train.yaml",
+    model_config: Optional[Dict[str, Any]] = None,
     **tokens: Any,
 ) -> Path:
-    """The shipped tiny config at a layout, writing under `folder`; `section` updates ours."""
+    """The shipped tiny config at a layout, writing under `folder`; `section` updates ours;
+    `model_config` replaces the tiny Llama's (e.g. `STARCODER2_MODEL_CONFIG`)."""
     content = yaml.safe_load(TINY_CONFIG.read_text())
+    if model_config is not None:
+        content["model"]["model_config"] = model_config
     content["parallelism"].update(tp=tp, pp=pp, dp=dp)
     content["tokens"].update(train_steps=train_steps, sequence_length=32, batch_accumulation_per_replica=1, **tokens)
     content["checkpoints"].update(checkpoints_path=str(folder / "checkpoints"), checkpoint_interval=checkpoint_interval)

@@ -1,3 +1,3 @@
-"""Fixtures of the engine tests: the tiny random Llama checkpoint (TP1/PP1, fp32)."""
+"""Fixtures of the engine tests: the tiny random Llama and Starcoder2 checkpoints (TP1/PP1, fp32)."""
 
-from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (pytest fixture)
+from tests.helpers.tiny_model import tiny_checkpoint, tiny_starcoder2_checkpoint  # noqa: F401  (pytest fixtures)

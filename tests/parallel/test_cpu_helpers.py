@@ -148,7 +148,7 @@ def test_checkpoint_model_reads_rope_theta_and_records_it_only_when_not_the_defa
 
     tiny = read_checkpoint_model(tiny_checkpoint)
     assert tiny.rope_theta == 10000.0 and "rope_theta" not in tiny.config_fields()
-    smollm2_like = CheckpointModel(tiny.llama_config, 100000.0)
+    smollm2_like = CheckpointModel(tiny.model_config, 100000.0)
     (tmp_path / "model_config.json").write_text(json.dumps(smollm2_like.config_fields()))
     assert read_checkpoint_model(tmp_path) == smollm2_like
 

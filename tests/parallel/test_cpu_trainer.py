@@ -66,4 +66,4 @@ def test_distributed_trainer_trains_at_tp2_pp2_like_tp1_pp1(tmp_path, tiny_check
     assert reference[-1] < reference[0]
     saved = tmp_path / "checkpoints_tp2_pp2_dp1" / str(STEPS)
     assert (saved / "model").is_dir() and (saved / "config.yaml").is_file()
-    assert read_checkpoint_model(saved).llama_config.num_hidden_layers == 4
+    assert read_checkpoint_model(saved).model_config.num_hidden_layers == 4

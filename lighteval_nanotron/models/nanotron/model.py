@@ -1,4 +1,4 @@
-"""`NanotronLightevalModel`: the model interface over a live, sharded Nanotron Llama.
+"""`NanotronLightevalModel`: the model interface over a live, sharded Nanotron model (any supported family).
 
     engine = NanotronLightevalModel(model, parallel_context, tokenizer, EngineConfig())
     plan = engine.prepare_loglikelihood(docs)       # once: prompts, tokens, batches
@@ -28,9 +28,11 @@ Plan = ScoringPlan | GenerationPlan
 
 
 class NanotronLightevalModel(LightevalModel):
-    """Log-likelihood, rolling log-likelihood and greedy generation on a Nanotron Llama.
+    """Log-likelihood, rolling log-likelihood and greedy generation on a Nanotron model.
 
-    `model` is a `LlamaForTraining` (or its `.model`, or a DDP wrapper); `tokenizer` a
+    `model` is a training model of a supported family (`models.families`: `LlamaForTraining`,
+    `Starcoder2ForTraining`, ...), its inner model, or a DDP wrapper; anything else raises
+    UnsupportedModelError naming its class. `tokenizer` a
     `transformers` or `tokenizers` tokenizer; `prompt_fn(doc) -> str` renders a doc's full
     context (default: plain-text `PromptManager().prepare_prompt`, few-shot examples included).
     """
@@ -109,7 +111,7 @@ class NanotronLightevalModel(LightevalModel):
 
     def run(self, plan: Plan) -> list[ModelResponse]:
         """Evaluate a prepared plan on the model's current weights (no_grad, eval mode restored)."""
-        with inference_mode(self.runtime.llama):
+        with inference_mode(self.runtime.inner):
             if isinstance(plan, GenerationPlan):
                 return run_generation(self.runtime, plan)
             return run_scoring(self.runtime, plan)

@@ -10,27 +10,17 @@ from typing import Any, Iterator
 import torch
 import torch.distributed as dist
 
+from lighteval_nanotron.models.families import ModelFamily, family_of_model
 from lighteval_nanotron.models.nanotron.config import EngineConfig
 from lighteval_nanotron.models.nanotron.tokenization import TokenizerAdapter
 from lighteval_nanotron.parallel.mesh import Mesh
-from lighteval_nanotron.parallel.pipeline import LocalStage, StageLink, unwrap_llama
+from lighteval_nanotron.parallel.pipeline import LocalStage, StageLink
 
 logger = logging.getLogger(__name__)
 
 
-def _chain_pp_ranks(llama: Any) -> list[int]:
-    blocks = [
-        llama.token_position_embeddings,
-        *llama.decoder,
-        llama.final_layer_norm,
-        llama.lm_head,
-        llama.cast_to_fp32,
-    ]
-    return sorted({block.rank for block in blocks})
-
-
-def _device(llama: Any) -> torch.device:
-    param = next(llama.parameters(), None)
+def _device(inner: Any) -> torch.device:
+    param = next(inner.parameters(), None)
     if param is not None:
         return param.device
     return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
@@ -38,7 +28,8 @@ def _device(llama: Any) -> torch.device:
 
 @dataclass
 class Runtime:
-    llama: Any
+    inner: Any  # the family's inner model (the PipelineBlock chain)
+    family: type[ModelFamily]
     mesh: Mesh
     stage: LocalStage | None  # None: this PP rank owns no block
     chain_pp_ranks: list[int]
@@ -49,15 +40,17 @@ class Runtime:
 
     @classmethod
     def build(cls, model: Any, parallel_context: Any, tokenizer: Any, config: EngineConfig) -> "Runtime":
-        llama = unwrap_llama(model)
-        mesh = Mesh(
-            parallel_context, output_pp_rank=llama.cast_to_fp32.rank, input_pp_rank=llama.token_position_embeddings.rank
-        )
-        chain = _chain_pp_ranks(llama)
-        stage = LocalStage(llama, mesh.pp_rank) if mesh.pp_rank in chain else None
-        max_length = config.max_length or int(llama.config.max_position_embeddings)
+        family = family_of_model(model)
+        model_config = family.config_of(model)
+        family.check_config(model_config)
+        inner = family.inner_model(model)
+        blocks = family.chain(inner)
+        mesh = Mesh(parallel_context, output_pp_rank=blocks[-1].block.rank, input_pp_rank=blocks[0].block.rank)
+        chain = sorted({step.block.rank for step in blocks})
+        stage = LocalStage(blocks, mesh.pp_rank, family.decoder_layer) if mesh.pp_rank in chain else None
+        max_length = config.max_length or family.max_positions(model_config)
         tok = tokenizer if isinstance(tokenizer, TokenizerAdapter) else TokenizerAdapter(tokenizer)
-        return cls(llama, mesh, stage, chain, _device(llama), tok, config, max_length)
+        return cls(inner, family, mesh, stage, chain, _device(inner), tok, config, max_length)
 
     @property
     def kv_cache(self) -> bool:
@@ -74,7 +67,7 @@ class Runtime:
     def sequence_sharded(self) -> bool:
         """TP > 1 with `tp_mode: REDUCE_SCATTER`: activations between layers are split along the
         sequence over TP ranks."""
-        return self.mesh.tp_size > 1 and getattr(getattr(self.llama, "tp_mode", None), "name", "") == "REDUCE_SCATTER"
+        return self.mesh.tp_size > 1 and self.family.tp_mode_name(self.inner) == "REDUCE_SCATTER"
 
     @property
     def can_select_positions(self) -> bool:

@@ -1,27 +1,29 @@
-"""A Llama decoder layer run with explicit position ids and an explicit attention mask.
+"""A decoder layer run with explicit position ids and an explicit attention mask.
 
 Nanotron 0.4's attention takes no custom mask (its full-sequence path is causal per row) and its
 KV-cache path gets rotary positions wrong when more than one new token is fed. The engine
-therefore runs each decoder layer from the layer's own submodules (RMSNorms, the TP linears
-`qkv_proj` / `o_proj` / MLP, so tensor parallelism is unchanged) with a masked
-`scaled_dot_product_attention` in place of the flash varlen call. That allows:
+therefore runs each decoder layer from the layer's own submodules, through its model family's
+`DecoderLayer` view (norms, the TP linears of the attention projections and the MLP, so tensor
+parallelism is unchanged), with a masked `scaled_dot_product_attention` in place of the flash
+varlen call. That allows:
 
 - prefix trees: several token sequences sharing prefixes in one row, each token attending to its
   ancestors only, position ids = depth (a doc's context once for all its choices, a few-shot
   prefix once for several docs, several docs per row without padding between them);
 - a key/value cache sized to the micro-batch, with any number of new tokens per step.
 
-Rotary math follows Nanotron's own (interleaved pairs, fp32, the layer's RoPE base), so a row
+Rotary math follows Nanotron's own (the layer's pair layout and RoPE base, fp32), so a row
 computed here equals the same row through Nanotron's forward up to float rounding.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+from lighteval_nanotron.models.families.base import DecoderLayer
 
 
 def ancestor_mask(parents: torch.Tensor) -> torch.Tensor:
@@ -89,29 +91,25 @@ class TreeAttention:
     kv_len: int = 0
     _block_plan: list[tuple[int, int, int, int]] | None = field(default=None, init=False, repr=False)
 
-    def run_layer(self, layer: Any, hidden: torch.Tensor, index: int) -> torch.Tensor:
-        """One `LlamaDecoderLayer` on `[seq, rows, hidden]` (its submodules, masked attention)."""
+    def run_layer(self, layer: DecoderLayer, hidden: torch.Tensor, index: int) -> torch.Tensor:
+        """One decoder layer on `[seq, rows, hidden]` (its submodules, masked attention)."""
         residual = hidden
-        hidden = self._attention(layer.attn, layer.input_layernorm(hidden), index) + residual
+        hidden = self._attention(layer, layer.attention_norm(hidden), index) + residual
         residual = hidden
-        hidden = layer.mlp(hidden_states=layer.post_attention_layernorm(hidden))["hidden_states"]
-        return hidden + residual
+        return layer.mlp(layer.mlp_norm(hidden)) + residual
 
-    def _attention(self, attn: Any, hidden: torch.Tensor, index: int) -> torch.Tensor:
-        qkv = attn.qkv_proj(hidden)  # [seq, rows, local q + 2 local kv heads] (TP column linear)
-        seq, rows, _ = qkv.shape
-        nq, nkv, dim = attn.n_local_q_heads, attn.n_local_kv_heads, attn.d_qk
-        q, k, v = (
-            t.transpose(0, 1).reshape(rows, seq, -1, dim)
-            for t in torch.split(qkv, [nq * dim, nkv * dim, nkv * dim], dim=-1)
-        )
-        rotary = attn.flash_rotary_embedding
-        q = rotate(q, self.positions, rotary.base, rotary.interleaved)
-        k = rotate(k, self.positions, rotary.base, rotary.interleaved)
+    def _attention(self, layer: DecoderLayer, hidden: torch.Tensor, index: int) -> torch.Tensor:
+        projected = layer.qkv(hidden)  # [seq, rows, heads * dim] each (the full sequence under any TP mode)
+        seq, rows, _ = projected[0].shape
+        nq, dim = layer.q_heads, layer.head_dim
+        q, k, v = (t.transpose(0, 1).reshape(rows, seq, -1, dim) for t in projected)
+        if layer.rotary is not None:
+            q = rotate(q, self.positions, layer.rotary.base, layer.rotary.interleaved)
+            k = rotate(k, self.positions, layer.rotary.base, layer.rotary.interleaved)
         if self.cache is not None:
             k, v = self.cache.write(index, self.slots, k, v, self.kv_len)
         compute = torch.float32 if q.device.type == "cpu" else q.dtype
-        repeat = nq // nkv
+        repeat = nq // layer.kv_heads
         q = q.transpose(1, 2).to(compute)
         k = k.transpose(1, 2).to(compute).repeat_interleave(repeat, dim=1)
         v = v.transpose(1, 2).to(compute).repeat_interleave(repeat, dim=1)
@@ -127,8 +125,8 @@ class TreeAttention:
                     v[r : r + 1, :, lo:end],
                     attn_mask=self.allowed[r : r + 1, None, start:end, lo:end],
                 )
-        out = out.to(qkv.dtype).transpose(1, 2).reshape(rows, seq, nq * dim).transpose(0, 1)
-        return attn.o_proj(out)
+        out = out.to(hidden.dtype).transpose(1, 2).reshape(rows, seq, nq * dim).transpose(0, 1)
+        return layer.attention_out(out)
 
     def _blocks(self) -> list[tuple[int, int, int, int]] | None:
         """Block-sparse plan for long rows whose queries are the keys themselves (packed trees,

@@ -16,6 +16,8 @@ import sys
 from types import ModuleType
 from typing import Optional, Sequence
 
+from lighteval_nanotron.nanotron_variant import require_supported_nanotron
+
 _CONFIG_MODULE = "nanotron.config.config"
 
 
@@ -51,9 +53,12 @@ def import_nanotron() -> ModuleType:
     """Import Nanotron's config and logging modules in an order that works; idempotent.
 
     Call it before importing any other `nanotron` module. Returns the `nanotron.config` module.
+    Raises UnsupportedModelError for a Nanotron variant the project does not support
+    (`nanotron_variant`).
     """
     if _CONFIG_MODULE in sys.modules and "nanotron.logging" in sys.modules:
         return importlib.import_module("nanotron.config")
+    require_supported_nanotron()
     finder = _PreseedFinder()
     sys.meta_path.insert(0, finder)
     try:

@@ -1,4 +1,4 @@
-"""Patches that let Nanotron 0.4's Llama build and run on CPU (see docs/cpu.md).
+"""Patches that let Nanotron 0.4's Llama and Starcoder2 build and run on CPU (see docs/cpu.md).
 
 Each patch replaces one attribute and records the original in `ORIGINALS`, so that applying it
 twice is a no-op and tests can check what is active. Import this module only after
@@ -9,7 +9,7 @@ from typing import Any, Dict, Tuple
 
 import torch
 from nanotron.generation import decode
-from nanotron.models import llama
+from nanotron.models import llama, starcoder2
 from nanotron.parallel.context import ParallelContext
 
 from lighteval_nanotron.parallel.cpu.devices import on_cpu
@@ -41,11 +41,21 @@ def _init_rotary_embeddings_cpu(self: llama.RotaryEmbedding) -> None:
     self._initialized_buffer = True
 
 
+def _init_starcoder_rotary_cpu(self: starcoder2.StarcoderRotaryEmbedding) -> None:
+    """starcoder2.StarcoderRotaryEmbedding.init_rotary_embeddings (starcoder2.py:123-138) on the CPU."""
+    if self._initialized_buffer:
+        return
+    self.inv_freq = 1.0 / (self.base ** (torch.arange(0, self.head_dim, 2, dtype=torch.float) / self.head_dim))
+    self._initialized_buffer = True
+
+
 def apply_model_patches() -> None:
-    """Device placement of the Llama model, its pipeline P2P and decoding helpers."""
+    """Device placement of the models, their pipeline P2P and decoding helpers."""
     replace(ParallelContext, "set_device", _set_device_noop)
     replace(llama, "P2P", CpuP2P)
     replace(llama.RotaryEmbedding, "init_rotary_embeddings", _init_rotary_embeddings_cpu)
+    replace(starcoder2, "P2P", CpuP2P)
+    replace(starcoder2.StarcoderRotaryEmbedding, "init_rotary_embeddings", _init_starcoder_rotary_cpu)
     replace(decode, "micro_batcher", on_cpu(decode.micro_batcher))
     replace(decode, "micro_splitter", on_cpu(decode.micro_splitter))
     replace(decode, "broadcast_tensors", on_cpu(decode.broadcast_tensors))

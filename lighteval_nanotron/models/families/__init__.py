@@ -1,0 +1,96 @@
+"""The supported model families and how a model, a model config or recorded fields find theirs.
+
+    family = family_of_model(trainer.model)          # UnsupportedModelError for anything else
+    family = family_of_fields(model_config_json)     # from a checkpoint's recorded config
+
+Adding a family: one module here with a `ModelFamily` subclass, listed in `FAMILIES`
+(see docs/engine.md, "Model families").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from lighteval_nanotron.errors import UnsupportedModelError
+from lighteval_nanotron.models.families.base import ChainBlock, DecoderLayer, ModelFamily, Rotary
+from lighteval_nanotron.models.families.llama import LlamaFamily
+from lighteval_nanotron.models.families.starcoder2 import Starcoder2Family
+
+FAMILIES: tuple[type[ModelFamily], ...] = (LlamaFamily, Starcoder2Family)
+
+
+def supported_description(with_configs: bool = False) -> str:
+    """The supported families and their Nanotron class names (config class first with `with_configs`),
+    e.g. `llama (LlamaForTraining, LlamaModel), starcoder2 (...)`."""
+    described = []
+    for family in FAMILIES:
+        names = ", ".join((family.config_class().__name__,) * with_configs + family.model_class_names)
+        described.append(f"{family.name} ({names})")
+    return ", ".join(described)
+
+
+def _wrapped(model: Any) -> list[Any]:
+    """`model` and what it wraps (DDP `.module`, a training model's `.model`), outermost first."""
+    found = [model]
+    while len(found) < 4:
+        inner = getattr(found[-1], "module", None)
+        if inner is None:
+            inner = getattr(found[-1], "model", None)
+        if not isinstance(inner, torch.nn.Module):
+            break
+        found.append(inner)
+    return found
+
+
+def family_of_model(model: Any) -> type[ModelFamily]:
+    """The family of a built Nanotron model (training model, inner model or a DDP wrapper)."""
+    names = [type(candidate).__name__ for candidate in _wrapped(model)]
+    for family in FAMILIES:
+        if any(name in family.model_class_names for name in names):
+            return family
+    raise UnsupportedModelError(
+        f"Model class {type(model).__name__} is not supported by lighteval_nanotron. "
+        f"Supported Nanotron models: {supported_description()}."
+    )
+
+
+def family_of_config(config: Any) -> type[ModelFamily]:
+    """The family of a Nanotron model config object."""
+    for family in FAMILIES:
+        if isinstance(config, family.config_class()):
+            return family
+    raise UnsupportedModelError(
+        f"Model config class {type(config).__name__} is not supported by lighteval_nanotron. "
+        f"Supported Nanotron models: {supported_description(with_configs=True)}."
+    )
+
+
+def family_of_fields(fields: Mapping[str, Any], where: str = "the model config") -> type[ModelFamily]:
+    """The family whose config recorded fields (a checkpoint's model config) describe."""
+    for family in FAMILIES:
+        if family.recognises_fields(fields):
+            return family
+    markers = [key for key in sorted(fields) if key.startswith("is_") and key.endswith("_config") and fields[key]]
+    described = f"a {markers[0]}: true model" if markers else f"a model config with keys {', '.join(sorted(fields))}"
+    raise UnsupportedModelError(
+        f"{where} describes {described}, which lighteval_nanotron does not support with the installed Nanotron. "
+        f"Supported Nanotron models: {supported_description(with_configs=True)}."
+    )
+
+
+__all__ = [
+    "FAMILIES",
+    "ChainBlock",
+    "DecoderLayer",
+    "LlamaFamily",
+    "ModelFamily",
+    "Rotary",
+    "Starcoder2Family",
+    "family_of_config",
+    "family_of_fields",
+    "family_of_model",
+    "supported_description",
+]

@@ -1,0 +1,134 @@
+"""Nanotron's Llama (`LlamaForTraining` / `LlamaModel`): RMSNorm, fused qkv (all query heads, then
+keys, then values) with grouped-query attention, rotary embeddings, SiLU-gated MLP, lm_head
+optionally tied to the embedding.
+
+Nanotron 0.4's `LlamaConfig` has no RoPE base (it always uses 10000) and always rotates
+interleaved pairs. Current Nanotron (GitHub main) records `rope_theta` and `rope_interleaved`
+(default false: the two halves of each head, as Hugging Face; its q/k rows are then in Hugging
+Face order), and `lighteval-nanotron convert` records `rope_theta` for models with another base.
+Both are carried beside 0.4's config and set on the built model (`apply_carried`). Main's other
+new keys do not change the logits (`_attn_implementation`, `z_loss_*`) or must be off
+(`attention_bias`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from lighteval_nanotron.models.families.base import ChainBlock, DecoderLayer, ModelFamily, Rotary
+from lighteval_nanotron.parallel.cpu.imports import import_nanotron
+
+
+class LlamaLayer(DecoderLayer):
+    def __init__(self, module: Any):
+        self._module = module
+        attn = module.attn
+        self._attn = attn
+        self.q_heads, self.kv_heads, self.head_dim = attn.n_local_q_heads, attn.n_local_kv_heads, attn.d_qk
+        rotary = attn.flash_rotary_embedding
+        self.rotary = Rotary(float(rotary.base), bool(rotary.interleaved))
+
+    def attention_norm(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self._module.input_layernorm(hidden)
+
+    def qkv(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        q_size, kv_size = self.q_heads * self.head_dim, self.kv_heads * self.head_dim
+        return torch.split(self._attn.qkv_proj(hidden), [q_size, kv_size, kv_size], dim=-1)
+
+    def attention_out(self, attended: torch.Tensor) -> torch.Tensor:
+        return self._attn.o_proj(attended)
+
+    def mlp_norm(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self._module.post_attention_layernorm(hidden)
+
+    def mlp(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self._module.mlp(hidden_states=hidden)["hidden_states"]
+
+
+class LlamaFamily(ModelFamily):
+    name = "llama"
+    model_class_names = ("LlamaForTraining", "LlamaModel")
+    carried_fields = {"rope_theta": 10000.0, "rope_interleaved": True}
+    inert_fields = {
+        "_attn_implementation": None,
+        "z_loss_enabled": None,
+        "z_loss_coefficient": None,
+        "attention_bias": False,
+    }
+
+    @classmethod
+    def config_class(cls) -> type:
+        return import_nanotron().LlamaConfig
+
+    @classmethod
+    def training_class(cls) -> type:
+        import_nanotron()
+        from nanotron.models.llama import LlamaForTraining
+
+        return LlamaForTraining
+
+    @classmethod
+    def recognises_fields(cls, fields: Any) -> bool:
+        """Llama configs carry `rms_norm_eps` and no `is_<family>_config` marker but `is_llama_config`
+        (Starcoder2's and Qwen2's configs have their own)."""
+        markers = {key for key in fields if key.startswith("is_") and key.endswith("_config") and fields[key]}
+        return "rms_norm_eps" in fields and markers <= {"is_llama_config"}
+
+    @classmethod
+    def layout_sizes(cls, config: Any) -> dict[str, int]:
+        return {
+            "num_attention_heads": config.num_attention_heads,
+            "num_key_value_heads": config.num_key_value_heads,
+            "vocab_size": config.vocab_size,
+            "intermediate_size": config.intermediate_size,
+        }
+
+    @classmethod
+    def chain(cls, inner: Any) -> list[ChainBlock]:
+        blocks = [ChainBlock(inner.token_position_embeddings, _embed)]
+        blocks += [ChainBlock(block, _layer, "layer", index) for index, block in enumerate(inner.decoder)]
+        blocks.append(ChainBlock(inner.final_layer_norm, _norm, "norm"))
+        blocks.append(ChainBlock(inner.lm_head, _linear))
+        blocks.append(ChainBlock(inner.cast_to_fp32, _linear))
+        return blocks
+
+    @classmethod
+    def decoder_layer(cls, module: Any) -> DecoderLayer:
+        return LlamaLayer(module)
+
+    @classmethod
+    def apply_carried(cls, model: torch.nn.Module, carried: Any) -> None:
+        """Give every attention layer of a built Nanotron 0.4 Llama the recorded RoPE base and pair layout.
+
+        Nanotron 0.4 builds its two rotary modules with base 10000 and interleaved pairs:
+        `flash_rotary_embedding` (the full-sequence forward, and the engine's layer view) is rebuilt;
+        `rotary_embedding` (0.4's own KV-cache decode, interleaved only) gets the base."""
+        theta = float(carried.get("rope_theta", cls.carried_fields["rope_theta"]))
+        interleaved = bool(carried.get("rope_interleaved", cls.carried_fields["rope_interleaved"]))
+        for module in model.modules():
+            flash_rotary = getattr(module, "flash_rotary_embedding", None)
+            if flash_rotary is None:
+                continue
+            module.flash_rotary_embedding = type(flash_rotary)(
+                dim=flash_rotary.dim, base=theta, interleaved=interleaved
+            )
+            module.rotary_embedding.theta = theta
+            module.rotary_embedding._initialized_buffer = False
+
+
+def _embed(module: Any, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return module(input_ids=input_ids, input_mask=mask)["input_embeds"]
+
+
+def _layer(module: Any, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return module(hidden_states=hidden, sequence_mask=mask)["hidden_states"]
+
+
+def _norm(module: Any, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return module(input=hidden)
+
+
+def _linear(module: Any, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return module(x=hidden)

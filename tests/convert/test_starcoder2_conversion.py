@@ -1,0 +1,87 @@
+"""A random tiny Hugging Face Starcoder2 (grouped-query and multi-query), converted
+to Nanotron and evaluated with `lighteval-nanotron eval`: every document's log-likelihood equals
+transformers' on the same tokens (fp32, within 1e-4), at TP2 and at PP2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from lighteval_nanotron.convert import convert_hf_to_nanotron
+from lighteval_nanotron.errors import CheckpointError
+from lighteval_nanotron.models.checkpoint_format import read_checkpoint_model
+from lighteval_nanotron.models.families import Starcoder2Family
+from tests.checkpoint_eval.details_check import max_logprob_difference, read_details
+from tests.helpers.distributed import run_distributed
+from tests.helpers.tiny_model import VOCAB_SIZE, tiny_tokenizer
+
+pytestmark = pytest.mark.distributed
+TASKS = "lighteval|arc:easy|0,leaderboard|mmlu:abstract_algebra|0"
+TOLERANCE = 1e-4
+
+
+def tiny_hf_starcoder2(kv_heads: int, tie: bool = True, seed: int = 0):
+    """A random Starcoder2ForCausalLM in fp32 eval mode: 2 layers, hidden 64, 4 query heads,
+    RoPE theta 50000, weights scaled up so that choices score differently."""
+    from transformers import Starcoder2Config, Starcoder2ForCausalLM
+
+    config = Starcoder2Config(
+        vocab_size=VOCAB_SIZE, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=kv_heads, max_position_embeddings=512, rope_theta=50000.0, sliding_window=None,
+        tie_word_embeddings=tie, bos_token_id=VOCAB_SIZE - 1, eos_token_id=VOCAB_SIZE - 1,
+    )  # fmt: skip
+    torch.manual_seed(seed)
+    model = Starcoder2ForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.add_(0.1 * torch.randn_like(param))  # visible norm weights and biases
+            else:
+                param.add_(0.05 * torch.randn_like(param)).mul_(4.0)  # non-zero biases, larger weights
+    return model
+
+
+def _convert(folder: Path, kv_heads: int):
+    model = tiny_hf_starcoder2(kv_heads)
+    model.save_pretrained(folder / "hf")
+    tiny_tokenizer().save_pretrained(folder / "hf")
+    convert_hf_to_nanotron(folder / "hf", folder / "nanotron")
+    return model, folder / "nanotron"
+
+
+def _cli_main(argv: list) -> int:
+    from lighteval_nanotron.cli.main import main
+
+    return main(argv)
+
+
+@pytest.mark.parametrize(
+    ("kv_heads", "layout"),
+    [(2, ("--tp", "2")), (1, ("--pp", "2"))],
+    ids=["gqa-tp2", "mqa-pp2"],
+)
+def test_converted_starcoder2_scores_like_transformers(tmp_path, kv_heads, layout):
+    model, checkpoint = _convert(tmp_path, kv_heads)
+    converted = read_checkpoint_model(checkpoint)
+    assert converted.family is Starcoder2Family
+    assert converted.model_config.multi_query == (kv_heads == 1) and converted.model_config.rope_theta == 50000
+    out = tmp_path / "out"
+    argv = ["eval", str(checkpoint), "--cpu", "--tasks", TASKS, "--max-samples", "4", "--data-dir", "bundled",
+            "--output-dir", str(out), *layout]  # fmt: skip
+    assert run_distributed(_cli_main, 2, argv, timeout=240) == [0, 0]
+    (step_dir,) = (out / "details" / "converted" / "nanotron").iterdir()
+    assert max_logprob_difference(model, read_details(step_dir), tiny_tokenizer()) < TOLERANCE
+
+
+def test_sliding_window_and_untied_lm_head_are_refused(tmp_path):
+    model = tiny_hf_starcoder2(2)
+    model.config.sliding_window = 64
+    model.save_pretrained(tmp_path / "window")
+    with pytest.raises(CheckpointError, match="sliding_window=64 < max_position_embeddings=512"):
+        convert_hf_to_nanotron(tmp_path / "window", tmp_path / "nanotron")
+    tiny_hf_starcoder2(2, tie=False).save_pretrained(tmp_path / "untied")
+    with pytest.raises(CheckpointError, match="always ties"):
+        convert_hf_to_nanotron(tmp_path / "untied", tmp_path / "nanotron")
+    assert not (tmp_path / "nanotron").exists()
