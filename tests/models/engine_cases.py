@@ -173,20 +173,21 @@ def run_engine(checkpoint, tp: int, pp: int, dp: int, model: dict | None = None,
     return run_distributed(evaluate, tp * pp * dp, str(checkpoint), tp, pp, dp, config, model, timeout=180)
 
 
-def assert_same(result: dict, expected: dict, tolerance: float = TOLERANCE, generations: bool = True) -> None:
-    """Same log-probs (to `tolerance`, or 1e-6 relative), greedy flags, tokens and generations."""
+def assert_same(
+    result: dict, expected: dict, tolerance: float = TOLERANCE, relative: float = RELATIVE, generations: bool = True
+) -> None:
+    """Same log-probs (to `tolerance` or `relative`), greedy flags, tokens and (`generations`) texts."""
     for kind in ("loglikelihood", "rolling"):
         for got, want in zip(result[kind], expected[kind], strict=True):
-            assert got.logprobs == pytest.approx(want.logprobs, abs=tolerance, rel=RELATIVE)
-            if generations:
-                assert got.argmax_logits_eq_gold == want.argmax_logits_eq_gold
+            assert got.logprobs == pytest.approx(want.logprobs, abs=tolerance, rel=relative)
+            assert got.argmax_logits_eq_gold == want.argmax_logits_eq_gold
             assert got.output_tokens == want.output_tokens
             assert got.truncated_tokens_count == want.truncated_tokens_count
             if want.unconditioned_logprobs is None:
                 assert got.unconditioned_logprobs is None
             else:
                 assert got.unconditioned_logprobs == pytest.approx(
-                    want.unconditioned_logprobs, abs=tolerance, rel=RELATIVE
+                    want.unconditioned_logprobs, abs=tolerance, rel=relative
                 )
     if not generations:
         return
