@@ -163,8 +163,8 @@ def read_run(output_dir: Path) -> dict[str, Any]:
     """The results (metrics per task) and details (per task, rows by doc id) an evaluation wrote."""
     import pyarrow.parquet as pq
 
-    (results_file,) = output_dir.glob("results/*/*/results_*.json")
-    (details_dir,) = output_dir.glob("details/*/*/*")
+    (results_file,) = output_dir.glob("results/**/results_*.json")
+    (details_dir,) = {f.parent for f in output_dir.glob("details/**/details_*.parquet")}
     details = {
         f.stem.removeprefix("details_"): {row["doc_id"]: row for row in pq.read_table(f).to_pylist()}
         for f in sorted(details_dir.glob("details_*.parquet"))
