@@ -174,7 +174,7 @@ def read_run(output_dir: Path) -> dict[str, Any]:
 
 def _accuracy(results: dict[str, Any], task: str) -> float | None:
     metrics = results.get(task, {})
-    for key in ("acc", "exact_match", "quasi_exact_match"):
+    for key in ("acc", "extractive_match", "exact_match", "quasi_exact_match"):
         if key in metrics:
             return float(metrics[key])
     return None
