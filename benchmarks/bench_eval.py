@@ -63,6 +63,9 @@ MIX = (
     ("lighteval|gsm8k|0", 50),
 )
 DEFAULT_CACHE = Path.home() / ".cache" / "lighteval-nanotron"
+TP_MODES = ("ALL_REDUCE", "REDUCE_SCATTER", "REDUCE_SCATTER_ASYNC")
+TINY_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "tiny_cpu_train.yaml"
+TINY_TOKENIZER = TINY_CONFIG.parent / "tiny_tokenizer"
 SMOLLM2_SHAPE = dict(
     hidden_size=576,
     intermediate_size=1536,
@@ -103,6 +106,15 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
         "--cache", type=Path, default=DEFAULT_CACHE, help="where the converted SmolLM2 checkpoint is kept"
     )
     parser.add_argument("--random", action="store_true", help="random model of SmolLM2-135M's shape")
+    parser.add_argument(
+        "--tiny", action="store_true", help="random model of configs/tiny_cpu_train.yaml (4 layers, TP2-capable)"
+    )
+    parser.add_argument(
+        "--tp-modes",
+        default="ALL_REDUCE",
+        help="comma list of the model's TP modes: ALL_REDUCE, REDUCE_SCATTER, REDUCE_SCATTER_ASYNC (async TP linears)",
+    )
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"), help="model dtype")
     parser.add_argument("--max-tokens-per-batch", type=int, default=8192)
     parser.add_argument(
         "--max-new-tokens", type=int, default=None, help="cap the generation size of generative docs (CPU runs)"
@@ -149,29 +161,65 @@ def _byte_tokenizer() -> Any:
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
 
 
+def _parallel_config(args: dict, context: Any) -> Any:
+    """Nanotron's ParallelismArgs at the context's sizes in the benchmark's TP mode."""
+    from nanotron.config import ParallelismArgs
+
+    mode = args["tp_mode"]
+    return ParallelismArgs(
+        dp=context.dp_pg.size(),
+        pp=context.pp_pg.size(),
+        tp=context.tp_pg.size(),
+        tp_mode=mode.removesuffix("_ASYNC"),
+        tp_linear_async_communication=mode.endswith("_ASYNC"),
+    )
+
+
+def _tiny_fields() -> dict:
+    import yaml
+
+    return yaml.safe_load(TINY_CONFIG.read_text())["model"]["model_config"]
+
+
 def _load_model(args: dict, context: Any, device: Any) -> tuple[Any, Any, dict, str]:
     import torch
 
     from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, load_nanotron_checkpoint
 
     checkpoint = args["checkpoint"]
+    dtype = getattr(torch, args["dtype"])
+    parallel = _parallel_config(args, context)
     if checkpoint is not None:
         from transformers import AutoTokenizer
 
-        model, _ = load_nanotron_checkpoint(checkpoint, context, device=device)  # applies a stored rope_theta
+        # applies a stored rope_theta
+        model, _ = load_nanotron_checkpoint(checkpoint, context, dtype=dtype, device=device, parallel_config=parallel)
         fields = json.loads(Path(checkpoint, "model_config.json").read_text())
         return model, AutoTokenizer.from_pretrained(str(checkpoint)), fields, f"checkpoint {checkpoint}"
     from nanotron.config import LlamaConfig
 
+    if args["tiny"]:
+        from transformers import AutoTokenizer
+
+        fields = _tiny_fields()
+        model = build_nanotron_model(LlamaConfig(**fields), context, dtype, device, parallel)
+        _randomize(model)
+        return model, AutoTokenizer.from_pretrained(str(TINY_TOKENIZER)), fields, "random tiny model (tiny_cpu_train)"
     config = LlamaConfig(**SMOLLM2_SHAPE)
-    model = build_nanotron_model(config, context, torch.float32, device)
+    model = build_nanotron_model(config, context, dtype, device, parallel)
+    _randomize(model)
+    tok = _byte_tokenizer()
+    config.vocab_size = SMOLLM2_SHAPE["vocab_size"]
+    return model, tok, SMOLLM2_SHAPE, "random model of SmolLM2-135M's shape"
+
+
+def _randomize(model: Any) -> None:
+    import torch
+
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for param in model.parameters():
             param.copy_(torch.randn(param.shape, generator=generator) * 0.02)
-    tok = _byte_tokenizer()
-    config.vocab_size = SMOLLM2_SHAPE["vocab_size"]
-    return model, tok, SMOLLM2_SHAPE, "random model of SmolLM2-135M's shape"
 
 
 def _mix_specs(scale: float) -> list[tuple[str, int]]:
@@ -382,6 +430,8 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
             {
                 "layout": f"TP{tp}xPP{pp}xDP{dp}",
                 "setting": name,
+                "tp_mode": args["tp_mode"],
+                "dtype": args["dtype"],
                 "model": model_name,
                 "ranks": tp * pp * dp,
                 "docs": stats.docs,
@@ -480,6 +530,7 @@ def _launch(args: dict, layout: tuple, timeout: float) -> list[dict]:
 
 COLUMNS = (
     ("layout", "{:<12}"),
+    ("tp_mode", "{:<20}"),
     ("setting", "{:<8}"),
     ("docs", "{:>5}"),
     ("eval_s", "{:>8.2f}"),
@@ -495,6 +546,7 @@ COLUMNS = (
 )
 HEADERS = (
     "layout",
+    "TP mode",
     "setting",
     "docs",
     "eval s",
@@ -520,8 +572,14 @@ def format_table(records: list[dict]) -> str:
 
 def comparisons(records: list[dict]) -> list[str]:
     """Speed-up of `on` over the other settings (same layout) and of each layout over TP1/PP1."""
-    on = {r["layout"]: r for r in records if r["setting"] == "on"}
     lines = []
+    by_mode = {(r["layout"], r["tp_mode"]): r for r in records if r["setting"] == "on"}
+    for (layout, mode), r in by_mode.items():
+        base = by_mode.get((layout, "ALL_REDUCE"))
+        if mode != "ALL_REDUCE" and base is not None:
+            same = "same accuracy" if r["accuracy"] == base["accuracy"] else "DIFFERENT accuracy"
+            lines.append(f"{layout}: {mode} vs ALL_REDUCE: {r['docs_per_s'] / base['docs_per_s']:.2f}x docs/s, {same}")
+    on = {r["layout"]: r for r in records if r["setting"] == "on" and r["tp_mode"] == records[0]["tp_mode"]}
     for r in records:
         if r["setting"] != "on" and r["layout"] in on:
             lines.append(
@@ -536,10 +594,12 @@ def comparisons(records: list[dict]) -> list[str]:
     return lines
 
 
-def _layout_problem(checkpoint: Any, layout: tuple) -> str | None:
+def _layout_problem(checkpoint: Any, layout: tuple, tiny: bool = False) -> str | None:
     """Why the model cannot run at this layout (TP must divide the heads, KV heads, vocabulary and
     MLP size), or None."""
     fields = json.loads(Path(checkpoint, "model_config.json").read_text()) if checkpoint else SMOLLM2_SHAPE
+    if tiny and not checkpoint:
+        fields = _tiny_fields()
     tp = layout[0]
     for name in ("num_attention_heads", "num_key_value_heads", "vocab_size", "intermediate_size"):
         if fields[name] % tp:
@@ -550,7 +610,7 @@ def _layout_problem(checkpoint: Any, layout: tuple) -> str | None:
 def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None) -> int:
     ns = parsed or build_arg_parser().parse_args(argv)
     os.environ.setdefault("LIGHTEVAL_NANOTRON_DATA_DIRS", "bundled")
-    checkpoint = None if ns.random else (ns.checkpoint or _smollm2_checkpoint(ns.cache))
+    checkpoint = None if ns.random or ns.tiny else (ns.checkpoint or _smollm2_checkpoint(ns.cache))
     args = {
         "scale": ns.scale,
         "configs": ns.configs.split(","),
@@ -558,19 +618,26 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
         "max_tokens_per_batch": ns.max_tokens_per_batch,
         "threads": ns.threads,
         "max_new_tokens": ns.max_new_tokens,
+        "tiny": ns.tiny,
+        "dtype": ns.dtype,
     }
+    unknown = sorted(set(ns.tp_modes.split(",")) - set(TP_MODES))
+    if unknown:
+        print(f"error: unknown --tp-modes {','.join(unknown)}: choose from {','.join(TP_MODES)}.", file=sys.stderr)
+        return 2
     records, skipped = [], []
     for text in ns.layouts.split(","):
         layout = tuple(int(v) for v in text.lower().split("x"))
-        reason = _layout_problem(checkpoint, layout)
+        reason = _layout_problem(checkpoint, layout, ns.tiny)
         if reason:
             skipped.append(f"TP{layout[0]}xPP{layout[1]}xDP{layout[2]} skipped: {reason}")
             print(skipped[-1], flush=True)
             continue
         here = ns.off_layouts == "all" or text in ns.off_layouts.split(",")
-        new = _launch({**args, "all_settings_here": here}, layout, ns.timeout)
-        records += new
-        print("\n".join(format_table(records).splitlines()[-len(new) :]), flush=True)
+        for mode in ns.tp_modes.split(","):
+            new = _launch({**args, "all_settings_here": here, "tp_mode": mode}, layout, ns.timeout)
+            records += new
+            print("\n".join(format_table(records).splitlines()[-len(new) :]), flush=True)
     print(
         f"\nmodel: {records[0]['model']}; matmul peak per rank: {records[0]['peak_flop_per_s_per_rank']:.3g} FLOP/s; "
         f"threads per rank: {ns.threads}; load average: {os.getloadavg()[0]:.2f}"

@@ -24,9 +24,9 @@ from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
 from lighteval_nanotron.hook.training_config import SECTION, TrainingConfigWithEvaluation
-from lighteval_nanotron.parallel.cpu import install_flash_attn_fallback
+from lighteval_nanotron.parallel.cpu import ensure_flash_attn
 
-install_flash_attn_fallback()  # a no-op where flash-attn is installed; Llama imports it at module level
+ensure_flash_attn()  # Llama imports flash-attn at module level: the stand-in on CPU machines only
 
 from nanotron.trainer import DistributedTrainer  # noqa: E402
 

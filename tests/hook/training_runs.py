@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+import torch
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,7 +89,7 @@ def _digest(model: Any) -> str:
     hasher = hashlib.sha256()
     for name, param in sorted(model.named_parameters(), key=lambda item: item[0]):
         hasher.update(name.encode())
-        hasher.update(param.detach().cpu().numpy().tobytes())
+        hasher.update(param.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())  # any dtype, bf16 too
     return hasher.hexdigest()
 
 
@@ -111,6 +112,9 @@ def train_worker(config_path: str) -> Dict[str, Any]:
     return {
         "losses": trainer.losses,
         "params": _digest(trainer.unwrapped_model),
+        "tp_modes": sorted(
+            {m.mode.name for m in trainer.unwrapped_model.modules() if hasattr(m, "pg") and hasattr(m, "mode")}
+        ),
         "evaluated": list(evaluator.evaluated) if evaluator else [],
         "failures": list(evaluator.failures) if evaluator else [],
     }

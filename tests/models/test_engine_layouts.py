@@ -11,39 +11,20 @@ from lighteval_nanotron.tasks.prompt_manager import PromptManager
 from tests.helpers.distributed import LAYOUTS, DistributedRunError, run_distributed
 from tests.helpers.reference import reference_logits
 from tests.helpers.tiny_model import VOCAB_SIZE, tiny_tokenizer
-from tests.models.engine_cases import MAX_LENGTH, engine_docs, evaluate, evaluate_with_failing_rank
+from tests.models.engine_cases import (
+    MAX_LENGTH,
+    assert_same,
+    engine_docs,
+    evaluate,
+    evaluate_with_failing_rank,
+    run_engine,
+)
 
 pytestmark = pytest.mark.distributed
 TOLERANCE = 1e-4
-RELATIVE = 1e-6  # sums of hundreds of fp32 log-probs: different kernels round differently
 
 
-def _run(checkpoint, tp: int, pp: int, dp: int, **config) -> list[dict]:
-    return run_distributed(evaluate, tp * pp * dp, str(checkpoint), tp, pp, dp, config, timeout=180)
-
-
-@pytest.fixture(scope="module")
-def baseline(tiny_checkpoint) -> dict:
-    return _run(tiny_checkpoint, 1, 1, 1)[0]
-
-
-def assert_same(result: dict, expected: dict) -> None:
-    for kind in ("loglikelihood", "rolling"):
-        for got, want in zip(result[kind], expected[kind], strict=True):
-            assert got.logprobs == pytest.approx(want.logprobs, abs=TOLERANCE, rel=RELATIVE)
-            assert got.argmax_logits_eq_gold == want.argmax_logits_eq_gold
-            assert got.output_tokens == want.output_tokens
-            assert got.truncated_tokens_count == want.truncated_tokens_count
-            if want.unconditioned_logprobs is None:
-                assert got.unconditioned_logprobs is None
-            else:
-                assert got.unconditioned_logprobs == pytest.approx(
-                    want.unconditioned_logprobs, abs=TOLERANCE, rel=RELATIVE
-                )
-    for got, want in zip(result["generation"], expected["generation"], strict=True):
-        assert got.output_tokens == want.output_tokens
-        assert got.text == want.text
-        assert got.truncated_tokens_count == want.truncated_tokens_count
+_run = run_engine
 
 
 @pytest.mark.parametrize("layout", LAYOUTS[1:], ids=lambda layout: "tp{}-pp{}-dp{}".format(*layout))

@@ -219,8 +219,3 @@ class ModelFamily(ABC):
     def max_positions(cls, config: Any) -> int:
         """The context window of the model."""
         return int(config.max_position_embeddings)
-
-    @classmethod
-    def tp_mode_name(cls, inner: Any) -> str:
-        """The TP mode name: `ALL_REDUCE` or `REDUCE_SCATTER`."""
-        return getattr(getattr(inner, "tp_mode", None), "name", "ALL_REDUCE")

@@ -105,7 +105,11 @@ def _recompute(rt: Runtime, st: _Decoding) -> _Inputs:
         ids[r, : len(seq)] = torch.tensor(seq, dtype=torch.long)
     real = sum(len(s) for s in seqs)
     st.stats.add(
-        PlanStats(padding_tokens=width * len(seqs) - real, attention_pairs=len(seqs) * width * (width + 1) // 2)
+        PlanStats(
+            padding_tokens=width * len(seqs) - real,
+            attention_pairs=len(seqs) * width * (width + 1) // 2,
+            recomputed_steps=int(st.step > 0),
+        )
     )
     return _Inputs(ids, torch.tensor([len(s) - 1 for s in seqs]))
 
@@ -159,7 +163,7 @@ def _step(rt: Runtime, link: StageLink, st: _Decoding) -> None:
     inputs = _inputs(rt, st)
     rows, seq = inputs.ids.shape
     select = None
-    if rt.config.logits_at_targets and rt.can_select_positions:
+    if rt.config.logits_at_targets:
         select = (inputs.last, torch.arange(rows))
     mask = torch.ones((rows, seq), dtype=torch.bool, device=rt.device)
     x = inputs.ids.to(rt.device) if rt.stage.is_first else None

@@ -22,6 +22,7 @@ from lighteval_nanotron.models.nanotron.generation_plan import GenerationPlan, b
 from lighteval_nanotron.models.nanotron.runtime import Runtime, inference_mode
 from lighteval_nanotron.models.nanotron.scoring import run_scoring
 from lighteval_nanotron.models.nanotron.scoring_plan import ScoringPlan, build_batches, loglikelihood_rows, rolling_rows
+from lighteval_nanotron.parallel.tp_mode import all_reduce_form
 from lighteval_nanotron.tasks.requests import Doc
 
 Plan = ScoringPlan | GenerationPlan
@@ -110,8 +111,9 @@ class NanotronLightevalModel(LightevalModel):
         )
 
     def run(self, plan: Plan) -> list[ModelResponse]:
-        """Evaluate a prepared plan on the model's current weights (no_grad, eval mode restored)."""
-        with inference_mode(self.runtime.inner):
+        """Evaluate a prepared plan on the model's current weights (no_grad, eval mode restored;
+        TP linears in all-reduce form, their own TP mode restored: see `parallel.tp_mode`)."""
+        with inference_mode(self.runtime.inner), all_reduce_form(self.runtime.inner):
             if isinstance(plan, GenerationPlan):
                 return run_generation(self.runtime, plan)
             return run_scoring(self.runtime, plan)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -15,8 +14,6 @@ from lighteval_nanotron.models.nanotron.config import EngineConfig
 from lighteval_nanotron.models.nanotron.tokenization import TokenizerAdapter
 from lighteval_nanotron.parallel.mesh import Mesh
 from lighteval_nanotron.parallel.pipeline import LocalStage, StageLink
-
-logger = logging.getLogger(__name__)
 
 
 def _device(inner: Any) -> torch.device:
@@ -54,29 +51,12 @@ class Runtime:
 
     @property
     def kv_cache(self) -> bool:
-        """A KV-cache decode step feeds one token per row, which a sequence-sharded TP mode
-        (REDUCE_SCATTER) cannot split over TP ranks: recompute instead there."""
-        if not self.config.kv_cache:
-            return False
-        if self.sequence_sharded:
-            logger.warning("kv_cache needs tp_mode ALL_REDUCE when TP > 1; generating with recompute instead")
-            return False
-        return True
-
-    @property
-    def sequence_sharded(self) -> bool:
-        """TP > 1 with `tp_mode: REDUCE_SCATTER`: activations between layers are split along the
-        sequence over TP ranks."""
-        return self.mesh.tp_size > 1 and self.family.tp_mode_name(self.inner) == "REDUCE_SCATTER"
-
-    @property
-    def can_select_positions(self) -> bool:
-        """Picking positions before `lm_head` needs the whole sequence on every TP rank."""
-        return not self.sequence_sharded
+        """Generation with a KV cache (every TP mode: `run` evaluates in all-reduce form)."""
+        return self.config.kv_cache
 
     @property
     def pad_multiple(self) -> int:
-        """Sequence lengths are padded to a multiple of the TP size (sequence-sharded TP modes)."""
+        """Scoring rows are padded to a multiple of the TP size."""
         return self.mesh.tp_size
 
     def new_link(self) -> StageLink:

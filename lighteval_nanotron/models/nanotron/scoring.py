@@ -40,7 +40,7 @@ def _local_scores(rt: Runtime, plan: ScoringPlan) -> tuple[list[float], list[int
     if rt.stage is None:
         return None
     link = rt.new_link()
-    select_ok = rt.config.logits_at_targets and rt.can_select_positions
+    select_ok = rt.config.logits_at_targets
     for batch in plan.batches:
         mask = torch.ones(batch.input_ids.shape, dtype=torch.bool, device=rt.device)
         x = batch.input_ids.to(rt.device) if rt.stage.is_first else None

@@ -68,6 +68,8 @@ class PlanStats:
     """(query, key) pairs of the attention the rows need."""
     rows: int = 0
     batches: int = 0
+    recomputed_steps: int = 0
+    """Generation steps after the first that fed whole sequences again (no KV cache)."""
 
     def add(self, other: "PlanStats") -> None:
         for name in self.__dataclass_fields__:

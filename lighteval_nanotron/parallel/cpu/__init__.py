@@ -9,10 +9,15 @@ Nothing here is active on import. Call once per process, before building a model
 pure-PyTorch flash-attn (`install_flash_attn_fallback(force=True)`), places the Llama model, its
 pipeline P2P and the decoding helpers on the CPU with gloo-safe sends (`model_patches`), and makes
 `DistributedTrainer` train on the CPU (`trainer_patches`). On a GPU machine without flash-attn,
-call `install_flash_attn_fallback()` alone to get only the attention part. See docs/cpu.md.
+`install_flash_attn_fallback(allow_on_gpu=True)` installs only the (SDPA-based) attention part.
+See docs/cpu.md.
 """
 
-from lighteval_nanotron.parallel.cpu.flash_attn_fallback import install_flash_attn_fallback, is_fallback_installed
+from lighteval_nanotron.parallel.cpu.flash_attn_fallback import (
+    ensure_flash_attn,
+    install_flash_attn_fallback,
+    is_fallback_installed,
+)
 from lighteval_nanotron.parallel.cpu.imports import import_nanotron
 
 _ENABLED = False
@@ -39,6 +44,7 @@ def is_cpu_support_enabled() -> bool:
 
 __all__ = [
     "enable_cpu_support",
+    "ensure_flash_attn",
     "import_nanotron",
     "install_flash_attn_fallback",
     "is_cpu_support_enabled",

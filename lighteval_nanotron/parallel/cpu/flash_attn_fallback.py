@@ -1,12 +1,22 @@
-"""A pure-PyTorch stand-in for the parts of `flash_attn` that Nanotron 0.4 imports.
+"""A PyTorch stand-in for the parts of `flash_attn` that Nanotron 0.4 imports, for CPU machines.
 
 `nanotron/models/llama.py:20-25` and `nanotron/nn/layer_norm.py:2` import flash-attn at module
 level; flash-attn cannot be installed without CUDA. `install_flash_attn_fallback` registers this
 module's functions under flash-attn's module names in `sys.modules`, so the model imports and runs
-on CPU (and on a GPU without flash-attn). The semantics follow flash-attn 2 exactly where Nanotron
-depends on them: varlen sequences are read from `cu_seqlens` over the packed rows, causal masks
-are aligned to the bottom-right corner, rows past `cu_seqlens[-1]` come back as zeros. Attention,
-rotary and normalisation math is done in fp32 and cast back to the input dtype.
+on CPU. The semantics follow flash-attn 2 exactly where Nanotron depends on them: varlen sequences
+are read from `cu_seqlens` over the packed rows, causal masks are aligned to the bottom-right
+corner, rows past `cu_seqlens[-1]` come back as zeros. Attention is
+`torch.nn.functional.scaled_dot_product_attention` (fp32 on CPU, the input dtype on a GPU so that
+its flash / memory-efficient kernels apply); rotary and normalisation math is done in fp32 and
+cast back to the input dtype.
+
+When it is installed (`install_flash_attn_fallback`, `ensure_flash_attn`):
+- a real flash-attn that can be imported is never replaced (except by `force=True`, which
+  `enable_cpu_support()` passes: flash-attn kernels cannot take CPU tensors);
+- on a machine without CUDA, where flash-attn is missing;
+- on a CUDA machine without flash-attn only when asked for (`allow_on_gpu=True` or
+  `LIGHTEVAL_NANOTRON_FLASH_ATTN_FALLBACK=1`): training there should use the real kernels.
+It says so once in the log (a warning) when it is installed.
 
 Not supported (raise `NotImplementedError`): dropout, sliding windows, ALiBi, softcap, paged or
 indexed KV caches, rotary inside `flash_attn_with_kvcache`, xPos rotary scaling.
@@ -14,6 +24,8 @@ indexed KV caches, rotary inside `flash_attn_with_kvcache`, xPos rotary scaling.
 
 import importlib.machinery
 import importlib.util
+import logging
+import os
 import sys
 from types import ModuleType
 from typing import Optional, Tuple, Union
@@ -22,7 +34,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lighteval_nanotron.errors import ConfigError
+
 FALLBACK_MARKER = "__lighteval_nanotron_fallback__"
+ALLOW_ON_GPU_ENV = "LIGHTEVAL_NANOTRON_FLASH_ATTN_FALLBACK"
+"""Set to 1 to use the stand-in on a CUDA machine without flash-attn."""
+
+logger = logging.getLogger(__name__)
 
 
 def _unsupported(name: str) -> NotImplementedError:
@@ -56,22 +74,23 @@ def pad_input(hidden_states: torch.Tensor, indices: torch.Tensor, batch: int, se
 
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: bool) -> torch.Tensor:
-    """q [Lq, Hq, D], k/v [Lk, Hk, D] (Hq a multiple of Hk) -> [Lq, Hq, Dv] in q's dtype."""
+    """q [Lq, Hq, D], k/v [Lk, Hk, D] (Hq a multiple of Hk) -> [Lq, Hq, Dv] in q's dtype, through
+    `scaled_dot_product_attention` (fp32 on CPU, q's dtype elsewhere)."""
+    compute = torch.float32 if q.device.type == "cpu" else q.dtype
     n_rep = q.shape[1] // k.shape[1]
-    qf = q.float().transpose(0, 1)
-    kf = k.float().repeat_interleave(n_rep, dim=1).transpose(0, 1)
-    vf = v.float().repeat_interleave(n_rep, dim=1).transpose(0, 1)
-    scores = torch.matmul(qf, kf.transpose(-1, -2)) * scale
-    if causal:
-        len_q, len_k = q.shape[0], k.shape[0]
+    qc = q.to(compute).transpose(0, 1)
+    kc = k.to(compute).repeat_interleave(n_rep, dim=1).transpose(0, 1)
+    vc = v.to(compute).repeat_interleave(n_rep, dim=1).transpose(0, 1)
+    len_q, len_k = q.shape[0], k.shape[0]
+    if not causal or len_q == len_k:
+        out = F.scaled_dot_product_attention(qc, kc, vc, is_causal=causal, scale=scale)
+    else:  # flash-attn aligns the causal mask bottom-right; queries with no key come back as zeros
         rows = torch.arange(len_q, device=q.device)[:, None]
         cols = torch.arange(len_k, device=q.device)[None, :]
-        allowed = cols <= rows + (len_k - len_q)  # flash-attn aligns the causal mask bottom-right
-        probs = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
-        probs = probs.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
-    else:
-        probs = torch.softmax(scores, dim=-1)
-    return torch.matmul(probs, vf).transpose(0, 1).to(q.dtype)
+        allowed = cols <= rows + (len_k - len_q)
+        out = F.scaled_dot_product_attention(qc, kc, vc, attn_mask=allowed, scale=scale)
+        out = out.masked_fill(~allowed.any(dim=-1, keepdim=True), 0.0)
+    return out.transpose(0, 1).to(q.dtype)
 
 
 def _check_common(dropout_p: float, window_size: Tuple[int, int], softcap: float, alibi_slopes) -> None:
@@ -329,18 +348,60 @@ def _real_flash_attn_available() -> bool:
         return False
 
 
-def install_flash_attn_fallback(force: bool = False) -> bool:
-    """Register the pure-PyTorch flash-attn under flash-attn's module names; idempotent.
+def _allowed_here(allow_on_gpu: bool | None) -> tuple[bool, str]:
+    """(may the stand-in be installed on this machine, why)."""
+    if not torch.cuda.is_available():
+        return True, "no CUDA device"
+    if allow_on_gpu is None:
+        allow_on_gpu = os.environ.get(ALLOW_ON_GPU_ENV, "") == "1"
+    return allow_on_gpu, f"asked for ({ALLOW_ON_GPU_ENV}=1 or allow_on_gpu=True)"
 
-    Without `force`, a real flash-attn that is installed is left in place (returns False). With
-    `force` (what `enable_cpu_support` does: flash-attn kernels cannot take CPU tensors) the
-    fallback replaces it, also inside `nanotron.models.llama` / `nanotron.nn.layer_norm` if those
-    were already imported. Returns True when the fallback is active.
+
+def install_flash_attn_fallback(force: bool = False, allow_on_gpu: bool | None = None) -> bool:
+    """Register the stand-in under flash-attn's module names where the policy of the module
+    docstring allows it; idempotent. Returns True when the stand-in is active.
+
+    A real flash-attn that is installed is left in place (returns False) unless `force` (what
+    `enable_cpu_support` does: flash-attn kernels cannot take CPU tensors); then the stand-in
+    replaces it, also inside `nanotron.models.llama` / `nanotron.nn.layer_norm` if those were
+    already imported. `allow_on_gpu` (default: `LIGHTEVAL_NANOTRON_FLASH_ATTN_FALLBACK=1`): install
+    it on a CUDA machine without flash-attn too.
     """
     if is_fallback_installed():
         return True
-    if not force and _real_flash_attn_available():
-        return False
+    if force:
+        reason = "asked for (CPU support enabled)"
+    else:
+        if _real_flash_attn_available():
+            return False
+        allowed, reason = _allowed_here(allow_on_gpu)
+        if not allowed:
+            return False
+    _register()
+    logger.warning(
+        "flash-attn stand-in in use (%s): Nanotron's attention runs on scaled_dot_product_attention, "
+        "rotary and RMSNorm on plain PyTorch (lighteval_nanotron.parallel.cpu.flash_attn_fallback).",
+        reason,
+    )
+    return True
+
+
+def ensure_flash_attn(allow_on_gpu: bool | None = None) -> str:
+    """Make `import flash_attn` work before Nanotron's Llama is imported: "flash-attn" when the
+    real one is installed, "stand-in" when the stand-in is (now) active. Raises ConfigError on a
+    CUDA machine without flash-attn unless the stand-in is asked for."""
+    if install_flash_attn_fallback(allow_on_gpu=allow_on_gpu):
+        return "stand-in"
+    if _real_flash_attn_available():
+        return "flash-attn"
+    raise ConfigError(
+        "flash-attn is not installed on this CUDA machine and Nanotron's Llama needs it: install it "
+        f"(pip install flash-attn), or set {ALLOW_ON_GPU_ENV}=1 to run attention on PyTorch's "
+        "scaled_dot_product_attention instead."
+    )
+
+
+def _register() -> None:
     interface = {"flash_attn_varlen_func": flash_attn_varlen_func, "flash_attn_with_kvcache": flash_attn_with_kvcache}
     contents = {
         "flash_attn": interface,
@@ -361,7 +422,6 @@ def install_flash_attn_fallback(force: bool = False) -> bool:
         del sys.modules[name]
     sys.modules.update(modules)
     _rebind_imported_nanotron_modules()
-    return True
 
 
 def _rebind_imported_nanotron_modules() -> None:
