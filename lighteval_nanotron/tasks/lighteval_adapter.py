@@ -294,3 +294,34 @@ def adapt_task_config(config: Any) -> LightevalTaskConfig:
         metrics=[adapt_metric(metric, where) for metric in metrics],
         **values,
     )
+
+
+# ----- lighteval's catalogue -----
+
+
+def catalogue() -> tuple[list[LightevalTaskConfig], dict[str, str]]:
+    """lighteval's own task table (`lighteval.tasks.default_tasks`), adapted.
+
+    Returns the adapted configs and, for each `suite|name` that cannot run here, why (raised when a
+    spec asks for it). Only that module is imported: lighteval's registry would import every
+    extended task, some of which fail to import in this environment.
+    """
+    import_lighteval()
+    from lighteval.tasks import default_tasks
+
+    configs: list[LightevalTaskConfig] = []
+    refused: dict[str, str] = {}
+    seen: set[str] = set()
+    # lighteval's module defines some `suite|name`s twice; like its registry, the last one wins.
+    for value in reversed(list(vars(default_tasks).values())):
+        if type(value).__name__ != "LightevalTaskConfig" or not is_lighteval_object(value):
+            continue
+        suites = [suite for suite in value.suite if f"{suite}|{value.name}" not in seen]
+        seen.update(f"{suite}|{value.name}" for suite in suites)
+        if not suites:
+            continue
+        try:
+            configs.append(dataclasses.replace(adapt_task_config(value), suite=suites))
+        except (ConfigError, CustomTasksError) as error:
+            refused.update((f"{suite}|{value.name}", str(error)) for suite in suites)
+    return configs[::-1], refused
