@@ -1,6 +1,7 @@
 """A task file written for lighteval runs unchanged: adapted at registry time, same results as ours."""
 
 import dataclasses
+import math
 import random
 import sys
 import types
@@ -137,3 +138,25 @@ def test_without_lighteval_a_lighteval_task_file_fails_naming_the_extra(toy_data
         Registry(MC, custom_tasks=path)
     message = str(error.value)
     assert "\n" not in message and "lighteval-nanotron[lighteval]" in message and "lighteval_toy_tasks.py" in message
+
+
+def _response(logprobs: list) -> ModelResponse:
+    return ModelResponse(logprobs=logprobs, output_tokens=[[1], [2]], argmax_logits_eq_gold=[True, False])
+
+
+def test_target_perplexity_runs_through_lightevals_implementation():
+    """lighteval 0.10's target_perplexity is exp(-mean gold log-prob per doc), ours is per token: not mapped."""
+    _lighteval()
+    from lighteval.metrics.metrics import Metrics as LightevalMetrics
+
+    from lighteval_nanotron.tasks import lighteval_adapter
+
+    metric = lighteval_adapter.adapt_metric(LightevalMetrics.target_perplexity.value, "test")
+    assert isinstance(metric.sample_level_fn, lighteval_adapter.LightevalSampleFn)
+    docs = [
+        (Doc(query="q", choices=[" a b", " c"], gold_index=0), _response([-2.0, -1.0])),
+        (Doc(query="q", choices=[" d", " e f g"], gold_index=1), _response([-1.0, -4.0])),
+    ]
+    samples = [metric.compute_sample(doc, response) for doc, response in docs]
+    value = aggregate_task_metrics([metric], samples)["ppl"]
+    assert value == pytest.approx(math.exp(3.0))  # exp(-mean(-2, -4)): the gold choices' log-probs
