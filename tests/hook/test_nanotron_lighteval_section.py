@@ -7,14 +7,17 @@ import yaml
 
 from lighteval_nanotron.errors import ConfigError
 from tests.helpers.distributed import run_distributed
-from tests.hook.training_runs import TASKS, train_worker, write_config
+from tests.hook.training_runs import REPO, train_worker, write_config
+
+CAPITALS = "custom|capitals|0"
+CAPITALS_TASKS = str(REPO / "tests" / "checkpoint_eval" / "capitals_tasks.py")  # its data lies next to it
 
 
 def _nanotron_section(folder) -> dict:
     return {
         "batch_size": 16,
         "parallelism": {"dp": 1, "pp": 1, "tp": 1},
-        "tasks": {"tasks": ",".join(TASKS), "max_samples": 2},
+        "tasks": {"tasks": CAPITALS, "custom_tasks": CAPITALS_TASKS, "max_samples": 2},
         "logging": {"local_output_path": str(folder / "eval")},
     }
 
@@ -34,25 +37,24 @@ def test_both_sections_are_refused(tmp_path):
         load_training_config(str(_with_nanotron_section(tmp_path, keep_ours=True)))
 
 
-def test_nanotron_section_is_mapped_and_logged(tmp_path, caplog, monkeypatch):
+def test_nanotron_section_is_mapped_and_logged(tmp_path, caplog):
     from lighteval_nanotron.hook.training_config import load_training_config
 
-    monkeypatch.setenv("LIGHTEVAL_NANOTRON_DATA_DIRS", "bundled")
     with caplog.at_level("WARNING"):
         config = load_training_config(str(_with_nanotron_section(tmp_path, keep_ours=False)))
     section = config.lighteval_nanotron
-    assert (section.tasks, section.max_samples, section.output_dir) == (TASKS, 2, str(tmp_path / "eval"))
+    assert (section.tasks, section.custom_tasks, section.max_samples) == ([CAPITALS], CAPITALS_TASKS, 2)
+    assert section.output_dir == str(tmp_path / "eval")
     assert section.eval_at_checkpoints and section.eval_at_end and config.lighteval is None
     assert "parallelism (the hook evaluates on the training mesh)" in caplog.text
     assert "batch_size (batches are sized by tokens_per_batch)" in caplog.text
 
 
 @pytest.mark.distributed
-def test_training_with_nanotron_section_evaluates(tmp_path, monkeypatch):
-    monkeypatch.setenv("LIGHTEVAL_NANOTRON_DATA_DIRS", "bundled")
+def test_training_with_nanotron_section_evaluates(tmp_path):
     config = _with_nanotron_section(tmp_path, keep_ours=False)
     (report,) = run_distributed(train_worker, 1, str(config), timeout=240)
     assert report["failures"] == []
     (results_file,) = (tmp_path / "eval" / "results").rglob("results_*.json")
     results = json.loads(results_file.read_text())["results"]
-    assert set(results) == {*TASKS, "all"}
+    assert set(results) == {CAPITALS, "all"} and set(results[CAPITALS]) == {"acc", "acc_stderr"}
