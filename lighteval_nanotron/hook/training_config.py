@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from lighteval_nanotron.hook.config import EvaluationConfig
+from lighteval_nanotron.hook.nanotron_lighteval_section import merge_sections
 from lighteval_nanotron.parallel.cpu import import_nanotron
 
 import_nanotron()
@@ -25,6 +26,8 @@ class TrainingConfigWithEvaluation(Config):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self.lighteval_nanotron = merge_sections(self.lighteval, self.lighteval_nanotron)
+        self.lighteval = None
         if self.lighteval_nanotron is not None and self.tokens is not None:
             interval = self.checkpoints.checkpoint_interval if self.checkpoints is not None else None
             self.lighteval_nanotron.check_against_training(self.tokens.train_steps, interval)

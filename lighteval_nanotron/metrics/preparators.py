@@ -11,8 +11,7 @@ from typing import NamedTuple
 from lighteval_nanotron.errors import MetricError
 from lighteval_nanotron.metrics.params import Parametrizable
 from lighteval_nanotron.metrics.sample_logprob import choice_logprobs, gold_indices, ranking
-from lighteval_nanotron.models.model_output import ModelResponse
-from lighteval_nanotron.tasks.requests import Doc
+from lighteval_nanotron.tasks.requests import Doc, ModelResponse
 
 UNIT_TYPES = ("words", "bytes", "tokens")
 

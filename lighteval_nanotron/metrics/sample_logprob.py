@@ -18,8 +18,7 @@ from lighteval_nanotron.metrics.normalizations import (
     parse_logprob_normalization,
 )
 from lighteval_nanotron.metrics.params import Parametrizable
-from lighteval_nanotron.models.model_output import ModelResponse
-from lighteval_nanotron.tasks.requests import Doc
+from lighteval_nanotron.tasks.requests import Doc, ModelResponse
 
 
 def gold_indices(doc: Doc) -> list[int]:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from lighteval_nanotron.models.model_output import ModelResponse
-from lighteval_nanotron.tasks.requests import Doc
+from lighteval_nanotron.tasks.requests import Doc, ModelResponse
 
 
 class LightevalModel(ABC):

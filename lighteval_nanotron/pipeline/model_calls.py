@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.models.model_output import ModelResponse
 from lighteval_nanotron.pipeline.requests import RequestGroup
-from lighteval_nanotron.tasks.requests import SamplingMethod
+from lighteval_nanotron.tasks.requests import ModelResponse, SamplingMethod
 
 MODEL_CALLS = {
     SamplingMethod.LOGPROBS: "loglikelihood",

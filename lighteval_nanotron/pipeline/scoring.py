@@ -12,10 +12,9 @@ from typing import Any
 
 from lighteval_nanotron.errors import EvaluationError, MetricError
 from lighteval_nanotron.metrics import aggregate_task_metrics, average_over_tasks
-from lighteval_nanotron.models.model_output import ModelResponse
 from lighteval_nanotron.pipeline.requests import METHOD_ORDER, RequestGroup
 from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, SampleDetail
-from lighteval_nanotron.tasks.requests import Doc, SamplingMethod
+from lighteval_nanotron.tasks.requests import Doc, ModelResponse, SamplingMethod
 
 
 def _gold_indices(doc: Doc) -> list[int]:

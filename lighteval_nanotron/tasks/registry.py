@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from lighteval_nanotron.errors import LightevalNanotronError, TaskSpecError, UnknownTaskError
+from lighteval_nanotron.errors import CustomTasksError, LightevalNanotronError, TaskSpecError, UnknownTaskError
 from lighteval_nanotron.tasks import tables
 from lighteval_nanotron.tasks.config import LightevalTaskConfig
 from lighteval_nanotron.tasks.lighteval_task import LightevalTask
@@ -24,6 +24,8 @@ from lighteval_nanotron.tasks.spec import TaskSpec, parse_task_spec, read_task_l
 from lighteval_nanotron.tasks.tables import CORE_SUITES, DEFAULT_SUITES, SUITE_TABLE_MODULES
 
 logger = logging.getLogger(__name__)
+
+LIGHTEVAL_CATALOGUE = "lighteval catalogue"
 
 
 def _accepts(metric: Any, param: str, value: Any) -> bool:
@@ -79,6 +81,7 @@ class Registry:
         self._task_registry: dict[str, LightevalTaskConfig] = {}
         self._tables: dict[str, list[LightevalTaskConfig]] = {}  # "default" or an optional suite -> table
         self._custom_table: list[LightevalTaskConfig] = []
+        self._catalogue_refused: dict[str, str] | None = None  # loaded on demand, lowest priority
         optional = {"community": load_community, "extended": load_extended, "multilingual": load_multilingual}
         self._load_full_registry([suite for suite, wanted in optional.items() if wanted])
         self.tasks_list: list[str] = self._get_full_task_list_from_input_string(tasks) if tasks is not None else []
@@ -130,14 +133,31 @@ class Registry:
         if added:
             self._rebuild()
 
+    def _load_lighteval_catalogue(self) -> bool:
+        """Add lighteval's own catalogue below every table here, when lighteval is installed."""
+        if self._catalogue_refused is not None:
+            return False
+        self._catalogue_refused = {}
+        try:
+            from lighteval_nanotron.tasks import lighteval_adapter
+
+            configs, self._catalogue_refused = lighteval_adapter.catalogue()
+        except CustomTasksError as error:
+            logger.info("lighteval's catalogue is not available: %s", error)
+            return False
+        self._tables[LIGHTEVAL_CATALOGUE] = configs
+        self._rebuild()
+        return True
+
     def _rebuild(self) -> None:
         """Merge the tables in a fixed priority order, whatever order they were loaded in."""
         registry: dict[str, LightevalTaskConfig] = {}
-        ordered = [(name, self._tables[name]) for name in ("default", *SUITE_TABLE_MODULES) if name in self._tables]
+        names = (LIGHTEVAL_CATALOGUE, "default", *SUITE_TABLE_MODULES)
+        ordered = [(name, self._tables[name]) for name in names if name in self._tables]
         for origin, table in [*ordered, ("custom", self._custom_table)]:
             new = self.create_task_config_dict(table)
             overridden = [key for key in new if key in registry and registry[key] is not new[key]]
-            if overridden:
+            if overridden and origin != "default":
                 logger.warning("%s tasks override existing tasks: %s", origin, ", ".join(overridden))
             registry.update(new)
         self._task_registry = registry
@@ -183,6 +203,11 @@ class Registry:
             if not keys:
                 self._load_suites(SUITE_TABLE_MODULES)
                 keys = self._resolve_without_suite(spec)
+        if not keys and self._load_lighteval_catalogue():
+            keys = self._expand(f"{spec.suite}|{spec.task}") if spec.suite else self._resolve_without_suite(spec)
+        refusal = (self._catalogue_refused or {}).get(f"{spec.suite}|{spec.task}")
+        if not keys and refusal:
+            raise TaskSpecError(f"Task spec {spec.text!r} names a lighteval task that cannot run here: {refusal}")
         if not keys:
             raise UnknownTaskError(self._unknown_message(spec))
         return keys
@@ -265,6 +290,7 @@ class Registry:
         if suites is None:
             requested = list(CORE_SUITES)
         else:
+            self._load_lighteval_catalogue()
             requested = [s.strip() for s in (suites.split(",") if isinstance(suites, str) else suites) if s.strip()]
             if "all" in requested:
                 self._load_suites(SUITE_TABLE_MODULES)

@@ -47,7 +47,7 @@ def table_of(module: ModuleType, origin: str) -> list[LightevalTaskConfig]:
         raise CustomTasksError(
             f"{origin} has no TASKS_TABLE. Define TASKS_TABLE = [LightevalTaskConfig(...), ...] in it."
         )
-    table = list(table)
+    table = [_adapted(item) for item in table]
     bad = [type(item).__name__ for item in table if not isinstance(item, LightevalTaskConfig)]
     if bad:
         raise CustomTasksError(
@@ -55,6 +55,19 @@ def table_of(module: ModuleType, origin: str) -> list[LightevalTaskConfig]:
             f"found {', '.join(sorted(set(bad)))}."
         )
     return table
+
+
+def _adapted(item: Any) -> Any:
+    """A task config written for lighteval itself, mapped onto this project's (other items unchanged)."""
+    if type(item).__module__.split(".", 1)[0] != "lighteval":
+        return item
+    from lighteval_nanotron.tasks import lighteval_adapter
+
+    return lighteval_adapter.adapt_task_config(item)
+
+
+def _missing_lighteval(error: BaseException) -> bool:
+    return isinstance(error, ModuleNotFoundError) and (error.name or "").split(".", 1)[0] == "lighteval"
 
 
 def task_groups_of(module: ModuleType) -> dict[str, list[str]]:
@@ -82,6 +95,11 @@ def _import_file(path: Path) -> ModuleType:
         spec.loader.exec_module(module)
     except Exception as error:
         del sys.modules[module_name]
+        if _missing_lighteval(error):
+            raise CustomTasksError(
+                f"Custom tasks file {str(path)!r} is written for lighteval, which is not installed: "
+                "pip install 'lighteval-nanotron[lighteval]'"
+            ) from error
         raise CustomTasksError(
             f"Custom tasks file {str(path)!r} failed to import ({type(error).__name__}: {error}). "
             "Fix the error in that file; it must define TASKS_TABLE."

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from lighteval_nanotron.models.model_output import ModelResponse
-from lighteval_nanotron.tasks.requests import Doc
+from lighteval_nanotron.tasks.requests import Doc, ModelResponse
 
 
 def mc_doc(choices: list[str], gold: int | list[int], query: str = "Q:") -> Doc:

@@ -10,7 +10,7 @@ import pytest
 from helpers_pipeline import BigramLM
 
 from lighteval_nanotron.errors import ConfigError, EvaluationError
-from lighteval_nanotron.models.model_output import ModelResponse
+from lighteval_nanotron.tasks.requests import ModelResponse
 from lighteval_nanotron.pipeline import EvaluationPipeline
 from lighteval_nanotron.pipeline.requests import group_requests
 from lighteval_nanotron.pipeline.result import raise_for_failed_tasks

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from lighteval_nanotron.models.model_output import ModelResponse
 from lighteval_nanotron.models.nanotron.batching import round_up
 from lighteval_nanotron.models.nanotron.generation_plan import GenerationPlan, GenRequest
 from lighteval_nanotron.models.nanotron.runtime import Runtime
@@ -29,6 +28,7 @@ from lighteval_nanotron.models.nanotron.scoring_plan import PlanStats
 from lighteval_nanotron.models.nanotron.tree_attention import KVCache, TreeAttention
 from lighteval_nanotron.parallel.pipeline import StageLink, run_stage
 from lighteval_nanotron.parallel.vocab_parallel import greedy_choice
+from lighteval_nanotron.tasks.requests import ModelResponse
 
 _NONE = -1
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from lighteval_nanotron.models.abstract_model import LightevalModel
-from lighteval_nanotron.models.model_output import ModelResponse
 from lighteval_nanotron.models.nanotron.config import EngineConfig
 from lighteval_nanotron.models.nanotron.generation import run_generation
 from lighteval_nanotron.models.nanotron.generation_plan import GenerationPlan, build_generation_plan
@@ -23,7 +22,7 @@ from lighteval_nanotron.models.nanotron.runtime import Runtime, inference_mode
 from lighteval_nanotron.models.nanotron.scoring import run_scoring
 from lighteval_nanotron.models.nanotron.scoring_plan import ScoringPlan, build_batches, loglikelihood_rows, rolling_rows
 from lighteval_nanotron.parallel.tp_mode import all_reduce_form
-from lighteval_nanotron.tasks.requests import Doc
+from lighteval_nanotron.tasks.requests import Doc, ModelResponse
 
 Plan = ScoringPlan | GenerationPlan
 

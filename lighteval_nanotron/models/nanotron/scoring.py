@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import torch
 
-from lighteval_nanotron.models.model_output import ModelResponse
 from lighteval_nanotron.models.nanotron.runtime import Runtime
 from lighteval_nanotron.models.nanotron.scoring_plan import ResponseSpec, ScoringBatch, ScoringPlan
 from lighteval_nanotron.models.nanotron.tree_attention import TreeAttention, ancestor_mask
 from lighteval_nanotron.parallel.pipeline import run_stage
 from lighteval_nanotron.parallel.vocab_parallel import target_logprobs
+from lighteval_nanotron.tasks.requests import ModelResponse
 
 
 def _score_batch(
