@@ -91,6 +91,8 @@ class EvaluationPlan:
     model_name: str
     tokenizer: Any
     tasks: dict[str, Any]
+    docs: dict[str, Any] = field(default_factory=dict)
+    """Every task's `TaskDocs`, built on world rank 0 and broadcast (datasets opened once)."""
 
 
 def _discover(config: CheckpointEvalConfig) -> list[CheckpointInfo]:
@@ -124,10 +126,17 @@ def _load_tasks(config: CheckpointEvalConfig) -> dict[str, Any]:
 
     if config.data_dirs:
         set_data_dirs([*config.data_dirs, *get_data_dirs()])
-    tasks = load_tasks(config.tasks, config.custom_tasks)
-    for task in tasks.values():
-        task.get_docs(config.max_samples)  # datasets and prompts load now: a bad task fails before the model
-    return tasks
+    return load_tasks(config.tasks, config.custom_tasks)
+
+
+def _load_docs(config: CheckpointEvalConfig, tasks: dict[str, Any], world: Any) -> dict[str, Any]:
+    """The tasks' docs: datasets and prompts load now, so that a bad task fails before the model is
+    built, and on world rank 0 only (broadcast), so that no dataset is opened by every rank."""
+    from lighteval_nanotron.parallel.once import computed_once
+    from lighteval_nanotron.pipeline.pipeline import build_docs
+
+    first = dist.get_global_rank(world, 0)
+    return computed_once(lambda: build_docs(tasks, config.max_samples), world, src=first)
 
 
 def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> EvaluationPlan:
@@ -145,7 +154,8 @@ def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> Eval
         world, "loading the tokenizer", lambda: load_tokenizer(tokenizer_source(config.tokenizer, todo[0].path))
     )
     tasks = collectively(world, "loading the tasks", lambda: _load_tasks(config))
-    return EvaluationPlan(todo, skipped, checkpoint_model, model_name, tokenizer, tasks)
+    docs = collectively(world, "loading the datasets", lambda: _load_docs(config, tasks, world))
+    return EvaluationPlan(todo, skipped, checkpoint_model, model_name, tokenizer, tasks, docs)
 
 
 class CheckpointEvaluator:
@@ -169,14 +179,20 @@ class CheckpointEvaluator:
             ),
         )
         engine_config = EngineConfig(max_tokens_per_batch=config.tokens_per_batch, gather_to="reporting")
+        engine = collectively(
+            self.world,
+            "building the engine",
+            lambda: NanotronLightevalModel(self.model, parallel_context, setup.tokenizer, engine_config),
+        )
         self.pipeline = collectively(
             self.world,
             "preparing the requests",
             lambda: EvaluationPipeline.prepare(
-                NanotronLightevalModel(self.model, parallel_context, setup.tokenizer, engine_config),
+                engine,
                 setup.tasks,
                 config.max_samples,
                 model_name=setup.model_name,
+                docs=setup.docs,
             ),
         )
         self.loggers = collectively(self.world, "opening the results loggers", self._build_loggers)

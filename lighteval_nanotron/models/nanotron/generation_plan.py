@@ -65,19 +65,18 @@ def make_request(
     )
 
 
+def generation_requests(
+    docs: Sequence[Doc], prompt_fn: Callable[[Doc], str], tok: TokenizerAdapter, cfg: EngineConfig, max_length: int
+) -> list[GenRequest]:
+    """Every doc's prompt rendered and tokenized (the same on every rank: computed once, shared)."""
+    return [make_request(i, doc, prompt_fn(doc), tok, cfg, max_length) for i, doc in enumerate(docs)]
+
+
 def build_generation_plan(
-    docs: Sequence[Doc],
-    prompt_fn: Callable[[Doc], str],
-    tok: TokenizerAdapter,
-    cfg: EngineConfig,
-    max_length: int,
-    dp_size: int,
-    dp_rank: int,
-    min_batches: int = 1,
+    requests: list[GenRequest], cfg: EngineConfig, dp_size: int, dp_rank: int, min_batches: int = 1
 ) -> GenerationPlan:
     """Requests split over replicas, cut into micro-batches (at least `min_batches` per replica
     when there are enough requests, so pipeline stages can take turns)."""
-    requests = [make_request(i, doc, prompt_fn(doc), tok, cfg, max_length) for i, doc in enumerate(docs)]
     plan = GenerationPlan(requests)
     dataset = GenerativeTaskDataset(requests, num_dataset_splits=None)
     owner = assign_replicas([r.token_length + r.generation_size for r in requests], dp_size)
