@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import time
 
 from lighteval_nanotron.tasks.requests import Doc
@@ -69,17 +70,20 @@ def evaluate(checkpoint: str, tp: int, pp: int, dp: int, config: dict) -> dict:
     """Rank function: load the checkpoint at (tp, pp, dp), run all three request kinds."""
     from lighteval_nanotron.models.nanotron import EngineConfig, NanotronLightevalModel
     from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.parallel.mesh import record_gather_bytes
     from lighteval_nanotron.parallel.vocab_parallel import record_logits_width
     from tests.helpers.distributed import parallel_context
     from tests.helpers.tiny_model import tiny_tokenizer
 
     context = parallel_context(tp, pp, dp)
     model, _ = load_nanotron_checkpoint(checkpoint, context)
+    config = {"gather_to": "all", **config}  # every rank's responses are checked, unless a test asks otherwise
     engine = NanotronLightevalModel(model, context, tiny_tokenizer(), EngineConfig(max_length=MAX_LENGTH, **config))
     docs = engine_docs()
     with record_logits_width() as widths:
         start = time.perf_counter()
-        loglikelihood = engine.loglikelihood(docs, unconditioned=True)
+        with record_gather_bytes() as gathered:
+            loglikelihood = engine.loglikelihood(docs, unconditioned=True)
         rolling = engine.loglikelihood_rolling(docs)
         generation_plan = engine.prepare_generation(docs)
         generation = engine.run(generation_plan)
@@ -95,6 +99,8 @@ def evaluate(checkpoint: str, tp: int, pp: int, dp: int, config: dict) -> dict:
         "logits_tensors": widths.count,
         "reporting": engine.is_reporting_rank,
         "seconds": seconds,
+        "loglikelihood_gather": gathered,
+        "dense_payload_bytes": len(pickle.dumps(([0.5] * plan.num_slots, [0] * plan.num_slots))),
     }
 
 

@@ -7,9 +7,9 @@
 Every rank of the mesh must make the same calls with the same docs (all PP stages take part in
 every forward, all DP replicas in the final gather). Prompts are rendered and tokenized once, on
 the reporting rank, and broadcast (`computed_once`); each rank then plans its own batches. With
-`gather_to="all"` (default) every rank returns all responses in doc order; with `"reporting"`
-only `engine.is_reporting_rank` (DP 0 / TP 0 of the output pipeline stage) does and the others
-return `[]`.
+`gather_to="reporting"` (default) only `engine.is_reporting_rank` (DP 0 / TP 0 of the output
+pipeline stage) returns all responses in doc order and the others return `[]`; with `"all"` every
+rank does. Each replica sends only the results it computed.
 """
 
 from __future__ import annotations
