@@ -52,18 +52,28 @@ def _wait_all(processes: list[subprocess.Popen], logs: list[Path], timeout: floa
 
 
 def run_torchrun_nodes(
-    node_dirs: Sequence[Path], nproc_per_node: int, module_argv: Sequence[str], timeout: float = 300
+    node_dirs: Sequence[Path],
+    nproc_per_node: int,
+    module_argv: Sequence[str],
+    timeout: float = 300,
+    static: bool = False,
 ) -> list[str]:
-    """`torchrun --nnodes N --node-rank i --nproc-per-node P --rdzv-backend c10d -m ...` once per
-    folder of `node_dirs` (its working directory); returns each node's output."""
-    endpoint = f"127.0.0.1:{free_loopback_port()}"
+    """`torchrun --nnodes N --node-rank i --nproc-per-node P -m ...` once per folder of
+    `node_dirs` (its working directory, node i); returns each node's output. The rendezvous is
+    c10d (node order decided by arrival), or with `static` torchrun's static one (node i holds
+    global ranks i*P .. i*P+P-1)."""
+    port = free_loopback_port()
+    if static:
+        rendezvous = ["--master-addr", "127.0.0.1", "--master-port", str(port)]
+    else:
+        rendezvous = ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "multinode"]
     processes, logs = [], []
     for node_rank, folder in enumerate(node_dirs):
         folder.mkdir(parents=True, exist_ok=True)
         command = [
             sys.executable, "-m", "torch.distributed.run", "--nnodes", str(len(node_dirs)),
-            "--node-rank", str(node_rank), "--nproc-per-node", str(nproc_per_node), "--rdzv-backend", "c10d",
-            "--rdzv-endpoint", endpoint, "--rdzv-id", "multinode-test", "--max-restarts", "0", *module_argv,
+            "--node-rank", str(node_rank), "--nproc-per-node", str(nproc_per_node), *rendezvous,
+            "--max-restarts", "0", *module_argv,
         ]  # fmt: skip
         logs.append(folder / "node.log")
         with logs[-1].open("w") as log:
