@@ -32,29 +32,6 @@ def _results(folder: Path) -> dict[int, dict]:
     }
 
 
-def test_two_nodes_tp2_dp2_training_with_evaluation_equals_one_node(tmp_path):
-    section = {"tasks": TASKS[0], "eval_interval": 2}
-    for folder in ("one", "shared"):
-        (tmp_path / folder).mkdir()
-    one_node = write_config(tmp_path / "one", tp=2, dp=2, train_steps=2, section=section)
-    run_distributed(train_worker, 4, str(one_node), timeout=300)
-    expected = _results(tmp_path / "one" / "eval")
-    assert sorted(expected) == [2]
-
-    config = _node_local(write_config(tmp_path / "shared", tp=2, dp=2, train_steps=2, section=section), "nodes.yaml")
-    nodes = [tmp_path / "node0", tmp_path / "node1"]
-    argv = ["-m", "lighteval_nanotron.hook.run_train", "--config-file", str(config), "--cpu"]
-    run_torchrun_nodes(nodes, 2, argv, timeout=300)
-
-    per_node = [_results(node / "eval") for node in nodes]
-    assert sorted(len(found) for found in per_node) == [0, 1]  # written once, by the reporting rank's node
-    found = next(found for found in per_node if found)
-    assert sorted(found) == [2]
-    assert_finite_results(found[2], TASKS[:1])
-    assert found[2]["results"] == expected[2]["results"]
-    assert found[2]["config_general"]["consumed_tokens"] == expected[2]["config_general"]["consumed_tokens"]
-
-
 def _resumed(config: Path, checkpoint: Path, train_steps: int) -> Path:
     content = yaml.safe_load(config.read_text())
     content["tokens"]["train_steps"] = train_steps
@@ -65,17 +42,34 @@ def _resumed(config: Path, checkpoint: Path, train_steps: int) -> Path:
     return path
 
 
-def test_restart_with_the_reporting_rank_on_another_node_skips_evaluated_steps(tmp_path):
-    (tmp_path / "shared").mkdir()
+def test_two_nodes_tp2_dp2_equal_one_node_and_a_restart_on_another_mapping_skips_done_steps(tmp_path):
+    for folder in ("one", "shared"):
+        (tmp_path / folder).mkdir()
     section = {"tasks": TASKS[0], "eval_interval": 2}
-    first = write_config(tmp_path / "shared", tp=2, dp=2, train_steps=2, checkpoint_interval=2, section=section)
-    first = _node_local(first, "first.yaml")
-    a, b = tmp_path / "a", tmp_path / "b"
-    argv = ["-m", "lighteval_nanotron.hook.run_train", "--cpu", "--config-file"]
-    run_torchrun_nodes([a, b], 2, [*argv, str(first)], timeout=300, static=True)
-    assert sorted(_results(a / "eval")) == [2] and _results(b / "eval") == {}  # world rank 0 ran in `a`
+    one_node = write_config(tmp_path / "one", tp=2, dp=2, train_steps=2, section=section)
+    run_distributed(train_worker, 4, str(one_node), timeout=300)
+    expected = _results(tmp_path / "one" / "eval")
+    assert sorted(expected) == [2]
 
-    resumed = _resumed(first, tmp_path / "shared" / "checkpoints" / "2", train_steps=4)
-    run_torchrun_nodes([b, a], 2, [*argv, str(resumed)], timeout=300, static=True)  # now world rank 0 is in `b`
-    assert sorted(_results(b / "eval")) == [4]  # step 2 (eval_at_start) was found in `a`'s folder: not redone
-    assert sorted(_results(a / "eval")) == [2]
+    # two nodes, c10d rendezvous: train to step 2 (evaluated, checkpointed to the shared folder)
+    shared = write_config(tmp_path / "shared", tp=2, dp=2, train_steps=2, checkpoint_interval=2, section=section)
+    config = _node_local(shared, "nodes.yaml")
+    nodes = [tmp_path / "node0", tmp_path / "node1"]
+    argv = ["-m", "lighteval_nanotron.hook.run_train", "--cpu", "--config-file"]
+    run_torchrun_nodes(nodes, 2, [*argv, str(config)], timeout=300)
+    per_node = [_results(node / "eval") for node in nodes]
+    assert sorted(len(found) for found in per_node) == [0, 1]  # written once, by the reporting rank's node
+    reporting_node = 0 if per_node[0] else 1
+    found = per_node[reporting_node]
+    assert sorted(found) == [2]
+    assert_finite_results(found[2], TASKS[:1])
+    assert found[2]["results"] == expected[2]["results"]
+    assert found[2]["config_general"]["consumed_tokens"] == expected[2]["config_general"]["consumed_tokens"]
+
+    # restart from step 2 to 4 with the other node first (static rendezvous: world rank 0, the
+    # reporting rank, now runs in the other node's folder, which has no results)
+    resumed = _resumed(config, tmp_path / "shared" / "checkpoints" / "2", train_steps=4)
+    moved = [nodes[1 - reporting_node], nodes[reporting_node]]
+    run_torchrun_nodes(moved, 2, [*argv, str(resumed)], timeout=300, static=True)
+    assert sorted(_results(moved[0] / "eval")) == [4]  # step 2 (eval_at_start) found on the other node
+    assert sorted(_results(moved[1] / "eval")) == [2]
