@@ -411,7 +411,7 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
     for name in args["configs"]:
         if name != "on" and not args["all_settings_here"]:
             continue
-        config = EngineConfig(max_tokens_per_batch=args["max_tokens_per_batch"], **_switches(name))
+        config = EngineConfig(max_tokens_per_batch=args["max_tokens_per_batch"], gather_to="all", **_switches(name))
         engine = NanotronLightevalModel(model, context, tokenizer, config)
         started = time.perf_counter()
         plans = _prepare(engine, groups)

@@ -7,13 +7,18 @@ generation budget), never by characters, because truncation and batching are in 
 A request's token length comes from `token_length(request)` when given, otherwise from the
 request's own `token_length` attribute (the Nanotron engine's tokenized requests have one). A plain
 `Doc` has no token length: pass a function that renders and tokenizes it.
+
+The Nanotron engine splits its work over data-parallel replicas with these classes: its scoring
+rows in a `LoglikelihoodDataset`, its generation requests in a `GenerativeTaskDatasetNanotron`,
+each replica's share from `GenDistributedSampler(split="token_balanced")`.
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Literal, Sequence
 
 import torch
 from torch.utils.data import Dataset, Subset
@@ -62,6 +67,10 @@ class DynamicBatchDataset(Dataset):
     def token_length(self, request: Any) -> int:
         """Token length of one request (see the module docstring)."""
         return _length_of(request, self._token_length)
+
+    def work(self, request: Any) -> int:
+        """What one request costs a replica, in tokens (what a token-balanced split balances)."""
+        return self.token_length(request)
 
     def init_split_limits(self, num_dataset_splits: int | None) -> tuple[int, list[tuple[int, int]]]:
         """Equal contiguous splits of the sorted data, as `(start, end)` pairs."""
@@ -148,6 +157,10 @@ class GenerativeTaskDataset(DynamicBatchDataset):
         key = _generation_key(request)
         return (*key, -(self.token_length(request) + key[-1]))
 
+    def work(self, request: Any) -> int:
+        """Context tokens plus the generation budget."""
+        return self.token_length(request) + _generation_key(request)[-1]
+
 
 class GenerativeTaskDatasetNanotron(GenerativeTaskDataset):
     """Like `GenerativeTaskDataset`, but items are `(sorted_index, request)` pairs so a distributed
@@ -157,9 +170,28 @@ class GenerativeTaskDatasetNanotron(GenerativeTaskDataset):
         return index, self.sorted_data[index]
 
 
+def token_balanced_owners(work: Sequence[int], num_replicas: int) -> list[int]:
+    """Replica of each item: longest-processing-time first (each item, most work first, to the
+    replica with the least work so far; ties: lowest item index, then lowest replica)."""
+    order = sorted(range(len(work)), key=lambda i: (-work[i], i))
+    heap = [(0, replica) for replica in range(num_replicas)]
+    owner = [0] * len(work)
+    for i in order:
+        load, replica = heapq.heappop(heap)
+        owner[i] = replica
+        heapq.heappush(heap, (load + work[i], replica))
+    return owner
+
+
 class GenDistributedSampler(DistributedSampler):
     """A `DistributedSampler` that pads with copies of the LAST index (not the first ones), so the
-    padding of length-sorted data adds only short requests; `drop_last` drops the tail instead."""
+    padding of length-sorted data adds only short requests; `drop_last` drops the tail instead.
+
+    `split="token_balanced"` (for a `DynamicBatchDataset`, with `shuffle=False`) gives instead each
+    request to exactly one replica, balancing their tokens (`token_balanced_owners` over
+    `dataset.work`, in the requests' input order), or as `assignment` says (the replica of each
+    request, input order); this replica's dataset indices come in the dataset's sorted order, with
+    no padding, so no request is evaluated twice. The default is the strided split above."""
 
     def __init__(
         self,
@@ -169,10 +201,35 @@ class GenDistributedSampler(DistributedSampler):
         shuffle: bool = True,
         seed: int = 0,
         drop_last: bool = False,
+        split: Literal["strided", "token_balanced"] = "strided",
+        assignment: Sequence[int] | None = None,
     ):
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
+        if split not in ("strided", "token_balanced"):
+            raise ConfigError(f"GenDistributedSampler split must be 'strided' or 'token_balanced', got {split!r}.")
+        self.split = split
+        self._mine: list[int] | None = None
+        if split == "token_balanced":
+            if shuffle or not isinstance(dataset, DynamicBatchDataset):
+                raise ConfigError(
+                    "split='token_balanced' needs a DynamicBatchDataset (sorted requests) and shuffle=False."
+                )
+            self._mine = self._balanced_indices(dataset, assignment)
+            self.num_samples = len(self._mine)
+        elif assignment is not None:
+            raise ConfigError("GenDistributedSampler assignment= is used by split='token_balanced' only.")
+
+    def _balanced_indices(self, dataset: DynamicBatchDataset, assignment: Sequence[int] | None) -> list[int]:
+        if assignment is None:
+            work = dataset.get_original_order([dataset.work(request) for request in dataset.sorted_data])
+            assignment = token_balanced_owners(work, self.num_replicas)
+        if len(assignment) != len(dataset):
+            raise ConfigError(f"assignment has {len(assignment)} replicas for {len(dataset)} requests.")
+        return [position for position, index in enumerate(dataset.original_order) if assignment[index] == self.rank]
 
     def __iter__(self) -> Iterator[int]:
+        if self._mine is not None:
+            return iter(self._mine)
         if self.shuffle:
             generator = torch.Generator()
             generator.manual_seed(self.seed + self.epoch)

@@ -12,6 +12,7 @@ from lighteval_nanotron.data import (
     GenerativeTaskDataset,
     GenerativeTaskDatasetNanotron,
     LoglikelihoodDataset,
+    token_balanced_owners,
 )
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.tasks.requests import Doc
@@ -108,3 +109,38 @@ def test_gen_distributed_sampler_shuffle_is_seeded():
     assert first == list(GenDistributedSampler(data, num_replicas=2, rank=0, shuffle=True, seed=3))
     both = first + list(GenDistributedSampler(data, num_replicas=2, rank=1, shuffle=True, seed=3))
     assert sorted(both) == list(range(8))
+
+
+def test_sampler_token_balanced_split_gives_each_request_to_one_replica_in_sorted_order():
+    reqs = [Req(str(i), length) for i, length in enumerate([9, 1, 5, 5, 3, 8, 2, 7])]
+    data = LoglikelihoodDataset(reqs, num_dataset_splits=None)
+    shares = [list(GenDistributedSampler(data, 3, rank, shuffle=False, split="token_balanced")) for rank in range(3)]
+    assert sorted(i for share in shares for i in share) == list(range(len(reqs)))  # no padding, no duplicate
+    assert all(share == sorted(share) for share in shares)  # the dataset's (longest-first) order
+    loads = [sum(data[i].token_length for i in share) for share in shares]
+    assert max(loads) - min(loads) <= 1 and sum(loads) == 40
+    owners = token_balanced_owners([r.token_length for r in reqs], 3)
+    assert [[data[i].name for i in share] for share in shares] == [
+        [r.name for r in data if owners[int(r.name)] == rank] for rank in range(3)
+    ]
+    assert len(GenDistributedSampler(data, 3, 0, shuffle=False, split="token_balanced")) == len(shares[0])
+
+
+def test_sampler_token_balanced_split_follows_an_assignment_and_balances_generation_budgets():
+    reqs = [Req("a", 2, generation_size=10), Req("b", 9, generation_size=1), Req("c", 3, generation_size=1)]
+    data = GenerativeTaskDatasetNanotron(reqs, num_dataset_splits=None)
+    shares = [list(GenDistributedSampler(data, 2, rank, shuffle=False, split="token_balanced")) for rank in range(2)]
+    assert [[data[i][1].name for i in share] for share in shares] == [["a"], ["b", "c"]]  # 12 vs 10 + 4 tokens
+    fixed = GenDistributedSampler(data, 2, 1, shuffle=False, split="token_balanced", assignment=[1, 0, 1])
+    assert sorted(data[i][1].name for i in fixed) == ["a", "c"]
+
+
+def test_sampler_split_errors_and_default_stays_strided():
+    data = LoglikelihoodDataset([Req("a", 1), Req("b", 2), Req("c", 3)], num_dataset_splits=None)
+    assert list(GenDistributedSampler(data, 2, 1, shuffle=False)) == [1, 2]  # strided, padded with the last index
+    with pytest.raises(ConfigError, match="shuffle=False"):
+        GenDistributedSampler(data, 2, 0, split="token_balanced")
+    with pytest.raises(ConfigError, match="strided"):
+        GenDistributedSampler(data, 2, 0, shuffle=False, split="round_robin")
+    with pytest.raises(ConfigError, match="3 requests"):
+        GenDistributedSampler(data, 2, 0, shuffle=False, split="token_balanced", assignment=[0])

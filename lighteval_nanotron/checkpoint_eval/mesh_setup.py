@@ -49,7 +49,9 @@ def parallel_context_for(tp: int, pp: int, dp: int, cpu: bool) -> Iterator[Any]:
     a plain `python -m lighteval_nanotron eval ...` is a world of one. A process group started
     here is destroyed on exit, and the environment variables set here are removed."""
     from lighteval_nanotron.parallel.distributed import build_parallel_context, free_loopback_port, local_rank_env
+    from lighteval_nanotron.parallel.launch_env import apply_launcher_env
 
+    apply_launcher_env()
     check_world(tp, pp, dp)
     added: dict[str, str] = {}
     if "RANK" not in os.environ:

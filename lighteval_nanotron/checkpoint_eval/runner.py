@@ -100,6 +100,8 @@ class EvaluationPlan:
     tasks: dict[str, Any]
     tasks_by_step: dict[int | None, list[str]] = field(default_factory=dict)
     """The tasks still to evaluate at each pending step (all of them when the step has no results)."""
+    docs: dict[str, Any] = field(default_factory=dict)
+    """Every task's `TaskDocs`, built on world rank 0 and broadcast (datasets opened once)."""
 
 
 def _discover(config: CheckpointEvalConfig) -> list[CheckpointInfo]:
@@ -158,10 +160,14 @@ def _load_tasks(config: CheckpointEvalConfig) -> dict[str, Any]:
     return load_tasks(config.tasks, config.custom_tasks)
 
 
-def _load_docs(tasks: dict[str, Any], max_samples: int | None) -> dict[str, Any]:
-    for task in tasks.values():
-        task.get_docs(max_samples)  # datasets and prompts load now: a bad task fails before the model
-    return tasks
+def _load_docs(config: CheckpointEvalConfig, tasks: dict[str, Any], world: Any) -> dict[str, Any]:
+    """The tasks' docs: datasets and prompts load now, so that a bad task fails before the model is
+    built, and on world rank 0 only (broadcast), so that no dataset is opened by every rank."""
+    from lighteval_nanotron.parallel.once import computed_once
+    from lighteval_nanotron.pipeline.pipeline import build_docs
+
+    first = dist.get_global_rank(world, 0)
+    return computed_once(lambda: build_docs(tasks, config.max_samples), world, src=first)
 
 
 def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> EvaluationPlan:
@@ -183,12 +189,9 @@ def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> Eval
         world, "loading the tokenizer", lambda: load_tokenizer(tokenizer_source(config.tokenizer, todo[0].path))
     )
     needed = {name for names in tasks_by_step.values() for name in names}
-    tasks = collectively(
-        world,
-        "loading the datasets",
-        lambda: _load_docs({n: t for n, t in tasks.items() if n in needed}, config.max_samples),
-    )
-    return EvaluationPlan(todo, skipped, checkpoint_model, model_name, tokenizer, tasks, tasks_by_step)
+    tasks = {name: task for name, task in tasks.items() if name in needed}
+    docs = collectively(world, "loading the datasets", lambda: _load_docs(config, tasks, world))
+    return EvaluationPlan(todo, skipped, checkpoint_model, model_name, tokenizer, tasks, tasks_by_step, docs)
 
 
 class CheckpointEvaluator:
@@ -211,7 +214,11 @@ class CheckpointEvaluator:
             ),
         )
         engine_config = EngineConfig(max_tokens_per_batch=config.tokens_per_batch, gather_to="reporting")
-        self.engine = NanotronLightevalModel(self.model, parallel_context, setup.tokenizer, engine_config)
+        self.engine = collectively(
+            self.world,
+            "building the engine",
+            lambda: NanotronLightevalModel(self.model, parallel_context, setup.tokenizer, engine_config),
+        )
         self.setup = setup
         self.pipelines: dict[tuple[str, ...], Any] = {}
         self.loggers = collectively(self.world, "opening the results loggers", self._build_loggers)
@@ -230,6 +237,7 @@ class CheckpointEvaluator:
                     {name: self.setup.tasks[name] for name in names},
                     self.config.max_samples,
                     model_name=self.setup.model_name,
+                    docs={name: self.setup.docs[name] for name in names},
                 ),
             )
         return self.pipelines[names]

@@ -78,28 +78,30 @@ class TrainingEvaluator:
     # Setup ---------------------------------------------------------------------------------------
 
     def setup(self, trainer: Any) -> None:
-        from lighteval_nanotron.hook.runtime import build_loggers, build_pipeline, is_reporting_rank
+        from lighteval_nanotron.hook.runtime import build_engine, build_loggers, build_pipeline, is_reporting_rank
+        from lighteval_nanotron.parallel.launch_env import local_rank
 
         world = trainer.parallel_context.world_pg
         self.model_name = self.config.model_name or default_model_name(trainer)
-        error: Optional[BaseException] = None
-        already_done: set[int] = set()
         started = time.perf_counter()
         with bounded_collectives(trainer.parallel_context, self.config.failure_timeout_s):
-            try:
-                self.pipeline = build_pipeline(trainer, self.config, self.model_name)
+            # Two agreed phases: the second has collectives (datasets loaded once, broadcast), so
+            # every rank must have got through the first (tokenizer, tasks) before any rank enters it.
+            engine, tasks = self._agreed(world, lambda: build_engine(trainer, self.config))
+            self.pipeline = self._agreed(world, lambda: build_pipeline(engine, tasks, self.config, self.model_name))
+
+            def open_outputs() -> set[int]:
                 if is_reporting_rank(self.pipeline):
                     self.loggers = build_loggers(self.config, trainer)
-                    already_done = _evaluated_steps(
+                # One reader per node as well: with node-local output folders, a restart whose
+                # reporting rank moved to another node still finds the steps evaluated before.
+                if is_reporting_rank(self.pipeline) or local_rank() == 0:
+                    return _evaluated_steps(
                         self.config.output_dir, self.model_name, list(self.pipeline.tasks), self.pipeline.max_samples
                     )
-            except Exception as caught:  # noqa: BLE001 - every rank must learn about it, then all raise
-                error = caught
-            verdict = agree(
-                error, world, self.config.failure_timeout_s, "lighteval_nanotron setup", timeout_hint=_TIMEOUT_HINT
-            )
-        if verdict.failed:
-            raise _setup_error(verdict) from error
+                return set()
+
+            already_done = self._agreed(world, open_outputs)
         for step in _broadcast_steps(already_done, world):
             self.schedule.mark(step)
         self.progress = tqdm(
@@ -114,6 +116,21 @@ class TrainingEvaluator:
             f"[lighteval_nanotron] prepared {', '.join(self.config.tasks)} in {time.perf_counter() - started:.1f}s; "
             f"evaluating at {self._plan_description(trainer)}",
         )
+
+    def _agreed(self, world: Any, fn: Any) -> Any:
+        """`fn()` on every rank, then agree; if it raised anywhere, every rank raises the setup error."""
+        error: Optional[BaseException] = None
+        value = None
+        try:
+            value = fn()
+        except Exception as caught:  # noqa: BLE001 - every rank must learn about it, then all raise
+            error = caught
+        verdict = agree(
+            error, world, self.config.failure_timeout_s, "lighteval_nanotron setup", timeout_hint=_TIMEOUT_HINT
+        )
+        if verdict.failed:
+            raise _setup_error(verdict) from error
+        return value
 
     def _remaining_steps(self, trainer: Any) -> list[int]:
         checkpoints = trainer.config.checkpoints

@@ -9,7 +9,9 @@ Usage:
         --config-file configs/tiny_cpu_train.yaml --cpu --nproc 4
 
 The config is a Nanotron training YAML; its `lighteval_nanotron:` section (see docs/hook.md)
-turns evaluation on. Without `--nproc`, the torchrun variables (RANK, WORLD_SIZE, ...) must be set.
+turns evaluation on. Without `--nproc`, launch with torchrun, or with a plain `srun` (one task per
+process: RANK, WORLD_SIZE, LOCAL_RANK and MASTER_* come from SLURM's variables, see
+lighteval_nanotron/parallel/launch_env.py and examples/train_with_eval.sbatch).
 """
 
 import argparse
@@ -19,12 +21,14 @@ from datetime import timedelta
 from typing import Any, List
 
 from lighteval_nanotron.parallel.distributed import free_loopback_port, local_rank_env
+from lighteval_nanotron.parallel.launch_env import apply_launcher_env
 
 DEFAULT_TIMEOUT_S = 1800
 
 
 def train(config_file: str, cpu: bool = False, timeout_s: int = DEFAULT_TIMEOUT_S) -> Any:
     """Build an `EvaluatingTrainer` from `config_file` and train it (every rank calls this)."""
+    apply_launcher_env()
     if cpu:
         from lighteval_nanotron.parallel.cpu import enable_cpu_support
         from lighteval_nanotron.parallel.distributed import init_process_group_from_env

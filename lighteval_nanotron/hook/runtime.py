@@ -26,10 +26,10 @@ def load_tokenizer(trainer_config: Any) -> Any:
         ) from error
 
 
-def build_pipeline(trainer: Any, config: EvaluationConfig, model_name: str) -> Any:
-    """Prepare the tasks once on the trainer's own model and mesh (every rank, same inputs)."""
+def build_engine(trainer: Any, config: EvaluationConfig) -> tuple[Any, dict[str, Any]]:
+    """The engine over the trainer's own model and mesh, and the tasks (every rank; no collective)."""
     from lighteval_nanotron.models.nanotron import EngineConfig, NanotronLightevalModel
-    from lighteval_nanotron.pipeline import EvaluationPipeline
+    from lighteval_nanotron.pipeline import load_tasks
     from lighteval_nanotron.tasks.data_dirs import set_data_dirs
 
     if config.data_dirs is not None:
@@ -40,13 +40,14 @@ def build_pipeline(trainer: Any, config: EvaluationConfig, model_name: str) -> A
         load_tokenizer(trainer.config),
         EngineConfig(max_tokens_per_batch=config.tokens_per_batch, gather_to="reporting"),
     )
-    return EvaluationPipeline.prepare(
-        engine,
-        config.tasks,
-        config.max_samples,
-        custom_tasks=config.custom_tasks,
-        model_name=model_name,
-    )
+    return engine, load_tasks(config.tasks, config.custom_tasks)
+
+
+def build_pipeline(engine: Any, tasks: dict[str, Any], config: EvaluationConfig, model_name: str) -> Any:
+    """Prepare the tasks once (collective: one rank loads the datasets and tokenizes, all receive)."""
+    from lighteval_nanotron.pipeline import EvaluationPipeline
+
+    return EvaluationPipeline.prepare(engine, tasks, config.max_samples, model_name=model_name)
 
 
 def is_reporting_rank(pipeline: Any) -> bool:

@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 
 from lighteval_nanotron.errors import ConfigError, LayoutError
+from lighteval_nanotron.parallel.launch_env import apply_launcher_env
 
 if TYPE_CHECKING:
     from nanotron.parallel import ParallelContext
@@ -47,14 +48,16 @@ def local_rank_env(rank: int, world_size: int, port: int) -> dict[str, str]:
 def init_process_group_from_env(backend: str = "gloo", timeout: timedelta = DEFAULT_TIMEOUT) -> None:
     """Initialise the default process group from torchrun's variables; a no-op if one exists.
 
+    Under a plain `srun`, torchrun's variables are first filled from SLURM's (`apply_launcher_env`).
     Raises ConfigError when a torchrun variable is missing."""
     if dist.is_initialized():
         return
+    apply_launcher_env()
     missing = [name for name in TORCHRUN_VARIABLES if name not in os.environ]
     if missing:
         raise ConfigError(
             f"Cannot start torch.distributed: environment variable(s) {', '.join(missing)} not set. "
-            "Launch with torchrun, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT."
+            "Launch with torchrun or srun, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT."
         )
     dist.init_process_group(
         backend=backend,

@@ -1,7 +1,8 @@
 """`EvaluationPipeline`: tasks -> docs -> requests by sampling method -> model -> metrics -> results.
 
 Prepare once (registry, datasets, docs, prompts, the engine's tokenization and batch plan), then
-`run()` at every checkpoint: only the forwards and the metrics happen there.
+`run()` at every checkpoint: only the forwards and the metrics happen there. On a mesh, datasets,
+docs and tokens are built by one rank and broadcast (the model's `computed_once`), not per rank.
 
     pipeline = EvaluationPipeline.prepare(model, tasks="lighteval|arc:easy|0", max_samples=100)
     for step in checkpoints:
@@ -13,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -46,6 +48,40 @@ def load_tasks(tasks: TaskSelection, custom_tasks: str | Path | ModuleType | Non
         if not task.metrics:
             raise ConfigError(f"Task {name!r} has no metrics: give its LightevalTaskConfig at least one metric.")
     return loaded
+
+
+@dataclass(frozen=True)
+class TaskDocs:
+    """A task's docs ready to run, and the counts its results report (`original_num_docs`: the
+    evaluation split's, `effective_num_docs`: after `max_samples`)."""
+
+    docs: list[Doc]
+    original_num_docs: int
+    effective_num_docs: int
+
+
+def build_docs(tasks: Mapping[str, LightevalTask], max_samples: int | None) -> dict[str, TaskDocs]:
+    """Load every task's dataset and build its docs, prompts' few-shot examples included."""
+    built = {}
+    for name, task in tasks.items():
+        docs = task.get_docs(max_samples)
+        built[name] = TaskDocs(docs, task.config.original_num_docs, task.config.effective_num_docs)
+    return built
+
+
+def share_docs(
+    model: Any, tasks: Mapping[str, LightevalTask], max_samples: int | None, docs: Mapping[str, TaskDocs] | None = None
+) -> dict[str, list[Doc]]:
+    """`build_docs` once for the whole mesh when the model offers `computed_once` (one rank loads
+    the datasets and builds the docs, every rank receives them), else here; `docs` when already
+    built. The tasks' doc counts are set on every rank."""
+    if docs is None:
+        once = getattr(model, "computed_once", None)
+        docs = once(lambda: build_docs(tasks, max_samples)) if callable(once) else build_docs(tasks, max_samples)
+    for name, task in tasks.items():
+        task.config.original_num_docs = docs[name].original_num_docs
+        task.config.effective_num_docs = docs[name].effective_num_docs
+    return {name: docs[name].docs for name in tasks}
 
 
 class EvaluationPipeline:
@@ -89,6 +125,7 @@ class EvaluationPipeline:
         model_name: str | None = None,
         prompt_manager: PromptManager | None = None,
         bootstrap_iters: int | None = None,
+        docs: Mapping[str, TaskDocs] | None = None,
     ) -> EvaluationPipeline:
         """Load tasks and datasets, build docs (with few-shot examples) and let the model plan its
         requests. Every problem with a task (unknown name, missing dataset, bad prompt function)
@@ -103,15 +140,19 @@ class EvaluationPipeline:
             prompt_manager: How docs become prompts in the details when the model does not
                 return its input; default the model's `prompt_fn`, else plain text.
             bootstrap_iters: Bootstrap resamples for non-mean metrics' standard errors.
+            docs: The tasks' docs when already built (`build_docs`), else built here, once for
+                the whole mesh when the model offers `computed_once`.
         """
         if max_samples is not None and max_samples < 1:
             raise ConfigError(f"max_samples={max_samples}: use a positive number, or None for every doc.")
         loaded = load_tasks(tasks, custom_tasks)
-        docs = {name: task.get_docs(max_samples) for name, task in loaded.items()}
-        for task_name, task_docs in docs.items():
-            check_gold_indices(task_name, task_docs)
+        task_docs = share_docs(model, loaded, max_samples, docs)
+        for task_name, docs_of_task in task_docs.items():
+            check_gold_indices(task_name, docs_of_task)
         name = model_name or getattr(model, "model_name", None) or "model"
-        logger.info("Prepared %d task(s), %d docs: %s", len(docs), sum(map(len, docs.values())), ", ".join(docs))
+        logger.info(
+            "Prepared %d task(s), %d docs: %s", len(task_docs), sum(map(len, task_docs.values())), ", ".join(task_docs)
+        )
         if prompt_manager is not None:
             render_prompt = prompt_manager.prepare_prompt
         else:
@@ -119,7 +160,7 @@ class EvaluationPipeline:
         return cls(
             model,
             loaded,
-            docs,
+            task_docs,
             render_prompt,
             str(name),
             max_samples=max_samples,

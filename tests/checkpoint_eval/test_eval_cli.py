@@ -70,6 +70,17 @@ def test_torchrun_tp2_matches_transformers(tiny_converted, tmp_path):
     assert list((tmp_path / "out" / "tensorboard").iterdir())
 
 
+def _counting_cli_main(argv: list) -> dict:
+    """run_distributed worker: the CLI's main, and how often this rank opened a dataset / tokenized."""
+    import torch.distributed as dist
+
+    from tests.helpers.setup_counts import count_setup_work
+
+    counts = count_setup_work()
+    assert _cli_main(argv) == 0
+    return {"rank": dist.get_rank(), **counts}
+
+
 @pytest.mark.distributed
 def test_pp2_with_a_task_file_and_custom_tasks_matches_transformers(tiny_converted, tmp_path):
     model, checkpoint = tiny_converted
@@ -77,7 +88,9 @@ def test_pp2_with_a_task_file_and_custom_tasks_matches_transformers(tiny_convert
     task_file.write_text("# tasks of this test\nlighteval|arc:easy|0\n\ncustom|capitals|0\n")
     argv = _argv(checkpoint, tmp_path / "out", "--pp", "2", "--custom-tasks", str(CUSTOM_TASKS))
     argv[argv.index("--tasks") + 1] = str(task_file)
-    assert run_distributed(_cli_main, 2, argv, timeout=240) == [0, 0]
+    counts = run_distributed(_counting_cli_main, 2, argv, timeout=240)
+    # setup once: world rank 0 opens each dataset, the reporting rank (PP stage 1) tokenizes once
+    assert counts == [{"rank": 0, "dataset_opens": 2}, {"rank": 1, "tokenizations": 1}]
     details = read_details(_only_step_dir(tmp_path / "out"))
     assert {task: len(rows) for task, rows in details.items()} == {"lighteval|arc:easy|0": 4, "custom|capitals|0": 4}
     assert max_logprob_difference(model, details, tiny_tokenizer()) < TOLERANCE

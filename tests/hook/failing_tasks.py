@@ -1,5 +1,6 @@
 """Custom tasks for the failure tests (passed as `custom_tasks:`): a healthy multiple-choice task,
-one whose metric raises at evaluation time, one whose prompt function raises on world rank 1 only.
+one whose metric raises at evaluation time, one whose prompt function raises on world rank 0 only
+(the rank that builds every rank's docs).
 Their data is written by `write_data(root)` to `<root>/toy/mc/test.jsonl`."""
 
 import json
@@ -31,9 +32,9 @@ def mc_prompt(line: dict, task_name: str) -> Doc:
     return Doc(task_name=task_name, query=line["question"], choices=line["choices"], gold_index=line["gold"])
 
 
-def prompt_failing_on_rank_1(line: dict, task_name: str) -> Doc:
-    if os.environ.get("RANK") == "1":
-        raise RuntimeError("injected prompt failure on rank 1")
+def prompt_failing_on_rank_0(line: dict, task_name: str) -> Doc:
+    if os.environ.get("RANK") == "0":
+        raise RuntimeError("injected prompt failure on rank 0")
     return mc_prompt(line, task_name)
 
 
@@ -66,5 +67,5 @@ def _config(name: str, prompt, metrics) -> LightevalTaskConfig:
 TASKS_TABLE = [
     _config("toy_ok", mc_prompt, [Metrics.loglikelihood_acc]),
     _config("toy_bad_metric", mc_prompt, [EXPLODING_METRIC]),
-    _config("toy_bad_prompt_rank1", prompt_failing_on_rank_1, [Metrics.loglikelihood_acc]),
+    _config("toy_bad_prompt_rank0", prompt_failing_on_rank_0, [Metrics.loglikelihood_acc]),
 ]

@@ -62,9 +62,9 @@ def test_stop_on_failure_stops_every_rank(tmp_path):
 def test_bad_configs_fail_before_the_first_step_on_every_rank(tmp_path):
     cases = {
         "unknown task": ({"tasks": "lighteval|no_such_task|0"}, "no_such_task"),
-        "prompt fails on rank 1": (
-            _custom_section(tmp_path, "custom|toy_ok|0,custom|toy_bad_prompt_rank1|0"),
-            "injected prompt failure on rank 1",
+        "prompt fails on the rank building the docs": (
+            _custom_section(tmp_path, "custom|toy_ok|0,custom|toy_bad_prompt_rank0|0"),
+            "injected prompt failure on rank 0",
         ),
         "bad interval": ({"eval_interval": 0}, "eval_interval is 0"),
         "unknown logger": ({"loggers": ["json", "mlflow"]}, "unknown logger(s) ['mlflow']"),
@@ -80,7 +80,7 @@ def test_bad_configs_fail_before_the_first_step_on_every_rank(tmp_path):
             assert words in report["error"], (name, report["error"])
             assert report["step"] in (None, 0), name  # the trainer never took a step
     prompt_errors = [rank_reports[1]["error"] for rank_reports in reports]
-    assert all("world rank 1" in error and "toy_bad_prompt_rank1" in error for error in prompt_errors)
+    assert all("world rank 0" in error and "toy_bad_prompt_rank0" in error for error in prompt_errors)
     assert not (tmp_path / "checkpoints").exists()
 
 

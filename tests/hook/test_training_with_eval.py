@@ -32,6 +32,11 @@ def _check_layout(tmp_path, tp: int, pp: int, dp: int, model_config=None) -> Non
         assert hooked[rank]["losses"] == plain[rank]["losses"]  # bitwise: floats compared exactly
         assert hooked[rank]["params"] == plain[rank]["params"]
     assert any(loss is not None for result in hooked for loss in result["losses"])
+    # setup once for the whole mesh, by the reporting rank: each dataset opened once, the prompts of
+    # the one log-likelihood request group (both tasks) tokenized once
+    (reporting,) = [report for report in hooked if report["reporting"]]
+    assert reporting["setup_counts"] == {"dataset_opens": len(TASKS), "tokenizations": 1}
+    assert all(report["setup_counts"] == {} for report in hooked if not report["reporting"])
 
     found = results_files(tmp_path / "eval")
     assert sorted(found) == [2, 4]

@@ -98,6 +98,9 @@ def train_worker(config_path: str) -> Dict[str, Any]:
     os.environ["WANDB_MODE"] = "disabled"
     from lighteval_nanotron.hook.data import build_dataloader
     from lighteval_nanotron.hook.trainer import EvaluatingTrainer
+    from tests.helpers.setup_counts import count_setup_work
+
+    setup_counts = count_setup_work()
 
     class RecordingTrainer(EvaluatingTrainer):
         def training_step(self, dataloader):
@@ -117,6 +120,8 @@ def train_worker(config_path: str) -> Dict[str, Any]:
         ),
         "evaluated": list(evaluator.evaluated) if evaluator else [],
         "failures": list(evaluator.failures) if evaluator else [],
+        "setup_counts": dict(setup_counts),
+        "reporting": bool(evaluator and evaluator.pipeline and evaluator.pipeline.model.is_reporting_rank),
     }
 
 

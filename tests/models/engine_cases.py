@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import time
 
 import pytest
@@ -98,6 +99,7 @@ def evaluate(checkpoint: str, tp: int, pp: int, dp: int, config: dict, model: di
     this rank's `lm_head` computed, per request kind."""
     from lighteval_nanotron.models.nanotron import EngineConfig, NanotronLightevalModel
     from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.parallel.mesh import record_gather_bytes
     from lighteval_nanotron.parallel.vocab_parallel import record_logits_width
     from tests.helpers.distributed import parallel_context
     from tests.helpers.tiny_model import tiny_tokenizer
@@ -115,12 +117,14 @@ def evaluate(checkpoint: str, tp: int, pp: int, dp: int, config: dict, model: di
     lm_head = getattr(llama.model.lm_head, "pp_block", None)
     if lm_head is not None:
         lm_head.register_forward_hook(count_positions)
+    config = {"gather_to": "all", **config}  # every rank's responses are checked, unless a test asks otherwise
     engine = NanotronLightevalModel(llama, context, tiny_tokenizer(), EngineConfig(max_length=MAX_LENGTH, **config))
     docs = engine_docs()
     with record_logits_width() as widths:
         start = time.perf_counter()
         positions["current"] = "loglikelihood"
-        loglikelihood = engine.loglikelihood(docs, unconditioned=True)
+        with record_gather_bytes() as gathered:
+            loglikelihood = engine.loglikelihood(docs, unconditioned=True)
         positions["current"] = "rolling"
         rolling = engine.loglikelihood_rolling(docs)
         positions["current"] = "generation"
@@ -142,6 +146,8 @@ def evaluate(checkpoint: str, tp: int, pp: int, dp: int, config: dict, model: di
         "tp_state_restored": _tp_state(llama) == tp_state,
         "tp_modes": sorted({str(mode.name) for _, mode, _ in tp_state}),
         "param_dtypes": sorted({str(p.dtype) for p in llama.parameters()}),
+        "loglikelihood_gather": gathered,
+        "dense_payload_bytes": len(pickle.dumps(([s + 0.5 for s in range(plan.num_slots)], [0] * plan.num_slots))),
     }
 
 

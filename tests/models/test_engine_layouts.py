@@ -79,6 +79,22 @@ def test_gather_to_reporting_rank_only(tiny_checkpoint, baseline):
     assert all(r["loglikelihood"] == [] for r in results if not r["reporting"])
 
 
+def test_dp2_gathers_only_what_each_replica_computed_to_the_reporting_rank(tiny_checkpoint, baseline):
+    results = _run(tiny_checkpoint, 1, 1, 2, gather_to="reporting")
+    (reporting,) = [r for r in results if r["reporting"]]
+    assert results.index(reporting) == 0 and results[1]["loglikelihood"] == []
+    assert_same(reporting, baseline)
+    sizes = [r["loglikelihood_gather"].payload_sizes[0] for r in results]
+    dense = results[0]["dense_payload_bytes"]
+    assert all(size < 0.75 * dense for size in sizes), (sizes, dense)  # each replica: its own slots only
+    assert reporting["loglikelihood_gather"].received == sizes[1]  # one payload travelled, to one rank
+    assert results[1]["loglikelihood_gather"].received == 0
+
+
+def test_engine_config_gathers_to_the_reporting_rank_by_default():
+    assert EngineConfig().gather_to == "reporting"
+
+
 def test_a_failing_rank_fails_the_run_without_hanging(tiny_checkpoint):
     with pytest.raises(DistributedRunError, match="prompt function failed on purpose"):
         run_distributed(evaluate_with_failing_rank, 2, str(tiny_checkpoint), 1, 2, 1, timeout=60)

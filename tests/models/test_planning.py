@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from lighteval_nanotron.data import token_balanced_owners
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.models.nanotron.batching import assign_replicas, cut_batches
+from lighteval_nanotron.models.nanotron.batching import cut_batches
 from lighteval_nanotron.models.nanotron.config import EngineConfig
 from lighteval_nanotron.models.nanotron.tokenization import TokenizerAdapter, encode_pair, rolling_windows, score_window
 from tests.helpers.tiny_model import tiny_tokenizer
@@ -53,8 +54,8 @@ def test_rolling_windows_score_each_token_once_with_enough_context(n, max_length
 
 def test_replica_assignment_is_balanced_and_deterministic():
     lengths = [50, 10, 40, 30, 20, 20, 10]
-    owner = assign_replicas(lengths, 2)
-    assert owner == assign_replicas(lengths, 2)
+    owner = token_balanced_owners(lengths, 2)
+    assert owner == token_balanced_owners(lengths, 2)
     loads = [sum(length for length, o in zip(lengths, owner) if o == r) for r in range(2)]
     assert abs(loads[0] - loads[1]) <= 10
 

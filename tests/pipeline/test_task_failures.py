@@ -10,11 +10,11 @@ import pytest
 from helpers_pipeline import BigramLM
 
 from lighteval_nanotron.errors import ConfigError, EvaluationError
-from lighteval_nanotron.tasks.requests import ModelResponse
 from lighteval_nanotron.pipeline import EvaluationPipeline
 from lighteval_nanotron.pipeline.requests import group_requests
 from lighteval_nanotron.pipeline.result import raise_for_failed_tasks
 from lighteval_nanotron.pipeline.scoring import score_groups
+from lighteval_nanotron.tasks.requests import ModelResponse
 from lighteval_nanotron.tracking import TrackingConfig
 
 MC, GEN, PPL = "custom|toy_mc|0", "custom|toy_gen|0", "custom|toy_ppl|0"

@@ -1,28 +1,16 @@
 """Deterministic work split and token-budget batching, identical on every rank.
 
 Items (scoring rows or generation requests) expose `token_length` (padded cost per row). They are
-assigned to data-parallel replicas longest first, each to the replica with the fewest tokens so
-far (ties: lowest replica), then cut into micro-batches under a token budget.
+assigned to data-parallel replicas by the data layer (`GenDistributedSampler`'s token-balanced
+split: longest first, each to the replica with the fewest tokens so far), then cut into
+micro-batches under a token budget.
 """
 
 from __future__ import annotations
 
-import heapq
 from typing import Any, Callable, Sequence
 
-from lighteval_nanotron.data import DynamicBatchDataset
-
-
-def assign_replicas(lengths: Sequence[int], num_replicas: int) -> list[int]:
-    """Replica of each item: longest-processing-time-first over token lengths (stable ties)."""
-    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
-    heap = [(0, replica) for replica in range(num_replicas)]
-    owner = [0] * len(lengths)
-    for i in order:
-        load, replica = heapq.heappop(heap)
-        owner[i] = replica
-        heapq.heappush(heap, (load + lengths[i], replica))
-    return owner
+from lighteval_nanotron.data import DynamicBatchDataset, GenDistributedSampler
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -53,12 +41,23 @@ def cut_batches(
     return batches
 
 
-def replica_order(dataset: DynamicBatchDataset, owner: Sequence[int], dp_rank: int, sort: bool) -> list[Any]:
-    """This replica's items, in the dataset's sorted order (`sort`) or in input order."""
-    if sort:
-        return [item for item, index in zip(dataset.sorted_data, dataset.original_order) if owner[index] == dp_rank]
-    items = dataset.get_original_order(dataset.sorted_data)
-    return [item for index, item in enumerate(items) if owner[index] == dp_rank]
+def replica_items(
+    dataset: DynamicBatchDataset, dp_size: int, dp_rank: int, sort: bool, assignment: Sequence[int] | None = None
+) -> list[Any]:
+    """This replica's requests: its token-balanced share (`GenDistributedSampler`, or `assignment`:
+    the replica of each request), in the dataset's sorted order (`sort`) or in input order."""
+    sampler = GenDistributedSampler(
+        dataset, dp_size, dp_rank, shuffle=False, split="token_balanced", assignment=assignment
+    )
+    positions = list(sampler)
+    if not sort:
+        positions.sort(key=lambda position: dataset.original_order[position])
+    return [_request(dataset[position]) for position in positions]
+
+
+def _request(item: Any) -> Any:
+    """A dataset item's request (`GenerativeTaskDatasetNanotron` items are `(index, request)`)."""
+    return item[1] if isinstance(item, tuple) else item
 
 
 def batch_budget(costs: Sequence[int], max_tokens: int, min_batches: int) -> int:

@@ -78,9 +78,10 @@ class EngineConfig:
     add_special_tokens: bool = True
     """Let the tokenizer add its special tokens (e.g. BOS) to contexts."""
 
-    gather_to: Literal["all", "reporting"] = "all"
-    """"all": every rank returns the full, ordered results. "reporting": only DP 0 / TP 0 of the
-    output pipeline stage does; every other rank returns an empty list."""
+    gather_to: Literal["all", "reporting"] = "reporting"
+    """"reporting" (default): only DP 0 / TP 0 of the output pipeline stage returns the full,
+    ordered results (one gather to it); every other rank returns an empty list. "all": every rank
+    does (an all-gather: every replica's results travel to every rank)."""
 
     def __post_init__(self) -> None:
         for name in (

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from lighteval_nanotron.data import GenerativeTaskDataset
-from lighteval_nanotron.models.nanotron.batching import assign_replicas, batch_budget, cut_batches, replica_order
+from lighteval_nanotron.data import GenerativeTaskDatasetNanotron
+from lighteval_nanotron.models.nanotron.batching import batch_budget, cut_batches, replica_items
 from lighteval_nanotron.models.nanotron.config import EngineConfig
 from lighteval_nanotron.models.nanotron.scoring_plan import PlanStats
 from lighteval_nanotron.models.nanotron.tokenization import TokenizerAdapter
@@ -65,25 +65,23 @@ def make_request(
     )
 
 
+def generation_requests(
+    docs: Sequence[Doc], prompt_fn: Callable[[Doc], str], tok: TokenizerAdapter, cfg: EngineConfig, max_length: int
+) -> list[GenRequest]:
+    """Every doc's prompt rendered and tokenized (the same on every rank: computed once, shared)."""
+    return [make_request(i, doc, prompt_fn(doc), tok, cfg, max_length) for i, doc in enumerate(docs)]
+
+
 def build_generation_plan(
-    docs: Sequence[Doc],
-    prompt_fn: Callable[[Doc], str],
-    tok: TokenizerAdapter,
-    cfg: EngineConfig,
-    max_length: int,
-    dp_size: int,
-    dp_rank: int,
-    min_batches: int = 1,
+    requests: list[GenRequest], cfg: EngineConfig, dp_size: int, dp_rank: int, min_batches: int = 1
 ) -> GenerationPlan:
     """Requests split over replicas, cut into micro-batches (at least `min_batches` per replica
     when there are enough requests, so pipeline stages can take turns)."""
-    requests = [make_request(i, doc, prompt_fn(doc), tok, cfg, max_length) for i, doc in enumerate(docs)]
     plan = GenerationPlan(requests)
-    dataset = GenerativeTaskDataset(requests, num_dataset_splits=None)
-    owner = assign_replicas([r.token_length + r.generation_size for r in requests], dp_size)
+    dataset = GenerativeTaskDatasetNanotron(requests, num_dataset_splits=None)
     longest = max((r.token_length + r.generation_size for r in requests), default=1)
-    for replica in range(dp_size):
-        ordered = replica_order(dataset, owner, replica, cfg.sort_by_length)
+    for replica in range(dp_size):  # every replica's batches: padding counts cover all docs
+        ordered = replica_items(dataset, dp_size, replica, cfg.sort_by_length)
         fixed = None if cfg.pad_per_batch else longest
         cost = lambda r: r.token_length + r.generation_size  # noqa: E731
         budget = batch_budget([fixed or cost(r) for r in ordered], cfg.max_tokens_per_batch, min_batches)

@@ -5,26 +5,34 @@
     responses = engine.run(plan)                    # at every checkpoint: forwards only
 
 Every rank of the mesh must make the same calls with the same docs (all PP stages take part in
-every forward, all DP replicas in the final gather). With `gather_to="all"` (default) every rank
-returns all responses in doc order; with `"reporting"` only `engine.is_reporting_rank`
-(DP 0 / TP 0 of the output pipeline stage) does and the others return `[]`.
+every forward, all DP replicas in the final gather). Prompts are rendered and tokenized once, on
+the reporting rank, and broadcast (`computed_once`); each rank then plans its own batches. With
+`gather_to="reporting"` (default) only `engine.is_reporting_rank` (DP 0 / TP 0 of the output
+pipeline stage) returns all responses in doc order and the others return `[]`; with `"all"` every
+rank does. Each replica sends only the results it computed.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from lighteval_nanotron.models.abstract_model import LightevalModel
 from lighteval_nanotron.models.nanotron.config import EngineConfig
 from lighteval_nanotron.models.nanotron.generation import run_generation
-from lighteval_nanotron.models.nanotron.generation_plan import GenerationPlan, build_generation_plan
+from lighteval_nanotron.models.nanotron.generation_plan import (
+    GenerationPlan,
+    build_generation_plan,
+    generation_requests,
+)
 from lighteval_nanotron.models.nanotron.runtime import Runtime, inference_mode
 from lighteval_nanotron.models.nanotron.scoring import run_scoring
 from lighteval_nanotron.models.nanotron.scoring_plan import ScoringPlan, build_batches, loglikelihood_rows, rolling_rows
+from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.parallel.tp_mode import all_reduce_form
 from lighteval_nanotron.tasks.requests import Doc, ModelResponse
 
 Plan = ScoringPlan | GenerationPlan
+T = TypeVar("T")
 
 
 class NanotronLightevalModel(LightevalModel):
@@ -61,6 +69,12 @@ class NanotronLightevalModel(LightevalModel):
     def is_reporting_rank(self) -> bool:
         return self.runtime.mesh.is_reporting_rank
 
+    def computed_once(self, fn: Callable[[], T]) -> T:
+        """`fn()` run on the reporting rank only and broadcast to every rank of the mesh (setup
+        work such as loading datasets and tokenizing prompts); if it raises, every rank raises."""
+        mesh = self.runtime.mesh
+        return computed_once(fn, mesh.world_group, src=mesh.reporting_world_rank)
+
     @property
     def _min_batches(self) -> int:
         """With pipeline stages to overlap, enough micro-batches per replica to keep them busy."""
@@ -85,29 +99,26 @@ class NanotronLightevalModel(LightevalModel):
     def prepare_loglikelihood(self, docs: Sequence[Doc], unconditioned: bool = False) -> ScoringPlan:
         """Plan scoring `doc.choices` after each doc's prompt; with `unconditioned`, also after
         `doc.unconditioned_query` (for PMI) where the doc has one."""
-        rows, specs, slots, useful = loglikelihood_rows(
-            docs, self.runtime.tok, self.prompt_fn, self.config, self.max_length, unconditioned
+        rt = self.runtime
+        rows, specs, slots, useful = self.computed_once(
+            lambda: loglikelihood_rows(docs, rt.tok, self.prompt_fn, self.config, self.max_length, unconditioned)
         )
         return self._scoring_plan("loglikelihood", rows, specs, slots, useful)
 
     def prepare_rolling(self, docs: Sequence[Doc]) -> ScoringPlan:
         """Plan the rolling log-likelihood of each doc's prompt text (sliding windows)."""
-        rows, specs, slots, useful = rolling_rows(docs, self.runtime.tok, self.prompt_fn, self.config, self.max_length)
+        rows, specs, slots, useful = self.computed_once(
+            lambda: rolling_rows(docs, self.runtime.tok, self.prompt_fn, self.config, self.max_length)
+        )
         return self._scoring_plan("rolling", rows, specs, slots, useful)
 
     def prepare_generation(self, docs: Sequence[Doc]) -> GenerationPlan:
         """Plan greedy generation for each doc (its `generation_size` and `stop_sequences`)."""
         mesh = self.runtime.mesh
-        return build_generation_plan(
-            docs,
-            self.prompt_fn,
-            self.runtime.tok,
-            self.config,
-            self.max_length,
-            mesh.dp_size,
-            mesh.dp_rank,
-            self._min_batches,
+        requests = self.computed_once(
+            lambda: generation_requests(docs, self.prompt_fn, self.runtime.tok, self.config, self.max_length)
         )
+        return build_generation_plan(requests, self.config, mesh.dp_size, mesh.dp_rank, self._min_batches)
 
     def run(self, plan: Plan) -> list[ModelResponse]:
         """Evaluate a prepared plan on the model's current weights (no_grad, eval mode restored;

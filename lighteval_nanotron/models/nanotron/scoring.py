@@ -1,8 +1,10 @@
 """Running a scoring plan: micro-batches through the pipeline, vocabulary-parallel log-probs on
-the output stage, per-slot sums gathered once over the world group."""
+the output stage, per-slot sums gathered once over the world group. Each replica sends only the
+slots its own micro-batches scored (`SlotScores`), not a dense list of every slot."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from lighteval_nanotron.models.nanotron.runtime import Runtime
@@ -33,8 +35,33 @@ def _score_batch(
     misses.index_add_(0, batch.slots, (~greedy).long().cpu())
 
 
-def _local_scores(rt: Runtime, plan: ScoringPlan) -> tuple[list[float], list[int]] | None:
-    """Run this replica's micro-batches; the per-slot results on TP 0 of the output stage."""
+SlotScores = tuple  # (slots: bytes | None, sums: bytes, missed: bytes)
+"""One replica's partial results, as raw bytes in a plain tuple (the smallest pickle): the slots
+it scored (int32; None when it scored every slot), their summed log-probs (float64) and whether
+any token was not greedy (uint8). A doc's rolling windows may be scored by several replicas:
+partial results add up."""
+
+
+def slot_scores(plan: ScoringPlan, sums: torch.Tensor, misses: torch.Tensor) -> SlotScores:
+    touched = [batch.slots for batch in plan.batches if batch.slots.numel()]
+    slots = torch.unique(torch.cat(touched)) if touched else torch.zeros(0, dtype=torch.long)
+    every = slots.numel() == plan.num_slots
+    return (
+        None if every else slots.numpy().astype(np.int32).tobytes(),
+        sums[slots].numpy().tobytes(),
+        (misses[slots] > 0).numpy().astype(np.uint8).tobytes(),
+    )
+
+
+def _add_slot_scores(payload: SlotScores, sums: np.ndarray, missed: np.ndarray) -> None:
+    slot_bytes, sum_bytes, missed_bytes = payload
+    slots = np.arange(len(sums)) if slot_bytes is None else np.frombuffer(slot_bytes, dtype=np.int32)
+    np.add.at(sums, slots, np.frombuffer(sum_bytes, dtype=np.float64))
+    np.logical_or.at(missed, slots, np.frombuffer(missed_bytes, dtype=np.uint8).astype(bool))
+
+
+def _local_scores(rt: Runtime, plan: ScoringPlan) -> SlotScores | None:
+    """Run this replica's micro-batches; its slots' results on TP 0 of the output stage."""
     sums = torch.zeros(plan.num_slots, dtype=torch.float64)
     misses = torch.zeros(plan.num_slots, dtype=torch.long)
     if rt.stage is None:
@@ -54,19 +81,17 @@ def _local_scores(rt: Runtime, plan: ScoringPlan) -> tuple[list[float], list[int
             _score_batch(rt, batch, logits, select is not None, sums, misses)
         rt.sync_pipeline()
     link.flush()
-    return (sums.tolist(), misses.tolist()) if rt.mesh.holds_results else None
+    return slot_scores(plan, sums, misses) if rt.mesh.holds_results else None
 
 
-def _merge(payloads: list, num_slots: int) -> tuple[list[float], list[bool]]:
-    sums = [0.0] * num_slots
-    misses = [0] * num_slots
+def _merge(payloads: list[SlotScores | None], num_slots: int) -> tuple[list[float], list[bool]]:
+    """Add the replicas' partial results into every slot (in rank order, as float64)."""
+    sums = np.zeros(num_slots, dtype=np.float64)
+    missed = np.zeros(num_slots, dtype=bool)
     for payload in payloads:
-        if payload is None:
-            continue
-        for slot, (value, miss) in enumerate(zip(*payload)):
-            sums[slot] += value
-            misses[slot] += miss
-    return sums, [m == 0 for m in misses]
+        if payload is not None:
+            _add_slot_scores(payload, sums, missed)
+    return sums.tolist(), (~missed).tolist()
 
 
 def _response(spec: ResponseSpec, sums: list[float], greedy: list[bool]) -> ModelResponse:

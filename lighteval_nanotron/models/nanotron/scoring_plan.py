@@ -15,10 +15,9 @@ import torch
 
 from lighteval_nanotron.data import LoglikelihoodDataset
 from lighteval_nanotron.models.nanotron.batching import (
-    assign_replicas,
     batch_budget,
     cut_batches,
-    replica_order,
+    replica_items,
     round_up,
 )
 from lighteval_nanotron.models.nanotron.config import EngineConfig
@@ -244,12 +243,11 @@ def build_batches(
     plan's work over all replicas; also fills every spec's padded-token count (all replicas)."""
     rows, owner = model_rows(sequences, cfg, dp_size)
     dataset = LoglikelihoodDataset(rows, num_dataset_splits=None)
-    owner = owner or assign_replicas([row.token_length for row in rows], dp_size)
     longest = round_up(max((row.token_length for row in rows), default=1), pad_multiple)
     mine: list[ScoringBatch] = []
     stats = PlanStats(docs=len(specs))
     for replica in range(dp_size):
-        ordered = replica_order(dataset, owner, replica, cfg.sort_by_length)
+        ordered = replica_items(dataset, dp_size, replica, cfg.sort_by_length, assignment=owner)
         fixed = None if cfg.pad_per_batch else longest
         cost = lambda row: round_up(row.token_length, pad_multiple)  # noqa: E731
         budget = batch_budget([fixed or cost(row) for row in ordered], cfg.max_tokens_per_batch, min_batches)
