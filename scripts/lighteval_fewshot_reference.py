@@ -10,7 +10,9 @@ Only the data loader of this project is used (to read the shipped slices into a 
 as the tasks here do); the docs, their order, the few-shot draws and the prompts are lighteval's:
 `LightevalTask.get_docs()` and `PromptManager.prepare_prompt()`. The output holds, per task and
 doc in lighteval's evaluation order, the doc id, the ids of its few-shot examples and the
-SHA-256 of its plain-text prompt (plus three full prompts per task, to read a difference).
+SHA-256 of its plain-text prompt (plus its first full prompt, to read a difference), and the
+few-shot ids lighteval draws on the toy task of the tests for every `few_shots_select`, with the
+pool in a train split and in the evaluation split, for 1, 2 and 5 examples.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ import json
 from pathlib import Path
 
 import lighteval
+from lighteval.metrics.metrics import Metrics
 from lighteval.tasks import default_tasks
-from lighteval.tasks.lighteval_task import LightevalTask
+from lighteval.tasks.lighteval_task import LightevalTask, LightevalTaskConfig
 from lighteval.tasks.prompt_manager import PromptManager
+from lighteval.tasks.requests import Doc
 
 from lighteval_nanotron.tasks.data_dirs import load_subset_dir
 
@@ -35,7 +39,11 @@ TASKS = {  # lighteval config, number of few-shot examples (the Open LLM Leaderb
     "leaderboard|winogrande|5": (default_tasks.winogrande_leaderboard, 5),
     "leaderboard|gsm8k|5": (default_tasks.gsm8k_leaderboard, 5),
 }
-FULL_PROMPTS_PER_TASK = 3
+FULL_PROMPTS_PER_TASK = 1
+TOY_DATA = Path(__file__).resolve().parents[1] / "tests" / "tasks" / "data" / "toy" / "mc" / "default"
+TOY_SELECTIONS = ["balanced", "random", "sequential", "random_sampling", "random_sampling_from_train"]
+TOY_POOLS = {"train": (["train", "validation"], "validation"), "eval": (["test"], "test")}  # splits, eval split
+TOY_FEWSHOTS = [1, 2, 5]
 
 
 def reference(config, num_fewshots: int) -> list[dict]:
@@ -57,15 +65,62 @@ def reference(config, num_fewshots: int) -> list[dict]:
     return rows
 
 
+def toy_prompt(line: dict, task_name: str) -> Doc:
+    """The toy multiple-choice prompt of tests/tasks/data/toy_tasks.py, with lighteval's Doc."""
+    return Doc(
+        query=f"Question: {line['question']}\nAnswer:",
+        choices=[f" {c}" for c in line["choices"]],
+        gold_index=line["answer_index"],
+        task_name=task_name,
+    )
+
+
+def toy_draws() -> dict[str, list]:
+    """`select/pool/k` -> [[doc id, [few-shot ids]], ...] in lighteval's order, on the toy task."""
+    out = {}
+    for select in TOY_SELECTIONS:
+        for pool, (splits, evaluation_split) in TOY_POOLS.items():
+            for num_fewshots in TOY_FEWSHOTS:
+                config = LightevalTaskConfig(
+                    name="toy",
+                    prompt_function=toy_prompt,
+                    hf_repo="toy/mc",
+                    hf_subset="default",
+                    metrics=[Metrics.loglikelihood_acc],
+                    hf_avail_splits=splits,
+                    evaluation_splits=[evaluation_split],
+                    few_shots_select=select,
+                    num_fewshots=num_fewshots,
+                )
+                task = LightevalTask(config)
+                task.dataset = load_subset_dir(TOY_DATA)
+                out[f"{select}/{pool}/{num_fewshots}"] = [
+                    [doc.id, [example.id for example in doc.fewshot_samples]] for doc in task.get_docs()
+                ]
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("output", type=Path)
     args = parser.parse_args()
-    out = {"lighteval_version": lighteval.__version__, "tasks": {}}
+    out = {"lighteval_version": lighteval.__version__, "toy_draws": toy_draws(), "tasks": {}}
     for name, (config, num_fewshots) in TASKS.items():
         out["tasks"][name] = reference(config, num_fewshots)
         print(f"{name}: {len(out['tasks'][name])} docs")
-    args.output.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    args.output.write_text(compact_json(out) + "\n", encoding="utf-8")
+
+
+def compact_json(value, depth: int = 0) -> str:
+    """JSON with one line per doc (the two top levels indented), small and readable in a diff."""
+    if depth < 3 and isinstance(value, dict):
+        pad = " " * (depth + 1)
+        items = [f"{pad}{json.dumps(k)}: {compact_json(v, depth + 1)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + " " * depth + "}"
+    if depth < 3 and isinstance(value, list):
+        pad = " " * (depth + 1)
+        return "[\n" + ",\n".join(pad + json.dumps(v, ensure_ascii=False) for v in value) + "\n" + " " * depth + "]"
+    return json.dumps(value, ensure_ascii=False)
 
 
 if __name__ == "__main__":

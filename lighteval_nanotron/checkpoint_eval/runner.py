@@ -59,6 +59,8 @@ class CheckpointEvalConfig:
     """Tokenizer folder or name. Unset: the checkpoint folder, else its config's tokenizer."""
     custom_tasks: str | None = None
     max_samples: int | None = None
+    fewshot_draws: str | None = None
+    """`lighteval` or `per_doc` few-shot draws for every task. Unset: each task's own."""
     data_dirs: list[str] = field(default_factory=list)
     """Searched before `$LIGHTEVAL_NANOTRON_DATA_DIRS` (`bundled` for the shipped slices)."""
     tokens_per_batch: int = 8192
@@ -124,7 +126,7 @@ def _load_tasks(config: CheckpointEvalConfig) -> dict[str, Any]:
 
     if config.data_dirs:
         set_data_dirs([*config.data_dirs, *get_data_dirs()])
-    tasks = load_tasks(config.tasks, config.custom_tasks)
+    tasks = load_tasks(config.tasks, config.custom_tasks, config.fewshot_draws)
     for task in tasks.values():
         task.get_docs(config.max_samples)  # datasets and prompts load now: a bad task fails before the model
     return tasks

@@ -46,6 +46,7 @@ def build_pipeline(trainer: Any, config: EvaluationConfig, model_name: str) -> A
         config.max_samples,
         custom_tasks=config.custom_tasks,
         model_name=model_name,
+        fewshot_draws=config.fewshot_draws,
     )
 
 

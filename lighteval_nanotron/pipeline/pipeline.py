@@ -31,8 +31,15 @@ logger = logging.getLogger(__name__)
 TaskSelection = str | Path | Sequence[str] | Mapping[str, LightevalTask]
 
 
-def load_tasks(tasks: TaskSelection, custom_tasks: str | Path | ModuleType | None = None) -> dict[str, LightevalTask]:
-    """Task specs (comma list, list or file) or already-built tasks -> `{full_name: task}`."""
+def load_tasks(
+    tasks: TaskSelection,
+    custom_tasks: str | Path | ModuleType | None = None,
+    fewshot_draws: str | None = None,
+) -> dict[str, LightevalTask]:
+    """Task specs (comma list, list or file) or already-built tasks -> `{full_name: task}`.
+
+    `fewshot_draws` (`lighteval` or `per_doc`) overrides every task's few-shot draw mode.
+    """
     if isinstance(tasks, Mapping):
         loaded = dict(tasks)
     else:
@@ -44,6 +51,8 @@ def load_tasks(tasks: TaskSelection, custom_tasks: str | Path | ModuleType | Non
     for name, task in loaded.items():
         if not task.metrics:
             raise ConfigError(f"Task {name!r} has no metrics: give its LightevalTaskConfig at least one metric.")
+        if fewshot_draws is not None:
+            task.set_fewshot_draws(fewshot_draws)
     return loaded
 
 
@@ -88,6 +97,7 @@ class EvaluationPipeline:
         model_name: str | None = None,
         prompt_manager: PromptManager | None = None,
         bootstrap_iters: int | None = None,
+        fewshot_draws: str | None = None,
     ) -> EvaluationPipeline:
         """Load tasks and datasets, build docs (with few-shot examples) and let the model plan its
         requests. Every problem with a task (unknown name, missing dataset, bad prompt function)
@@ -102,10 +112,12 @@ class EvaluationPipeline:
             prompt_manager: How docs become prompts in the details when the model does not
                 return its input; default the model's `prompt_fn`, else plain text.
             bootstrap_iters: Bootstrap resamples for non-mean metrics' standard errors.
+            fewshot_draws: `lighteval` or `per_doc` for every task; None keeps each task's own
+                (its config's `fewshot_draws`, else `lighteval` for lighteval's suites).
         """
         if max_samples is not None and max_samples < 1:
             raise ConfigError(f"max_samples={max_samples}: use a positive number, or None for every doc.")
-        loaded = load_tasks(tasks, custom_tasks)
+        loaded = load_tasks(tasks, custom_tasks, fewshot_draws)
         docs = {name: task.get_docs(max_samples) for name, task in loaded.items()}
         name = model_name or getattr(model, "model_name", None) or "model"
         logger.info("Prepared %d task(s), %d docs: %s", len(docs), sum(map(len, docs.values())), ", ".join(docs))
@@ -145,7 +157,10 @@ class EvaluationPipeline:
             results=results,
             details=details,
             versions={name: task.version for name, task in self.tasks.items()},
-            config_tasks={name: task.config.as_dict() for name, task in self.tasks.items()},
+            config_tasks={
+                name: {**task.config.as_dict(), "fewshot_sampling": task.fewshot_record()}
+                for name, task in self.tasks.items()
+            },
             summary_tasks=summary_tasks,
             summary_general=summary_general,
             wall_time_s=wall_time,

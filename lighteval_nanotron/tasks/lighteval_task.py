@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from lighteval_nanotron.errors import DatasetLoadError, PromptFunctionError
+from lighteval_nanotron.errors import ConfigError, DatasetLoadError, PromptFunctionError
 from lighteval_nanotron.tasks.config import LightevalTaskConfig
 from lighteval_nanotron.tasks.data_dirs import DatasetSource, describe_data_dirs, get_data_dirs, load_source
 from lighteval_nanotron.tasks.fewshot import FewShotDraws, FewShotSampler
@@ -75,6 +75,7 @@ class LightevalTask:
         self.fewshot_selection = config.few_shots_select
         self.fewshot_draws = FewShotDraws(config.fewshot_draws or default_draws(self.suite[0]))
         self.fewshot_self_draws = 0  # lighteval-mode docs whose own row was drawn (their prompt differs)
+        self.fewshot_short_docs = 0  # lighteval-mode docs given fewer examples than asked for
         self.must_remove_duplicate_docs = config.must_remove_duplicate_docs
         self.formatter = config.prompt_function
 
@@ -217,6 +218,8 @@ class LightevalTask:
         if len(picked) < num_fewshots:
             spare = (i for i in draws.order if i not in candidates and not is_self(i))
             picked.extend(index for index, _ in zip(spare, range(num_fewshots - len(picked))))
+        if len(picked) < num_fewshots:
+            self.fewshot_short_docs += 1
         pool = self.fewshot_docs()
         return [pool[index] for index in picked]
 
@@ -229,7 +232,7 @@ class LightevalTask:
             order = order[:max_samples]
         if self.fewshot_draws is FewShotDraws.per_doc:
             return [(index, self._per_doc_fewshots(eval_docs[index], self._doc_keys[index])) for index in order]
-        self.fewshot_self_draws = 0
+        self.fewshot_self_draws = self.fewshot_short_docs = 0
         num_fewshots = self.config.num_fewshots
         pool = self.fewshot_docs() if num_fewshots > 0 else []
         draws = LightevalFewShotDraws(self.fewshot_selection, pool, num_fewshots, self.full_name, seed=FEWSHOT_SEED)
@@ -244,7 +247,27 @@ class LightevalTask:
                 self.fewshot_self_draws,
                 LIGHTEVAL_VERSION,
             )
+        if self.fewshot_short_docs:
+            logger.warning(
+                "Task %s: %d doc(s) get fewer than %d few-shot examples, as in lighteval %s (%s selection: "
+                "a small pool, or a class with an empty label ends lighteval's balanced selection); set "
+                "fewshot_draws='per_doc' to get %d where the pool allows.",
+                self.full_name,
+                self.fewshot_short_docs,
+                num_fewshots,
+                LIGHTEVAL_VERSION,
+                draws.method.value,
+                num_fewshots,
+            )
         return out
+
+    def set_fewshot_draws(self, draws: str) -> None:
+        """Use `lighteval` or `per_doc` few-shot draws from the next `get_docs()` on."""
+        if draws not in FewShotDraws.names():
+            raise ConfigError(
+                f"fewshot_draws={draws!r} is not one of {', '.join(FewShotDraws.names())} (task {self.full_name})."
+            )
+        self.fewshot_draws = FewShotDraws(draws)
 
     def fewshot_record(self) -> dict[str, Any]:
         """How the few-shot examples were drawn, for results files: equal records, same draws."""
@@ -258,6 +281,7 @@ class LightevalTask:
         if self.fewshot_draws is FewShotDraws.lighteval:
             record["same_draws_as"] = f"lighteval=={LIGHTEVAL_VERSION}"
             record["docs_with_self_drawn"] = self.fewshot_self_draws
+            record["docs_with_fewer_examples"] = self.fewshot_short_docs
         return record
 
     def get_docs(self, max_samples: int | None = None) -> list[Doc]:
