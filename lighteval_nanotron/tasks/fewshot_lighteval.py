@@ -119,13 +119,13 @@ class LightevalFewShotDraws:
                 "fewshot_draws='per_doc'."
             )
 
-    def candidates(self, rng: random.Random) -> list[int]:
-        """Pool indices lighteval offers the next doc (advancing the shared generator `rng`)."""
+    def candidates(self, rng: random.Random) -> Sequence[int]:
+        """Pool indices lighteval offers the next doc (advancing the shared generator `rng`); read-only."""
         if self.num_fewshots <= 0:
             return []
         if self.method.samples_per_doc:
             return rng.sample(self.order, self.draw_size)
-        return list(self.order)
+        return self.order
 
 
 def shuffled_doc_order(num_docs: int, rng: random.Random) -> list[int]:

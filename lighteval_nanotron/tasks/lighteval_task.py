@@ -11,6 +11,7 @@ import logging
 import multiprocessing
 import random
 from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError, DatasetLoadError, PromptFunctionError
@@ -91,6 +92,7 @@ class LightevalTask:
         self._doc_keys: list[DocKey] = []
         self._fewshot_docs: list[Doc] | None = None
         self._fewshot_keys: list[DocKey] = []
+        self._fewshot_contents: list[tuple] | None = None
         self._sampler: FewShotSampler | None = None
 
     def __repr__(self) -> str:
@@ -192,9 +194,10 @@ class LightevalTask:
 
     def _is_self(self, doc: Doc, key: DocKey) -> Callable[[int], bool]:
         """Whether pool doc `index` is `doc` itself: the same row, or the same query, choices and gold."""
-        pool = self.fewshot_docs()
-        content = _content_key(doc)
-        return lambda index: self._fewshot_keys[index] == key or _content_key(pool[index]) == content
+        if self._fewshot_contents is None:
+            self._fewshot_contents = [_content_key(example) for example in self.fewshot_docs()]
+        pool_contents, content = self._fewshot_contents, _content_key(doc)
+        return lambda index: self._fewshot_keys[index] == key or pool_contents[index] == content
 
     def _per_doc_fewshots(self, doc: Doc, key: DocKey) -> list[Doc]:
         if self.config.num_fewshots <= 0:
@@ -214,10 +217,11 @@ class LightevalTask:
         is_self = self._is_self(doc, key)
         if any(is_self(index) for index in candidates[:num_fewshots]):
             self.fewshot_self_draws += 1
-        picked = [index for index in candidates if not is_self(index)][:num_fewshots]
+        picked = list(islice((index for index in candidates if not is_self(index)), num_fewshots))
         if len(picked) < num_fewshots:
-            spare = (i for i in draws.order if i not in candidates and not is_self(i))
-            picked.extend(index for index, _ in zip(spare, range(num_fewshots - len(picked))))
+            drawn = set(candidates)
+            spare = (i for i in draws.order if i not in drawn and not is_self(i))
+            picked.extend(islice(spare, num_fewshots - len(picked)))
         if len(picked) < num_fewshots:
             self.fewshot_short_docs += 1
         pool = self.fewshot_docs()
