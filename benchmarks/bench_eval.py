@@ -23,7 +23,10 @@ the same run, the useful-token fraction (each doc's context once plus its contin
 over every token position the model processed, padding and recomputed contexts included), peak
 memory per rank, and whether the results equal those of the `on` setting (same accuracy per
 task to 1e-6, same generations, log-probs within 1e-4 relative: fp32 kernels of different shapes
-round differently; the largest difference is reported).
+round differently; the largest difference is reported). For the `on` setting it then evaluates
+each task alone (MMLU subjects together) and prints the per-task table: seconds, docs/s, tokens,
+useful fraction, FLOP/s and its ratio to the peak per task and per task kind (`--no-per-task`
+skips it).
 """
 
 from __future__ import annotations
@@ -121,6 +124,9 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
     )
     parser.add_argument(
         "--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")), help="threads per rank (CPU)"
+    )
+    parser.add_argument(
+        "--no-per-task", action="store_true", help="skip the per-task runs (each task's plans alone, `on` setting)"
     )
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per layout")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
@@ -380,6 +386,48 @@ def _same(a: dict, b: dict) -> dict:
     }
 
 
+def task_family(task: str) -> str:
+    """The row of the per-task table: MMLU subjects together (`leaderboard|mmlu:*|5`), else the task."""
+    suite, name, shots = task.split("|")
+    return f"{suite}|mmlu:*|{shots}" if name.startswith("mmlu:") else task
+
+
+def _per_task_records(engine: Any, docs: dict, fields: dict, peak_sum: float, device: Any) -> list[dict]:
+    """Each task family evaluated alone (its own plans, after the mix warmed the model): seconds,
+    docs/s, tokens and FLOP/s against the matmul peak of all ranks."""
+    from lighteval_nanotron.models.nanotron.scoring_plan import PlanStats
+    from lighteval_nanotron.pipeline.requests import group_requests
+
+    families: dict[str, dict] = {}
+    for task, task_docs in docs.items():
+        families.setdefault(task_family(task), {})[task] = task_docs
+    records = []
+    for family, family_docs in families.items():
+        groups = group_requests(family_docs)
+        plans = _prepare(engine, groups)
+        _, seconds = _timed_run(engine, plans, device)
+        stats = PlanStats()
+        for plan in plans:
+            stats.add(plan.stats)
+        flops = _model_flops(stats, fields)
+        records.append(
+            {
+                "task": family,
+                "kind": "+".join(group.method.value for group in groups),
+                "docs": stats.docs,
+                "eval_s": seconds,
+                "docs_per_s": stats.docs / seconds,
+                "processed_tokens": stats.processed_tokens,
+                "useful_tokens": stats.useful_tokens,
+                "useful_fraction": stats.useful_tokens / max(1, stats.processed_tokens),
+                "flops": flops,
+                "flop_per_s": flops / seconds,
+                "peak_ratio": flops / seconds / peak_sum,
+            }
+        )
+    return records
+
+
 def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
     import torch
     import torch.distributed as dist
@@ -426,6 +474,11 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
         memory: list = [None] * dist.get_world_size()
         dist.all_gather_object(memory, _peak_memory_mb(device))
         flops = _model_flops(stats, fields)
+        per_task = (
+            _per_task_records(engine, docs, fields, sum(peaks), device)
+            if name == "on" and not args["no_per_task"]
+            else []
+        )
         records.append(
             {
                 "layout": f"TP{tp}xPP{pp}xDP{dp}",
@@ -450,6 +503,7 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
                 "stats": dict(stats.__dict__),
                 "peak_memory_mb_per_rank": max(memory),
                 "accuracy": summary["accuracy"],
+                "per_task": per_task,
                 **_same(summary, reference),
             }
         )
@@ -570,6 +624,64 @@ def format_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+TASK_COLUMNS = (
+    ("task", "{:<30}", "task"),
+    ("kind", "{:<10}", "kind"),
+    ("docs", "{:>5}", "docs"),
+    ("eval_s", "{:>8.2f}", "eval s"),
+    ("docs_per_s", "{:>7.2f}", "docs/s"),
+    ("processed_tokens", "{:>9}", "tokens"),
+    ("useful_fraction", "{:>7.3f}", "useful"),
+    ("flop_per_s", "{:>9.3g}", "FLOP/s"),
+    ("peak_ratio", "{:>6.2f}", "%peak"),
+)
+
+
+def per_task_rows(record: dict) -> list[dict]:
+    """The per-task records of one layout, then one `all <kind>` row per task kind (FLOPs and
+    seconds summed over its tasks: the kind's FLOP/s against the peak)."""
+    rows = list(record["per_task"])
+    kinds: dict[str, list[dict]] = {}
+    for row in rows:
+        kinds.setdefault(row["kind"], []).append(row)
+    peak_sum = record["peak_flop_per_s_per_rank"] * record["ranks"]
+    for kind, members in kinds.items():
+        seconds, flops = sum(r["eval_s"] for r in members), sum(r["flops"] for r in members)
+        processed, useful = sum(r["processed_tokens"] for r in members), sum(r["useful_tokens"] for r in members)
+        docs = sum(r["docs"] for r in members)
+        rows.append(
+            {
+                "task": f"all {kind}",
+                "kind": kind,
+                "docs": docs,
+                "eval_s": seconds,
+                "docs_per_s": docs / seconds,
+                "processed_tokens": processed,
+                "useful_tokens": useful,
+                "useful_fraction": useful / max(1, processed),
+                "flops": flops,
+                "flop_per_s": flops / seconds,
+                "peak_ratio": flops / seconds / peak_sum,
+            }
+        )
+    return rows
+
+
+def format_task_table(record: dict) -> str:
+    """One layout's per-task table (empty when the per-task runs were skipped)."""
+    rows = per_task_rows(record)
+    if not rows:
+        return ""
+    widths = [max(len(header), len(fmt.format(rows[0][key]))) for key, fmt, header in TASK_COLUMNS]
+    header = " ".join(h.rjust(w) for (_, _, h), w in zip(TASK_COLUMNS, widths))
+    lines = [f"{record['layout']}, each task alone:", header]
+    for row in rows:
+        lines.append(" ".join(fmt.format(row[key]).rjust(w) for (key, fmt, _), w in zip(TASK_COLUMNS, widths)))
+    total = sum(r["eval_s"] for r in record["per_task"])
+    lines.append(f"sum over tasks alone: {total:.2f} s; the mix in one evaluation: {record['eval_s']:.2f} s")
+    return "\n".join(lines)
+
+
 def comparisons(records: list[dict]) -> list[str]:
     """Speed-up of `on` over the other settings (same layout) and of each layout over TP1/PP1."""
     lines = []
@@ -620,6 +732,7 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
         "max_new_tokens": ns.max_new_tokens,
         "tiny": ns.tiny,
         "dtype": ns.dtype,
+        "no_per_task": ns.no_per_task,
     }
     unknown = sorted(set(ns.tp_modes.split(",")) - set(TP_MODES))
     if unknown:
@@ -643,6 +756,9 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
         f"threads per rank: {ns.threads}; load average: {os.getloadavg()[0]:.2f}"
     )
     print(format_table(records))
+    for record in records:
+        if record["per_task"]:
+            print("\n" + format_task_table(record))
     for line in comparisons(records) + skipped:
         print(line)
     if ns.out is not None:

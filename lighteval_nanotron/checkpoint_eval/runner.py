@@ -60,6 +60,8 @@ class CheckpointEvalConfig:
     """Tokenizer folder or name. Unset: the checkpoint folder, else its config's tokenizer."""
     custom_tasks: str | None = None
     max_samples: int | None = None
+    fewshot_draws: str | None = None
+    """`lighteval` or `per_doc` few-shot draws for every task. Unset: each task's own."""
     data_dirs: list[str] = field(default_factory=list)
     """Searched before `$LIGHTEVAL_NANOTRON_DATA_DIRS` (`bundled` for the shipped slices)."""
     tokens_per_batch: int = 8192
@@ -157,7 +159,7 @@ def _load_tasks(config: CheckpointEvalConfig) -> dict[str, Any]:
 
     if config.data_dirs:
         set_data_dirs([*config.data_dirs, *get_data_dirs()])
-    return load_tasks(config.tasks, config.custom_tasks)
+    return load_tasks(config.tasks, config.custom_tasks, config.fewshot_draws)
 
 
 def _load_docs(config: CheckpointEvalConfig, tasks: dict[str, Any], world: Any) -> dict[str, Any]:

@@ -42,6 +42,12 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--tasks", required=True, help="task specs ('suite|task|k,...') or a file of specs")
     parser.add_argument("--custom-tasks", default=None, help="Python file or module with a TASKS_TABLE")
     parser.add_argument("--max-samples", type=int, default=None, help="at most this many docs per task")
+    parser.add_argument(
+        "--fewshot-draws",
+        choices=["lighteval", "per_doc"],
+        default=None,
+        help="few-shot draws for every task (default: lighteval for lighteval's suites, per_doc for custom tasks)",
+    )
     parser.add_argument("--output-dir", default="eval_results", help="results folder (default: eval_results)")
     parser.add_argument("--model-name", default=None, help="name in the results paths (default: as the training hook)")
     parser.add_argument("--tp", type=int, default=1, help="tensor parallel size")
@@ -90,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         tokenizer=args.tokenizer,
         custom_tasks=args.custom_tasks,
         max_samples=args.max_samples,
+        fewshot_draws=args.fewshot_draws,
         data_dirs=list(args.data_dir),
         tokens_per_batch=args.tokens_per_batch,
         output_dir=args.output_dir,

@@ -66,7 +66,8 @@ def _describe(task: LightevalTask) -> str:
     fewshot = task.fewshot_split or f"{'+'.join(task.evaluation_split)} (evaluation split)"
     return (
         f"dataset {task.dataset_path} / {task.dataset_config_name}, eval splits {'+'.join(task.evaluation_split)}, "
-        f"{task.config.num_fewshots}-shot from {fewshot} ({task.fewshot_selection or 'balanced'}), metrics: {metrics}"
+        f"{task.config.num_fewshots}-shot from {fewshot} ({task.fewshot_selection or 'balanced'}, "
+        f"{task.fewshot_draws.value} draws), metrics: {metrics}"
     )
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Union
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.tasks.fewshot import FewShotDraws
 
 KNOWN_LOGGERS = ("json", "details", "tensorboard", "wandb", "log")
 WANDB_MODES = ("online", "offline", "disabled")
@@ -29,7 +30,12 @@ class EvaluationConfig:
     shipped with the package. Unset: `LIGHTEVAL_NANOTRON_DATA_DIRS`, then the Hugging Face cache."""
 
     max_samples: Optional[int] = None
-    """At most this many docs per task (the first ones, in dataset order). Unset: all docs."""
+    """At most this many docs per task (a fixed random subset, as in lighteval). Unset: all docs."""
+
+    fewshot_draws: Optional[str] = None
+    """Few-shot draws for every task: `lighteval` (lighteval 0.11's, comparable with its numbers)
+    or `per_doc` (a doc's examples depend on that doc only). Unset: each task's own (`lighteval`
+    for lighteval's suites, `per_doc` for custom tasks). See docs/tasks.md."""
 
     eval_interval: Optional[int] = None
     """Evaluate after every `eval_interval` training steps (steps divisible by it)."""
@@ -77,6 +83,11 @@ class EvaluationConfig:
         if self.data_dirs is not None:
             self.data_dirs = _as_list(self.data_dirs)
         _check_positive("max_samples", self.max_samples, "or remove it to evaluate every doc")
+        if self.fewshot_draws is not None and self.fewshot_draws not in FewShotDraws.names():
+            raise ConfigError(
+                f"lighteval_nanotron.fewshot_draws is {self.fewshot_draws!r}: use one of "
+                f"{FewShotDraws.names()}, or remove it for each task's default."
+            )
         _check_positive("eval_interval", self.eval_interval, "(a number of training steps) or remove it")
         _check_positive("tokens_per_batch", self.tokens_per_batch, "e.g. 8192")
         _check_positive("failure_timeout_s", self.failure_timeout_s, "e.g. 600")

@@ -40,7 +40,7 @@ def build_engine(trainer: Any, config: EvaluationConfig) -> tuple[Any, dict[str,
         load_tokenizer(trainer.config),
         EngineConfig(max_tokens_per_batch=config.tokens_per_batch, gather_to="reporting"),
     )
-    return engine, load_tasks(config.tasks, config.custom_tasks)
+    return engine, load_tasks(config.tasks, config.custom_tasks, config.fewshot_draws)
 
 
 def build_pipeline(engine: Any, tasks: dict[str, Any], config: EvaluationConfig, model_name: str) -> Any:

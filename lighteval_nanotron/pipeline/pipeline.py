@@ -34,8 +34,15 @@ logger = logging.getLogger(__name__)
 TaskSelection = str | Path | Sequence[str] | Mapping[str, LightevalTask]
 
 
-def load_tasks(tasks: TaskSelection, custom_tasks: str | Path | ModuleType | None = None) -> dict[str, LightevalTask]:
-    """Task specs (comma list, list or file) or already-built tasks -> `{full_name: task}`."""
+def load_tasks(
+    tasks: TaskSelection,
+    custom_tasks: str | Path | ModuleType | None = None,
+    fewshot_draws: str | None = None,
+) -> dict[str, LightevalTask]:
+    """Task specs (comma list, list or file) or already-built tasks -> `{full_name: task}`.
+
+    `fewshot_draws` (`lighteval` or `per_doc`) overrides every task's few-shot draw mode.
+    """
     if isinstance(tasks, Mapping):
         loaded = dict(tasks)
     else:
@@ -47,6 +54,8 @@ def load_tasks(tasks: TaskSelection, custom_tasks: str | Path | ModuleType | Non
     for name, task in loaded.items():
         if not task.metrics:
             raise ConfigError(f"Task {name!r} has no metrics: give its LightevalTaskConfig at least one metric.")
+        if fewshot_draws is not None:
+            task.set_fewshot_draws(fewshot_draws)
     return loaded
 
 
@@ -58,6 +67,8 @@ class TaskDocs:
     docs: list[Doc]
     original_num_docs: int
     effective_num_docs: int
+    fewshot_self_draws: int = 0
+    fewshot_short_docs: int = 0
 
 
 def build_docs(tasks: Mapping[str, LightevalTask], max_samples: int | None) -> dict[str, TaskDocs]:
@@ -65,7 +76,13 @@ def build_docs(tasks: Mapping[str, LightevalTask], max_samples: int | None) -> d
     built = {}
     for name, task in tasks.items():
         docs = task.get_docs(max_samples)
-        built[name] = TaskDocs(docs, task.config.original_num_docs, task.config.effective_num_docs)
+        built[name] = TaskDocs(
+            docs,
+            task.config.original_num_docs,
+            task.config.effective_num_docs,
+            task.fewshot_self_draws,
+            task.fewshot_short_docs,
+        )
     return built
 
 
@@ -81,6 +98,8 @@ def share_docs(
     for name, task in tasks.items():
         task.config.original_num_docs = docs[name].original_num_docs
         task.config.effective_num_docs = docs[name].effective_num_docs
+        task.fewshot_self_draws = docs[name].fewshot_self_draws
+        task.fewshot_short_docs = docs[name].fewshot_short_docs
     return {name: docs[name].docs for name in tasks}
 
 
@@ -126,6 +145,7 @@ class EvaluationPipeline:
         prompt_manager: PromptManager | None = None,
         bootstrap_iters: int | None = None,
         docs: Mapping[str, TaskDocs] | None = None,
+        fewshot_draws: str | None = None,
     ) -> EvaluationPipeline:
         """Load tasks and datasets, build docs (with few-shot examples) and let the model plan its
         requests. Every problem with a task (unknown name, missing dataset, bad prompt function)
@@ -140,12 +160,14 @@ class EvaluationPipeline:
             prompt_manager: How docs become prompts in the details when the model does not
                 return its input; default the model's `prompt_fn`, else plain text.
             bootstrap_iters: Bootstrap resamples for non-mean metrics' standard errors.
+            fewshot_draws: `lighteval` or `per_doc` for every task; None keeps each task's own
+                (its config's `fewshot_draws`, else `lighteval` for lighteval's suites).
             docs: The tasks' docs when already built (`build_docs`), else built here, once for
                 the whole mesh when the model offers `computed_once`.
         """
         if max_samples is not None and max_samples < 1:
             raise ConfigError(f"max_samples={max_samples}: use a positive number, or None for every doc.")
-        loaded = load_tasks(tasks, custom_tasks)
+        loaded = load_tasks(tasks, custom_tasks, fewshot_draws)
         task_docs = share_docs(model, loaded, max_samples, docs)
         for task_name, docs_of_task in task_docs.items():
             check_gold_indices(task_name, docs_of_task)
@@ -194,7 +216,10 @@ class EvaluationPipeline:
             results=results,
             details=details,
             versions={name: self.tasks[name].version for name in evaluated},
-            config_tasks={name: self.tasks[name].config.as_dict() for name in evaluated},
+            config_tasks={
+                name: {**self.tasks[name].config.as_dict(), "fewshot_sampling": self.tasks[name].fewshot_record()}
+                for name in evaluated
+            },
             summary_tasks=summary_tasks,
             summary_general=summary_general,
             wall_time_s=wall_time,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.tasks.fewshot import FewShotSelection
+from lighteval_nanotron.tasks.fewshot import FewShotDraws, FewShotSelection
 from lighteval_nanotron.tasks.requests import Doc, SamplingMethod
 
 
@@ -51,6 +51,9 @@ class LightevalTaskConfig:
     """Split few-shot examples come from; None picks the first train/dev/valid split not evaluated."""
     few_shots_select: str | None = None
     """One of balanced (default), random, sequential, random_sampling_from_train, random_sampling."""
+    fewshot_draws: str | None = None
+    """`lighteval` (lighteval 0.11's draws, comparable with its numbers) or `per_doc` (a doc's
+    examples depend only on that doc); None: `lighteval` for lighteval's suites, else `per_doc`."""
 
     generation_size: int | None = None
     """Maximum number of new tokens for generative metrics."""
@@ -105,6 +108,11 @@ class LightevalTaskConfig:
             raise ConfigError(
                 f"{where}: few_shots_select={self.few_shots_select!r} is not one of "
                 f"{', '.join(FewShotSelection.names())}."
+            )
+        if self.fewshot_draws is not None and self.fewshot_draws not in FewShotDraws.names():
+            raise ConfigError(
+                f"{where}: fewshot_draws={self.fewshot_draws!r} is not one of {', '.join(FewShotDraws.names())} "
+                "(or None for the suite's default)."
             )
         if int(self.num_fewshots) < 0:
             raise ConfigError(f"{where}: num_fewshots must be >= 0, got {self.num_fewshots}.")

@@ -1,9 +1,9 @@
-"""Few-shot example selection: deterministic, seeded by local generators only.
+"""Few-shot example selection, per-doc mode: deterministic, seeded by local generators only.
 
 Fixed-order methods (`balanced`, `random`, `sequential`) compute one ordering of the few-shot pool
 per task, so every doc gets the same prefix (minus itself). Sampling methods draw per doc from a
 generator seeded by the doc's key, so a doc's examples do not depend on which other docs are
-evaluated or in which order.
+evaluated or in which order. `fewshot_lighteval` holds the other mode, lighteval 0.11's draws.
 """
 
 from __future__ import annotations
@@ -30,6 +30,17 @@ class FewShotSelection(str, Enum):
     @property
     def samples_per_doc(self) -> bool:
         return self in (FewShotSelection.random_sampling, FewShotSelection.random_sampling_from_train)
+
+
+class FewShotDraws(str, Enum):
+    """How the examples are drawn: lighteval 0.11's way, or independently per doc."""
+
+    lighteval = "lighteval"
+    per_doc = "per_doc"
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [m.value for m in cls]
 
 
 def fewshot_label(doc: Doc) -> str:

@@ -10,19 +10,27 @@ import dataclasses
 import logging
 import multiprocessing
 import random
+from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
-from lighteval_nanotron.errors import DatasetLoadError, PromptFunctionError
+from lighteval_nanotron.errors import ConfigError, DatasetLoadError, PromptFunctionError
 from lighteval_nanotron.tasks.config import LightevalTaskConfig
 from lighteval_nanotron.tasks.data_dirs import DatasetSource, describe_data_dirs, get_data_dirs, load_source
-from lighteval_nanotron.tasks.fewshot import FewShotSampler
+from lighteval_nanotron.tasks.fewshot import FewShotDraws, FewShotSampler
+from lighteval_nanotron.tasks.fewshot_lighteval import (
+    DOC_SHUFFLE_SEED,
+    LIGHTEVAL_VERSION,
+    LightevalFewShotDraws,
+    default_draws,
+    shuffled_doc_order,
+)
 from lighteval_nanotron.tasks.requests import Doc, SamplingMethod
 
 logger = logging.getLogger(__name__)
 
-DOC_SHUFFLE_SEED = 42
-"""Seed of the doc order (so that `max_samples` takes a random but fixed subset), as in lighteval."""
 FEWSHOT_SEED = 0
+"""Seed of the per-doc draws, and lighteval's variance seed (the one its `get_docs` uses)."""
 FEWSHOT_SPLIT_KEYWORDS = ("train", "dev", "valid", "default")
 
 DocKey = tuple[str, int]  # (split, row index): where a doc comes from
@@ -66,6 +74,9 @@ class LightevalTask:
             config.hf_avail_splits or []
         )
         self.fewshot_selection = config.few_shots_select
+        self.fewshot_draws = FewShotDraws(config.fewshot_draws or default_draws(self.suite[0]))
+        self.fewshot_self_draws = 0  # lighteval-mode docs whose own row was drawn (their prompt differs)
+        self.fewshot_short_docs = 0  # lighteval-mode docs given fewer examples than asked for
         self.must_remove_duplicate_docs = config.must_remove_duplicate_docs
         self.formatter = config.prompt_function
 
@@ -81,6 +92,7 @@ class LightevalTask:
         self._doc_keys: list[DocKey] = []
         self._fewshot_docs: list[Doc] | None = None
         self._fewshot_keys: list[DocKey] = []
+        self._fewshot_contents: list[tuple] | None = None
         self._sampler: FewShotSampler | None = None
 
     def __repr__(self) -> str:
@@ -180,17 +192,101 @@ class LightevalTask:
             self._sampler = FewShotSampler(self.fewshot_selection, self.fewshot_docs(), seed=FEWSHOT_SEED)
         return self._sampler
 
-    def _fewshots_for(self, doc: Doc, key: DocKey) -> list[Doc]:
-        num_fewshots = self.config.num_fewshots
-        if num_fewshots <= 0:
+    def _is_self(self, doc: Doc, key: DocKey) -> Callable[[int], bool]:
+        """Whether pool doc `index` is `doc` itself: the same row, or the same query, choices and gold."""
+        if self._fewshot_contents is None:
+            self._fewshot_contents = [_content_key(example) for example in self.fewshot_docs()]
+        pool_contents, content = self._fewshot_contents, _content_key(doc)
+        return lambda index: self._fewshot_keys[index] == key or pool_contents[index] == content
+
+    def _per_doc_fewshots(self, doc: Doc, key: DocKey) -> list[Doc]:
+        if self.config.num_fewshots <= 0:
             return []
+        return self._fewshot_sampler().sample(
+            self.config.num_fewshots, doc_key=f"{key[0]}:{key[1]}", is_self=self._is_self(doc, key)
+        )
+
+    def _lighteval_fewshots(self, doc: Doc, key: DocKey, draws: LightevalFewShotDraws, rng: random.Random) -> list[Doc]:
+        """lighteval's examples for the next doc, without the doc itself.
+
+        `random_sampling_from_train` draws exactly `num_fewshots`: a dropped self is replaced by
+        the first other pool doc in pool order, so the doc still gets `num_fewshots` examples.
+        """
+        num_fewshots = self.config.num_fewshots
+        candidates = draws.candidates(rng)
+        is_self = self._is_self(doc, key)
+        if any(is_self(index) for index in candidates[:num_fewshots]):
+            self.fewshot_self_draws += 1
+        picked = list(islice((index for index in candidates if not is_self(index)), num_fewshots))
+        if len(picked) < num_fewshots:
+            drawn = set(candidates)
+            spare = (i for i in draws.order if i not in drawn and not is_self(i))
+            picked.extend(islice(spare, num_fewshots - len(picked)))
+        if len(picked) < num_fewshots:
+            self.fewshot_short_docs += 1
         pool = self.fewshot_docs()
-        content = _content_key(doc)
+        return [pool[index] for index in picked]
 
-        def is_self(index: int) -> bool:
-            return self._fewshot_keys[index] == key or _content_key(pool[index]) == content
+    def _doc_order_and_fewshots(self, max_samples: int | None) -> list[tuple[int, list[Doc]]]:
+        """(eval doc index, few-shot examples) in evaluation order, for the task's draw mode."""
+        eval_docs = self.eval_docs()
+        rng = random.Random(DOC_SHUFFLE_SEED)
+        order = shuffled_doc_order(len(eval_docs), rng)
+        if max_samples is not None and max_samples > 0:
+            order = order[:max_samples]
+        if self.fewshot_draws is FewShotDraws.per_doc:
+            return [(index, self._per_doc_fewshots(eval_docs[index], self._doc_keys[index])) for index in order]
+        self.fewshot_self_draws = self.fewshot_short_docs = 0
+        num_fewshots = self.config.num_fewshots
+        pool = self.fewshot_docs() if num_fewshots > 0 else []
+        draws = LightevalFewShotDraws(self.fewshot_selection, pool, num_fewshots, self.full_name, seed=FEWSHOT_SEED)
+        out = [
+            (index, self._lighteval_fewshots(eval_docs[index], self._doc_keys[index], draws, rng)) for index in order
+        ]
+        if self.fewshot_self_draws:
+            logger.warning(
+                "Task %s: %d doc(s) drew themselves as a few-shot example; they were dropped, so these "
+                "prompts differ from lighteval %s's (which shows a doc its own answer there).",
+                self.full_name,
+                self.fewshot_self_draws,
+                LIGHTEVAL_VERSION,
+            )
+        if self.fewshot_short_docs:
+            logger.warning(
+                "Task %s: %d doc(s) get fewer than %d few-shot examples, as in lighteval %s (%s selection: "
+                "a small pool, or a class with an empty label ends lighteval's balanced selection); set "
+                "fewshot_draws='per_doc' to get %d where the pool allows.",
+                self.full_name,
+                self.fewshot_short_docs,
+                num_fewshots,
+                LIGHTEVAL_VERSION,
+                draws.method.value,
+                num_fewshots,
+            )
+        return out
 
-        return self._fewshot_sampler().sample(num_fewshots, doc_key=f"{key[0]}:{key[1]}", is_self=is_self)
+    def set_fewshot_draws(self, draws: str) -> None:
+        """Use `lighteval` or `per_doc` few-shot draws from the next `get_docs()` on."""
+        if draws not in FewShotDraws.names():
+            raise ConfigError(
+                f"fewshot_draws={draws!r} is not one of {', '.join(FewShotDraws.names())} (task {self.full_name})."
+            )
+        self.fewshot_draws = FewShotDraws(draws)
+
+    def fewshot_record(self) -> dict[str, Any]:
+        """How the few-shot examples were drawn, for results files: equal records, same draws."""
+        record: dict[str, Any] = {
+            "draws": self.fewshot_draws.value,
+            "select": self.fewshot_selection or "balanced",
+            "num_fewshots": self.config.num_fewshots,
+            "seed": FEWSHOT_SEED,
+            "doc_shuffle_seed": DOC_SHUFFLE_SEED,
+        }
+        if self.fewshot_draws is FewShotDraws.lighteval:
+            record["same_draws_as"] = f"lighteval=={LIGHTEVAL_VERSION}"
+            record["docs_with_self_drawn"] = self.fewshot_self_draws
+            record["docs_with_fewer_examples"] = self.fewshot_short_docs
+        return record
 
     def get_docs(self, max_samples: int | None = None) -> list[Doc]:
         """Evaluation docs ready to run: a fixed shuffle, cut to `max_samples`, with few-shots set.
@@ -203,19 +299,14 @@ class LightevalTask:
                 f"Task {self.full_name!r} has no documents in splits {self.evaluation_split} "
                 "(empty split, or every row filtered out by hf_filter / the prompt function)."
             )
-        order = list(range(len(eval_docs)))
-        random.Random(DOC_SHUFFLE_SEED).shuffle(order)
-        if max_samples is not None and max_samples > 0:
-            order = order[:max_samples]
         num_samples = max(self.num_samples)
         docs = []
-        for index in order:
-            doc = eval_docs[index]
+        for index, fewshots in self._doc_order_and_fewshots(max_samples):
             docs.append(
                 dataclasses.replace(
-                    doc,
+                    eval_docs[index],
                     task_name=self.full_name,
-                    fewshot_samples=self._fewshots_for(doc, self._doc_keys[index]),
+                    fewshot_samples=fewshots,
                     sampling_methods=list(self.sampling_methods),
                     generation_size=self.generation_size,
                     generation_grammar=self.generation_grammar,

@@ -98,10 +98,14 @@ def test_pp2_with_a_task_file_and_custom_tasks_matches_transformers(tiny_convert
 
 def test_single_process_without_torchrun(tiny_converted, tmp_path):
     model, checkpoint = tiny_converted
-    command = [sys.executable, "-m", "lighteval_nanotron", *_argv(checkpoint, tmp_path / "out", "--dtype", "float32")]
+    argv = _argv(checkpoint, tmp_path / "out", "--dtype", "float32", "--fewshot-draws", "per_doc")
+    command = [sys.executable, "-m", "lighteval_nanotron", *argv]
     done = subprocess.run(command, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert max_logprob_difference(model, read_details(_only_step_dir(tmp_path / "out"))) < TOLERANCE
+    (results_file,) = (tmp_path / "out" / "results").rglob("results_*.json")
+    config_tasks = json.loads(results_file.read_text())["config_tasks"]
+    assert [c["fewshot_sampling"]["draws"] for c in config_tasks.values()] == ["per_doc", "per_doc"]
 
     too_big = [sys.executable, "-m", "lighteval_nanotron", *_argv(checkpoint, tmp_path / "out2", "--tp", "2")]
     done = subprocess.run(too_big, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=120)

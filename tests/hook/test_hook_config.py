@@ -36,6 +36,7 @@ def test_data_dirs_string_becomes_list():
         ({"loggers": ["json", "json"]}, "twice"),
         ({"wandb_mode": "cloud"}, "wandb_mode"),
         ({"output_dir": ""}, "output_dir is empty"),
+        ({"fewshot_draws": "harness"}, "fewshot_draws is 'harness': use one of ['lighteval', 'per_doc']"),
         ({"eval_at_end": False}, "never evaluates"),
     ],
 )

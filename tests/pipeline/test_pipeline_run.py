@@ -40,6 +40,15 @@ def test_scores_of_all_three_sampling_methods(toy_data):
     assert model.calls == ["loglikelihood", "loglikelihood", "loglikelihood_rolling", "greedy_until"]
 
 
+def test_fewshot_draws_for_every_task_are_recorded(toy_data):
+    result = _prepare(BigramLM(), max_samples=2, fewshot_draws="lighteval").run()
+    records = [config["fewshot_sampling"] for config in result.to_dict()["config_tasks"].values()]
+    assert len(records) == 4
+    assert all(r["draws"] == "lighteval" and r["same_draws_as"] == "lighteval==0.11" for r in records)
+    with pytest.raises(ConfigError, match="fewshot_draws='lighteval-0.11' is not one of lighteval, per_doc"):
+        _prepare(BigramLM(), fewshot_draws="lighteval-0.11")
+
+
 def test_results_dict_has_lighteval_layout(toy_data):
     result = _prepare(BigramLM(), max_samples=3).run(step=10, consumed_tokens=1000)
     content = json.loads(json.dumps(result.to_dict()))  # JSON-ready as is
@@ -58,6 +67,13 @@ def test_results_dict_has_lighteval_layout(toy_data):
     assert content["versions"] == {MC: 0, GEN: 0, PPL: 0, PMI: 0}
     assert content["config_tasks"][GEN]["metrics"] == ["em", "acc"]
     assert content["config_tasks"][GEN]["effective_num_docs"] == 3
+    assert content["config_tasks"][GEN]["fewshot_sampling"] == {
+        "draws": "per_doc",  # a custom task: per-doc draws unless asked
+        "select": "balanced",
+        "num_fewshots": 0,
+        "seed": 0,
+        "doc_shuffle_seed": 42,
+    }
     summary = content["summary_tasks"][MC]
     assert summary["num_samples"] == 3 and summary["truncated"] == 0
     assert set(summary["hashes"]) == {"hash_examples", "hash_full_prompts", "hash_input_tokens", "hash_cont_tokens"}

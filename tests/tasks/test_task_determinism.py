@@ -24,8 +24,11 @@ set_data_dirs([{str(DATA_DIR)!r}])
 tasks = Registry({SPECS!r}, custom_tasks={str(TOY_TASKS)!r}).load_tasks()
 out = {{}}
 manager = PromptManager(system_prompt="sys")
-for name, task in tasks.items():
-    out[name] = [[doc.id, manager.prepare_prompt(doc), doc.get_golds()] for doc in task.get_docs(max_samples=7)]
+for draws in ("per_doc", "lighteval"):
+    for name, task in tasks.items():
+        task.set_fewshot_draws(draws)
+        docs = task.get_docs(max_samples=7)
+        out[f"{{name}} {{draws}}"] = [[doc.id, manager.prepare_prompt(doc), doc.get_golds()] for doc in docs]
 print(json.dumps(out))
 """
 
@@ -57,7 +60,7 @@ def _run_both(*hash_seeds: str) -> list[dict]:
 def test_same_output_whatever_the_hash_seed():
     first, second = _run_both("0", "4242")
     assert list(first) == list(second)
-    assert len(first) == 9
+    assert len(first) == 18
     assert first == second
 
 
@@ -72,7 +75,9 @@ def test_global_rngs_are_untouched(load_toy):
     before = _rng_states()
     tasks = load_toy(SPECS)
     for task in tasks.values():
-        first = task.get_docs(max_samples=5)
-        assert task.get_docs(max_samples=5) == first
-        task.get_docs()
+        for draws in ("per_doc", "lighteval"):  # lighteval itself reseeds `random` for balanced few-shots
+            task.set_fewshot_draws(draws)
+            first = task.get_docs(max_samples=5)
+            assert task.get_docs(max_samples=5) == first
+            task.get_docs()
     assert _rng_states() == before
