@@ -53,6 +53,8 @@ class TrainingEvaluator:
         self.last_results: dict = {}
         """`{task: {metric: value}}` of the last successful evaluation, on every rank."""
         self.progress: Any = None
+        self.wandb_run: Any = None
+        """The W&B run `hook.wandb_run` opened for this training run (finished in `close`), if any."""
 
     # Trainer hooks -----------------------------------------------------------------------------
 
@@ -179,9 +181,14 @@ class TrainingEvaluator:
         if self.progress is not None:
             self.progress.close()
             self.progress = None
-        if self.loggers is not None:
-            self.loggers.close()
-            self.loggers = None
+        try:
+            if self.loggers is not None:
+                self.loggers.close()
+                self.loggers = None
+        finally:
+            if self.wandb_run is not None:
+                self.wandb_run.finish()
+                self.wandb_run = None
 
 
 def _share_results(result: Any, world: dist.ProcessGroup) -> dict:

@@ -63,13 +63,15 @@ def build_loggers(config: EvaluationConfig, trainer: Any) -> Any:
         loggers=[name for name in config.loggers if name != "log"],
         tensorboard_dir=str(Path(config.output_dir) / "tensorboard"),
         wandb_project=config.wandb_project or trainer.config.general.project,
+        wandb_entity=config.wandb_entity,
         wandb_mode=config.wandb_mode,
+        wandb_dir=config.wandb_dir,
     )
     return tracking.build(wandb_run=_active_wandb_run())
 
 
 def _active_wandb_run() -> Any:
-    """The W&B run Nanotron's `pre_training` opened on this rank, if any: log next to the loss."""
+    """The W&B run `hook.wandb_run` opened on this rank (Nanotron's logging rank), if any."""
     try:
         import wandb
     except ImportError:

@@ -24,6 +24,7 @@ from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
 from lighteval_nanotron.hook.training_config import SECTION, TrainingConfigWithEvaluation
+from lighteval_nanotron.hook.wandb_run import training_wandb
 from lighteval_nanotron.parallel.cpu import install_flash_attn_fallback
 
 install_flash_attn_fallback()  # a no-op where flash-attn is installed; Llama imports it at module level
@@ -36,7 +37,8 @@ HOOKS = ("pre_training", "post_train_step", "post_save_checkpoint", "post_traini
 class EvaluatingTrainer(DistributedTrainer):
     """`DistributedTrainer` that evaluates at the steps of its config's `lighteval_nanotron:` section.
 
-    Without that section it trains exactly like `DistributedTrainer`.
+    Without that section it trains like `DistributedTrainer`, except that W&B starts only when the
+    section lists the `wandb` logger (`hook.wandb_run`).
     """
 
     def __init__(
@@ -50,8 +52,10 @@ class EvaluatingTrainer(DistributedTrainer):
         self.evaluator: Optional[TrainingEvaluator] = TrainingEvaluator(section) if section is not None else None
 
     def pre_training(self, *args: Any, **kwargs: Any) -> None:
-        super().pre_training(*args, **kwargs)
+        with training_wandb(self, getattr(self.config, SECTION, None)) as run:
+            super().pre_training(*args, **kwargs)
         if self.evaluator is not None:
+            self.evaluator.wandb_run = run
             self.evaluator.pre_training(self)
 
     def post_train_step(self) -> None:
@@ -85,7 +89,20 @@ def attach_evaluation(trainer: Any, config: Optional[EvaluationConfig] = None) -
     if isinstance(trainer, EvaluatingTrainer) or getattr(trainer, "_lighteval_nanotron_attached", False):
         raise ConfigError("attach_evaluation: this trainer already evaluates; attach at most once.")
     evaluator = TrainingEvaluator(config)
+    original_pre_training = trainer.pre_training
+
+    @functools.wraps(original_pre_training)
+    def pre_training(*args: Any, **kwargs: Any) -> Any:
+        with training_wandb(trainer, config) as run:
+            value = original_pre_training(*args, **kwargs)
+        evaluator.wandb_run = run
+        evaluator.pre_training(trainer)
+        return value
+
+    trainer.pre_training = pre_training
     for name in HOOKS:
+        if name == "pre_training":
+            continue
         setattr(trainer, name, _after(getattr(trainer, name), functools.partial(getattr(evaluator, name), trainer)))
     trainer._lighteval_nanotron_attached = True
     return evaluator
