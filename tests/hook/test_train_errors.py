@@ -7,8 +7,8 @@ import sys
 import pytest
 import yaml
 
-from tests.hook.training_runs import REPO, write_config
 from lighteval_nanotron.hook import run_train
+from tests.hook.training_runs import REPO, write_config
 
 
 def _edit(path, change):
