@@ -68,6 +68,8 @@ class CheckpointEvalConfig:
     """Name in the results paths. Unset: the name the training hook uses (config.yaml's
     `lighteval_nanotron.model_name`, else `project/run`), else the folder name."""
     loggers: list[str] = field(default_factory=lambda: ["json", "details", "tensorboard"])
+    progress_bar: bool = True
+    """A bar per checkpoint on world rank 0 (docs done, docs/s, ETA), shown only on a terminal."""
 
     def __post_init__(self) -> None:
         if (self.checkpoint is None) == (self.checkpoints_dir is None):
@@ -177,6 +179,7 @@ class CheckpointEvaluator:
                 setup.tasks,
                 config.max_samples,
                 model_name=setup.model_name,
+                show_progress=config.progress_bar and dist.get_rank(self.world) == 0,
             ),
         )
         self.loggers = collectively(self.world, "opening the results loggers", self._build_loggers)

@@ -64,6 +64,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default=["json", "details", "tensorboard"],
         help="where results go (default: json details tensorboard)",
     )
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (it only shows on a terminal anyway)"
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -89,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         output_dir=args.output_dir,
         model_name=args.model_name,
         loggers=list(args.loggers),
+        progress_bar=not args.no_progress,
     )
 
     def show(result) -> None:

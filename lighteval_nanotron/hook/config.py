@@ -76,6 +76,10 @@ class EvaluationConfig:
     wandb_dir: Optional[str] = None
     """Folder for W&B's local files. Unset: W&B's default (`./wandb`)."""
 
+    progress_bar: bool = True
+    """Progress bars on world rank 0: one over the run's evaluations, one per evaluation (docs
+    done, docs/s, ETA). They only show when stderr is a terminal."""
+
     stop_on_failure: bool = False
     """Stop training when an evaluation fails. Default: log the failure and keep training."""
 

@@ -103,7 +103,7 @@ class TrainingEvaluator:
             total=len(self._remaining_steps(trainer)),
             desc="lighteval_nanotron evaluations",
             unit="eval",
-            disable=dist.get_rank(world) != 0,
+            disable=None if self.config.progress_bar and dist.get_rank(world) == 0 else True,  # None: off a TTY
         )
         _log_rank0(
             world,

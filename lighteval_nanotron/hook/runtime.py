@@ -3,6 +3,8 @@
 from pathlib import Path
 from typing import Any
 
+import torch.distributed as dist
+
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
 
@@ -46,6 +48,7 @@ def build_pipeline(trainer: Any, config: EvaluationConfig, model_name: str) -> A
         config.max_samples,
         custom_tasks=config.custom_tasks,
         model_name=model_name,
+        show_progress=config.progress_bar and dist.get_rank(trainer.parallel_context.world_pg) == 0,
     )
 
 
