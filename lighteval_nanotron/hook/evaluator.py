@@ -9,6 +9,7 @@ import logging
 import time
 from typing import Any, Optional
 
+import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
@@ -53,6 +54,8 @@ class TrainingEvaluator:
         self.last_results: dict = {}
         """`{task: {metric: value}}` of the last successful evaluation, on every rank."""
         self.progress: Any = None
+        self.loss_log: Any = None
+        """Where the training loss goes on the reporting rank (`tracking.training_loss`), if anywhere."""
         self.wandb_run: Any = None
         """The W&B run `hook.wandb_run` opened for this training run (finished in `close`), if any."""
 
@@ -68,6 +71,13 @@ class TrainingEvaluator:
 
     def post_save_checkpoint(self, trainer: Any) -> None:
         self.maybe_evaluate(trainer, Moment.CHECKPOINT)
+
+    def train_step_logs(self, trainer: Any, loss_avg: Any) -> None:
+        """Record the loss Nanotron just logged (reporting rank; it is on the output stage)."""
+        if self.loss_log is None or not isinstance(loss_avg, torch.Tensor):
+            return
+        tokens = int(trainer.consumed_train_samples * trainer.config.tokens.sequence_length)
+        self.loss_log.append(int(trainer.iteration_step), tokens, float(loss_avg.item()))
 
     def post_training(self, trainer: Any) -> None:
         try:
@@ -89,6 +99,10 @@ class TrainingEvaluator:
             self.pipeline = build_pipeline(trainer, self.config, self.model_name)
             if is_reporting_rank(self.pipeline):
                 self.loggers = build_loggers(self.config, trainer)
+                if "json" in self.config.loggers:
+                    from lighteval_nanotron.tracking.training_loss import TrainingLossLog
+
+                    self.loss_log = TrainingLossLog(self.config.output_dir, self.model_name)
                 already_done = _evaluated_steps(self.config.output_dir, self.model_name)
         except Exception as caught:  # noqa: BLE001 - every rank must learn about it, then all raise
             error = caught

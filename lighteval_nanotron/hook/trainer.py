@@ -58,6 +58,11 @@ class EvaluatingTrainer(DistributedTrainer):
             self.evaluator.wandb_run = run
             self.evaluator.pre_training(self)
 
+    def train_step_logs(self, outputs: Any, loss_avg: Any) -> None:
+        super().train_step_logs(outputs=outputs, loss_avg=loss_avg)
+        if self.evaluator is not None:
+            self.evaluator.train_step_logs(self, loss_avg)
+
     def post_train_step(self) -> None:
         super().post_train_step()
         if self.evaluator is not None:
@@ -99,7 +104,15 @@ def attach_evaluation(trainer: Any, config: Optional[EvaluationConfig] = None) -
         evaluator.pre_training(trainer)
         return value
 
+    original_train_step_logs = trainer.train_step_logs
+
+    @functools.wraps(original_train_step_logs)
+    def train_step_logs(outputs: Any, loss_avg: Any) -> None:
+        original_train_step_logs(outputs=outputs, loss_avg=loss_avg)
+        evaluator.train_step_logs(trainer, loss_avg)
+
     trainer.pre_training = pre_training
+    trainer.train_step_logs = train_step_logs
     for name in HOOKS:
         if name == "pre_training":
             continue
