@@ -1,99 +1,128 @@
-"""Demo: a real Nanotron training run on CPU, evaluated on benchmarks while it trains.
+"""Demo: a real Nanotron training run on CPU whose in-loop evaluation shows the model learning.
 
 Usage (from the repository root):
     make demo
     # which runs:
-    OMP_NUM_THREADS=1 .venv/bin/python examples/demo.py
+    OMP_NUM_THREADS=1 .venv/bin/python examples/demo.py [--run-dir runs/demo]
 
-It trains the tiny Llama of configs/tiny_cpu_train.yaml with Nanotron's DistributedTrainer on 4
-CPU processes (gloo, TP2 x PP2) for 60 steps. The config's `lighteval_nanotron:` section evaluates
-the live, sharded model on the benchmark slices shipped with the package (arc:easy, piqa,
-hellaswag; 100 docs each) at steps 0, 20, 40 and 60, on the trainer's own process groups. Then it
-plots each metric against the training step. Everything lands in runs/tiny_cpu/:
+It trains the tiny Llama of configs/demo_train.yaml with Nanotron's DistributedTrainer on 4 CPU
+processes (gloo, TP2 x PP2) for 60 steps, on the text of a synthetic counting task
+(examples/counting_task.py: digits counting up, letters counting down). The config's
+`lighteval_nanotron:` section evaluates the live, sharded model at steps 0, 10, ..., 60 on that
+task (log-likelihood over 4 choices, and a generative variant scored by exact match), which
+climbs from chance to about 1, and on three real benchmarks shipped with the package (arc:easy,
+piqa, hellaswag), which a model this small leaves at chance. Then it prints the results table and
+writes one overview PNG: per task its metric against the training step, with the stderr band and
+the chance level, and the training loss beside them. Everything lands in the run folder:
 
     eval/results/<project>/<run>/results_<step>.json   lighteval-format results, with step and tokens
     eval/details/<project>/<run>/<step>/*.parquet      per-sample details
+    eval/training/<project>/<run>/loss.jsonl           the training loss at Nanotron's logging interval
     eval/tensorboard/                                  `eval/<task>/<metric>` scalars
-    eval/plots/<metric>/<task>.png                     metric vs step
+    eval/plots/overview.png                            the overview image
+    eval/plots/<metric>/<task>.png                     one image per metric and task
     checkpoints/                                       Nanotron checkpoints (steps 30 and 60)
 
-A previous runs/tiny_cpu/ is removed first (otherwise the hook would skip steps it finds there).
+A previous run folder is removed first (otherwise the hook would skip the steps it finds there).
 """
 
+import argparse
+import json
 import os
 import shutil
 import sys
 import time
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
-CONFIG = REPO / "configs" / "tiny_cpu_train.yaml"
+CONFIG = REPO / "configs" / "demo_train.yaml"
 NPROC = 4
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run-dir", type=Path, default=Path("runs/demo"), help="where the run's files go")
+    args = parser.parse_args(argv)
     os.chdir(REPO)  # the config's paths are relative to the repository root
-    sys.path.insert(0, str(REPO))
+    sys.path[:0] = [str(REPO), str(REPO / "examples")]
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    os.environ.setdefault("WANDB_MODE", "disabled")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
     from lighteval_nanotron.hook.run_train import launch_cpu
-    from lighteval_nanotron.hook.training_config import load_training_config
 
-    config = load_training_config(str(CONFIG))
-    section = config.lighteval_nanotron
-    run_dir = Path(section.output_dir).parent
+    run_dir = args.run_dir.resolve()
     if run_dir.exists():
         print(f"Removing the previous run in {run_dir}")
         shutil.rmtree(run_dir)
-
-    started = time.perf_counter()
+    config_path = write_config(run_dir)
+    config = yaml.safe_load(config_path.read_text())
+    section, parallelism = config["lighteval_nanotron"], config["parallelism"]
     print(
-        f"Training {config.general.project}/{config.general.run} on {NPROC} CPU processes "
-        f"(TP{config.parallelism.tp} x PP{config.parallelism.pp} x DP{config.parallelism.dp}), "
-        f"evaluating {', '.join(section.tasks)}"
+        f"Training {config['general']['project']}/{config['general']['run']} for {config['tokens']['train_steps']} "
+        f"steps on {NPROC} CPU processes (TP{parallelism['tp']} x PP{parallelism['pp']} x DP{parallelism['dp']}), "
+        f"evaluating {section['tasks']}",
+        flush=True,
     )
-    launch_cpu(str(CONFIG), nproc=NPROC)
-    train_time = time.perf_counter() - started
+    started = time.perf_counter()
+    launch_cpu(str(config_path), nproc=NPROC)
+    elapsed = time.perf_counter() - started
 
-    results = Path(section.output_dir) / "results"
-    plots = plot_each_metric(results, Path(section.output_dir) / "plots")
-    print_summary(results, plots, Path(section.output_dir) / "tensorboard", train_time)
+    output_dir = Path(section["output_dir"])
+    model_name = f"{config['general']['project']}/{config['general']['run']}"
+    overview = plot(output_dir, model_name)
+    print_summary(output_dir, model_name, elapsed, overview)
     return 0
 
 
-def plot_each_metric(results: Path, plots_dir: Path) -> list[Path]:
-    """One PNG per (metric, task): the metric against the training step, ± one standard error."""
-    from lighteval_nanotron.tracking.plot import load_history, plot_results
+def write_config(run_dir: Path) -> Path:
+    """configs/demo_train.yaml with its outputs under `run_dir` (written there as train.yaml)."""
+    config = yaml.safe_load(CONFIG.read_text())
+    config["checkpoints"]["checkpoints_path"] = str(run_dir / "checkpoints")
+    config["lighteval_nanotron"]["output_dir"] = str(run_dir / "eval")
+    run_dir.mkdir(parents=True)
+    path = run_dir / "train.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
 
-    history = load_history(results)
+
+def plot(output_dir: Path, model_name: str) -> Path:
+    """The overview PNG, plus one PNG per (metric, task); returns the overview's path."""
+    from counting_task import CHANCE
+
+    from lighteval_nanotron.tracking.overview_plot import plot_overview
+    from lighteval_nanotron.tracking.plot import load_history, plot_history
+
+    history = load_history(output_dir / "results")
     metrics = sorted({metric for tasks in history.values() for scores in tasks.values() for metric in scores})
-    paths: list[Path] = []
     for metric in metrics:
-        paths += plot_results(results, plots_dir / metric, metrics=[metric])
-    return paths
+        plot_history(history, output_dir / "plots" / metric, metrics=[metric])
+    return plot_overview(output_dir, model_name, chance=CHANCE)
 
 
-def print_summary(results: Path, plots: list[Path], tensorboard: Path, train_time: float) -> None:
-    import json
-
+def print_summary(output_dir: Path, model_name: str, elapsed: float, overview: Path) -> None:
     from lighteval_nanotron.tracking import format_results_table
+    from lighteval_nanotron.tracking.paths import results_dir
 
-    files = sorted(results.rglob("results_*.json"), key=lambda path: int(path.stem.split("_")[1]))
-    print(f"\nTraining + evaluation took {train_time:.0f}s. Results per step:")
-    for path in files:
-        content = json.loads(path.read_text())
-        general = content["config_general"]
-        print(
-            f"  step {general['training_step']:>3} ({general['consumed_tokens']} tokens, "
-            f"{general['wall_time_s']:.1f}s): {path}"
-        )
-    if files:
-        print("\n" + format_results_table(json.loads(files[-1].read_text())["results"]))
-    print(f"\nTensorBoard: {tensorboard}  (tensorboard --logdir {tensorboard})")
-    print("Plots:\n" + "\n".join(f"  {path}" for path in plots))
+    files = sorted(results_dir(output_dir, model_name).glob("results_*.json"), key=lambda p: int(p.stem.split("_")[1]))
+    runs = [json.loads(path.read_text()) for path in files]
+    steps = [content["config_general"]["training_step"] for content in runs]
+    print(f"\nTraining + evaluation took {elapsed:.0f}s; evaluated at steps {steps}.")
+    if not runs:
+        return
+    first, last = runs[0], runs[-1]
+    print(f"\nResults at step {last['config_general']['training_step']}:\n" + format_results_table(last["results"]))
+    print("\nFirst -> last evaluation:")
+    for task, scores in last["results"].items():
+        if task == "all":
+            continue
+        metric = next(name for name in scores if not name.endswith("_stderr"))
+        before = first["results"].get(task, {}).get(metric, float("nan"))
+        print(f"  {task:<28} {metric:<4} {before:.2f} -> {scores[metric]:.2f}")
+    print(f"\nResults: {files[-1].parent}\nTensorBoard: tensorboard --logdir {output_dir / 'tensorboard'}")
+    print(f"Overview plot: {overview}")
 
 
 if __name__ == "__main__":

@@ -52,13 +52,42 @@ def tokenizer_source(explicit: str | None, checkpoint: Path) -> str:
         return explicit
     if _has_tokenizer_files(checkpoint):
         return str(checkpoint)
-    configured = (read_training_config(checkpoint).get("tokenizer") or {}).get("tokenizer_name_or_path")
+    training_config = read_training_config(checkpoint)
+    configured = (training_config.get("tokenizer") or {}).get("tokenizer_name_or_path")
     if configured:
-        return str(configured)
+        checkpoints_path = (training_config.get("checkpoints") or {}).get("checkpoints_path")
+        return resolve_tokenizer_path(str(configured), checkpoint, checkpoints_path)
     raise ConfigError(
         f"No tokenizer for checkpoint {checkpoint}: it holds no tokenizer files and its config.yaml names none "
         "(tokenizer.tokenizer_name_or_path). Pass --tokenizer PATH_OR_NAME."
     )
+
+
+def resolve_tokenizer_path(configured: str, checkpoint: Path, checkpoints_path: str | None = None) -> str:
+    """A relative `tokenizer_name_or_path` is relative to the training's working directory, not to
+    ours: find it there (the folder that `checkpoints.checkpoints_path` was relative to, then each
+    folder above the checkpoint). Returned unchanged when it is absolute, found from here, or found
+    nowhere (then it may be a Hub name)."""
+    path = Path(configured).expanduser()
+    if path.is_absolute() or _has_tokenizer_files(path):
+        return configured
+    for root in _training_roots(checkpoint, checkpoints_path):
+        if _has_tokenizer_files(root / path):
+            return str(root / path)
+    return configured
+
+
+def _training_roots(checkpoint: Path, checkpoints_path: str | None) -> list[Path]:
+    """Where the training may have run: the folder `checkpoints_path` is relative to, then every ancestor."""
+    checkpoint = checkpoint.resolve()
+    roots: list[Path] = []
+    if checkpoints_path and not Path(checkpoints_path).is_absolute():
+        parts = Path(checkpoints_path).parts
+        run_folder = checkpoint.parent
+        if len(run_folder.parts) > len(parts) and run_folder.parts[-len(parts) :] == parts:
+            roots.append(Path(*run_folder.parts[: -len(parts)]))
+    roots += [folder for folder in checkpoint.parents if folder not in roots]
+    return roots
 
 
 def load_tokenizer(source: str) -> Any:

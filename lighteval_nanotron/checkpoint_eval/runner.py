@@ -74,6 +74,8 @@ class CheckpointEvalConfig:
     failure_timeout_s: float = AGREEMENT_TIMEOUT_S
     """Seconds any wait on another rank (a collective, a pipeline transfer, the agreement on a
     stage's outcome) may take before the evaluation stops with an EvaluationError."""
+    progress_bar: bool = True
+    """A bar per checkpoint on world rank 0 (docs done, docs/s, ETA), shown only on a terminal."""
 
     def __post_init__(self) -> None:
         if (self.checkpoint is None) == (self.checkpoints_dir is None):
@@ -240,6 +242,7 @@ class CheckpointEvaluator:
                     self.config.max_samples,
                     model_name=self.setup.model_name,
                     docs={name: self.setup.docs[name] for name in names},
+                    show_progress=self.config.progress_bar and dist.get_rank(self.world) == 0,
                 ),
             )
         return self.pipelines[names]

@@ -76,6 +76,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default=["json", "details", "tensorboard"],
         help="where results go (default: json details tensorboard)",
     )
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (it only shows on a terminal anyway)"
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -103,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         model_name=args.model_name,
         loggers=list(args.loggers),
         **({} if args.failure_timeout_s is None else {"failure_timeout_s": args.failure_timeout_s}),
+        progress_bar=not args.no_progress,
     )
 
     def show(result) -> None:

@@ -62,7 +62,29 @@ class EvaluationConfig:
     """W&B project when `wandb` is among `loggers`. Unset: the training config's `general.project`."""
 
     wandb_mode: str = "online"
-    """W&B mode: `online`, `offline` or `disabled`."""
+    """W&B mode: `online`, `offline` (files for a later `wandb sync`) or `disabled`."""
+
+    wandb_entity: Optional[str] = None
+    """W&B entity (team or user). Unset: your default entity."""
+
+    wandb_run_name: Optional[str] = None
+    """W&B run name. Unset: `<general.project>_<general.run>`."""
+
+    wandb_run_id: Optional[str] = None
+    """W&B run id: set it to resume the same W&B run after a restart (`resume="allow"`)."""
+
+    wandb_group: Optional[str] = None
+    """W&B run group (e.g. one per sweep)."""
+
+    wandb_tags: Optional[Union[str, List[str]]] = None
+    """W&B run tags, a list or a comma-separated string."""
+
+    wandb_dir: Optional[str] = None
+    """Folder for W&B's local files. Unset: W&B's default (`./wandb`)."""
+
+    progress_bar: bool = True
+    """Progress bars on world rank 0: one over the run's evaluations, one per evaluation (docs
+    done, docs/s, ETA). They only show when stderr is a terminal."""
 
     stop_on_failure: bool = False
     """Stop training when an evaluation fails. Default: log the failure and keep training."""
@@ -103,6 +125,8 @@ class EvaluationConfig:
             )
         if len(set(self.loggers)) != len(self.loggers):
             raise ConfigError(f"lighteval_nanotron.loggers lists a logger twice ({self.loggers}): list each once.")
+        if isinstance(self.wandb_tags, str):
+            self.wandb_tags = _as_list(self.wandb_tags)
         if self.wandb_mode not in WANDB_MODES:
             raise ConfigError(f"lighteval_nanotron.wandb_mode is {self.wandb_mode!r}: use one of {list(WANDB_MODES)}.")
         if not self.output_dir:

@@ -1,7 +1,8 @@
 """The training data loader of `run_train`: a synthetic token stream or a Hugging Face text dataset.
 
 Nanotron 0.4's wheel ships no `run_train.py`; this is the part of it that builds the loader, as
-Nanotron's example does (`clm_process` + `get_train_dataloader`), plus a CPU synthetic stream.
+Nanotron's example does (tokenize and cut into rows, as its `clm_process`, then
+`get_train_dataloader`), plus a CPU synthetic stream.
 """
 
 from typing import Any, Iterator
@@ -36,7 +37,7 @@ def _synthetic(trainer: Any, cpu: bool) -> Iterator[Any]:
 
 
 def _hf_dataset(trainer: Any) -> Iterator[Any]:
-    from nanotron.dataloader import clm_process, get_datasets, get_train_dataloader
+    from nanotron.dataloader import get_datasets, get_train_dataloader
     from nanotron.utils import main_rank_first
     from transformers import AutoTokenizer
 
@@ -45,16 +46,7 @@ def _hf_dataset(trainer: Any) -> Iterator[Any]:
     with main_rank_first(trainer.parallel_context.world_pg):
         raw = get_datasets(hf_dataset_or_datasets=args.hf_dataset_or_datasets, splits=args.hf_dataset_splits)["train"]
         tokenizer = AutoTokenizer.from_pretrained(config.tokenizer.tokenizer_name_or_path)
-        tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
-        tokenizer.padding_side = "left"
-        dataset = clm_process(
-            raw_dataset=raw,
-            tokenizer=tokenizer,
-            text_column_name=args.text_column_name,
-            dataset_processing_num_proc_per_process=args.dataset_processing_num_proc_per_process,
-            dataset_overwrite_cache=args.dataset_overwrite_cache,
-            sequence_length=trainer.sequence_length,
-        )
+        dataset = token_chunks(raw, tokenizer, args.text_column_name, trainer.sequence_length)
     loader = get_train_dataloader(
         train_dataset=dataset,
         sequence_length=trainer.sequence_length,
@@ -68,3 +60,22 @@ def _hf_dataset(trainer: Any) -> Iterator[Any]:
         dataloader_drop_last=True,
     )
     return iter(loader)
+
+
+def token_chunks(raw: Any, tokenizer: Any, text_column: str, sequence_length: int) -> Any:
+    """The texts, each followed by the end-of-text token, concatenated and cut into rows of
+    `sequence_length + 1` tokens (consecutive rows share one token: input and shifted labels).
+
+    Nanotron 0.4's `clm_process` does this with `tokenizer.batch_encode_plus`, which transformers
+    5 no longer has."""
+    import numpy as np
+    from datasets import Dataset, Features, Sequence, Value
+
+    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    ids = np.fromiter(
+        (token for text in raw[text_column] for token in tokenizer(text)["input_ids"] + eos), dtype=np.int64
+    )
+    rows = (len(ids) - 1) // sequence_length
+    chunks = [ids[i * sequence_length : i * sequence_length + sequence_length + 1] for i in range(rows)]
+    features = Features({"input_ids": Sequence(feature=Value(dtype="int64"), length=sequence_length + 1)})
+    return Dataset.from_dict({"input_ids": [chunk.tolist() for chunk in chunks]}, features=features)

@@ -9,6 +9,7 @@ import logging
 import time
 from typing import Any, Optional
 
+import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
@@ -55,6 +56,10 @@ class TrainingEvaluator:
         self.last_results: dict = {}
         """`{task: {metric: value}}` of the last successful evaluation, on every rank."""
         self.progress: Any = None
+        self.loss_log: Any = None
+        """Where the training loss goes on the reporting rank (`tracking.training_loss`), if anywhere."""
+        self.wandb_run: Any = None
+        """The W&B run `hook.wandb_run` opened for this training run (finished in `close`), if any."""
 
     # Trainer hooks -----------------------------------------------------------------------------
 
@@ -68,6 +73,13 @@ class TrainingEvaluator:
 
     def post_save_checkpoint(self, trainer: Any) -> None:
         self.maybe_evaluate(trainer, Moment.CHECKPOINT)
+
+    def train_step_logs(self, trainer: Any, loss_avg: Any) -> None:
+        """Record the loss Nanotron just logged (reporting rank; it is on the output stage)."""
+        if self.loss_log is None or not isinstance(loss_avg, torch.Tensor):
+            return
+        tokens = int(trainer.consumed_train_samples * trainer.config.tokens.sequence_length)
+        self.loss_log.append(int(trainer.iteration_step), tokens, float(loss_avg.item()))
 
     def post_training(self, trainer: Any) -> None:
         try:
@@ -93,6 +105,10 @@ class TrainingEvaluator:
             def open_outputs() -> set[int]:
                 if is_reporting_rank(self.pipeline):
                     self.loggers = build_loggers(self.config, trainer)
+                    if "json" in self.config.loggers:
+                        from lighteval_nanotron.tracking.training_loss import TrainingLossLog
+
+                        self.loss_log = TrainingLossLog(self.config.output_dir, self.model_name)
                 # One reader per node as well: with node-local output folders, a restart whose
                 # reporting rank moved to another node still finds the steps evaluated before.
                 if is_reporting_rank(self.pipeline) or local_rank() == 0:
@@ -108,7 +124,7 @@ class TrainingEvaluator:
             total=len(self._remaining_steps(trainer)),
             desc="lighteval_nanotron evaluations",
             unit="eval",
-            disable=dist.get_rank(world) != 0,
+            disable=None if self.config.progress_bar and dist.get_rank(world) == 0 else True,  # None: off a TTY
         )
         _log_rank0(
             world,
@@ -205,9 +221,14 @@ class TrainingEvaluator:
         if self.progress is not None:
             self.progress.close()
             self.progress = None
-        if self.loggers is not None:
-            self.loggers.close()
-            self.loggers = None
+        try:
+            if self.loggers is not None:
+                self.loggers.close()
+                self.loggers = None
+        finally:
+            if self.wandb_run is not None:
+                self.wandb_run.finish()
+                self.wandb_run = None
 
 
 def _share_results(result: Any, world: dist.ProcessGroup) -> dict:

@@ -12,6 +12,11 @@ The config is a Nanotron training YAML; its `lighteval_nanotron:` section (see d
 turns evaluation on. Without `--nproc`, launch with torchrun, or with a plain `srun` (one task per
 process: RANK, WORLD_SIZE, LOCAL_RANK and MASTER_* come from SLURM's variables, see
 lighteval_nanotron/parallel/launch_env.py and examples/train_with_eval.sbatch).
+
+A bad config (a wrong value, a misspelled key, a layout that does not match the number of
+processes) is found before any process starts training and reported as one `error:` line, printed
+once, with exit code 2; so is any error of this library raised on the ranks (e.g. a task that
+cannot be prepared).
 """
 
 import argparse
@@ -20,10 +25,21 @@ import sys
 from datetime import timedelta
 from typing import Any, List
 
+from lighteval_nanotron.errors import LightevalNanotronError
 from lighteval_nanotron.parallel.distributed import free_loopback_port, local_rank_env
 from lighteval_nanotron.parallel.launch_env import apply_launcher_env
 
 DEFAULT_TIMEOUT_S = 1800
+USAGE_ERROR = 2
+"""Exit code of a run stopped by a bad config or another error with a fix (`LightevalNanotronError`)."""
+
+
+class ReportedError(Exception):
+    """A rank stopped with a `LightevalNanotronError`; `message` is its one-line description."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 def train(config_file: str, cpu: bool = False, timeout_s: int = DEFAULT_TIMEOUT_S) -> Any:
@@ -43,7 +59,7 @@ def train(config_file: str, cpu: bool = False, timeout_s: int = DEFAULT_TIMEOUT_
     return trainer
 
 
-def _spawned_rank(rank: int, world_size: int, port: int, config_file: str, timeout_s: int) -> None:
+def _spawned_rank(rank: int, world_size: int, port: int, config_file: str, timeout_s: int, errors: Any) -> None:
     os.environ.update(local_rank_env(rank, world_size, port))
     import torch
     import torch.distributed as dist
@@ -51,20 +67,34 @@ def _spawned_rank(rank: int, world_size: int, port: int, config_file: str, timeo
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     try:
         train(config_file, cpu=True, timeout_s=timeout_s)
+    except LightevalNanotronError as error:
+        errors.put(str(error))
+        sys.exit(USAGE_ERROR)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
 
 
 def launch_cpu(config_file: str, nproc: int, timeout_s: int = DEFAULT_TIMEOUT_S) -> None:
-    """Run `train(config_file, cpu=True)` on `nproc` local gloo processes; raises if any rank fails."""
+    """Run `train(config_file, cpu=True)` on `nproc` local gloo processes; raises if any rank fails
+    (`ReportedError` when it stopped with one of this library's errors)."""
     import torch.multiprocessing as mp
 
     port = free_loopback_port()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    mp.start_processes(
-        _spawned_rank, args=(nproc, port, config_file, timeout_s), nprocs=nproc, join=True, start_method="spawn"
-    )
+    errors = mp.get_context("spawn").SimpleQueue()
+    try:
+        mp.start_processes(
+            _spawned_rank,
+            args=(nproc, port, config_file, timeout_s, errors),
+            nprocs=nproc,
+            join=True,
+            start_method="spawn",
+        )
+    except mp.ProcessExitedException as failure:
+        if failure.exit_code == USAGE_ERROR and not errors.empty():
+            raise ReportedError(errors.get()) from failure
+        raise
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -84,18 +114,37 @@ def main(argv: List[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Entry point shared with `lighteval-nanotron train`."""
+    """Entry point shared with `lighteval-nanotron train`; every torchrun rank calls it."""
+    from lighteval_nanotron.hook.config_check import check_training_config
+
     if not os.path.isfile(args.config_file):
-        print(f"error: config file {args.config_file} does not exist.", file=sys.stderr)
-        return 2
-    if args.nproc is not None:
-        if not args.cpu:
-            print("error: --nproc starts local CPU processes: add --cpu, or launch with torchrun.", file=sys.stderr)
-            return 2
-        launch_cpu(args.config_file, args.nproc, args.timeout_s)
-    else:
-        train(args.config_file, cpu=args.cpu, timeout_s=args.timeout_s)
+        return _usage_error(f"config file {args.config_file} does not exist: pass the path of a training YAML.")
+    if args.nproc is not None and not args.cpu:
+        return _usage_error("--nproc starts local CPU processes: add --cpu, or launch with torchrun.")
+    world_size = args.nproc if args.nproc is not None else _torchrun_world_size()
+    try:
+        check_training_config(args.config_file, world_size)
+        if args.nproc is not None:
+            launch_cpu(args.config_file, args.nproc, args.timeout_s)
+        else:
+            train(args.config_file, cpu=args.cpu, timeout_s=args.timeout_s)
+    except ReportedError as error:
+        return _usage_error(error.message)
+    except LightevalNanotronError as error:
+        return _usage_error(str(error))
     return 0
+
+
+def _torchrun_world_size() -> int | None:
+    value = os.environ.get("WORLD_SIZE")
+    return int(value) if value and value.isdigit() else None
+
+
+def _usage_error(message: str) -> int:
+    """Print `error: <message>` once (world rank 0 under torchrun); the exit code of every rank."""
+    if os.environ.get("RANK", "0") == "0":
+        print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    return USAGE_ERROR
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 from pathlib import Path
 from typing import Any
 
+import torch.distributed as dist
+
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
 
@@ -47,7 +49,13 @@ def build_pipeline(engine: Any, tasks: dict[str, Any], config: EvaluationConfig,
     """Prepare the tasks once (collective: one rank loads the datasets and tokenizes, all receive)."""
     from lighteval_nanotron.pipeline import EvaluationPipeline
 
-    return EvaluationPipeline.prepare(engine, tasks, config.max_samples, model_name=model_name)
+    return EvaluationPipeline.prepare(
+        engine,
+        tasks,
+        config.max_samples,
+        model_name=model_name,
+        show_progress=config.progress_bar and dist.get_rank() == 0,
+    )
 
 
 def is_reporting_rank(pipeline: Any) -> bool:
@@ -64,13 +72,15 @@ def build_loggers(config: EvaluationConfig, trainer: Any) -> Any:
         loggers=[name for name in config.loggers if name != "log"],
         tensorboard_dir=str(Path(config.output_dir) / "tensorboard"),
         wandb_project=config.wandb_project or trainer.config.general.project,
+        wandb_entity=config.wandb_entity,
         wandb_mode=config.wandb_mode,
+        wandb_dir=config.wandb_dir,
     )
     return tracking.build(wandb_run=_active_wandb_run())
 
 
 def _active_wandb_run() -> Any:
-    """The W&B run Nanotron's `pre_training` opened on this rank, if any: log next to the loss."""
+    """The W&B run `hook.wandb_run` opened on this rank (Nanotron's logging rank), if any."""
     try:
         import wandb
     except ImportError:

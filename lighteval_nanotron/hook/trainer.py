@@ -24,6 +24,7 @@ from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
 from lighteval_nanotron.hook.training_config import SECTION, TrainingConfigWithEvaluation
+from lighteval_nanotron.hook.wandb_run import training_wandb
 from lighteval_nanotron.parallel.cpu import ensure_flash_attn
 
 ensure_flash_attn()  # Llama imports flash-attn at module level: the stand-in on CPU machines only
@@ -36,7 +37,8 @@ HOOKS = ("pre_training", "post_train_step", "post_save_checkpoint", "post_traini
 class EvaluatingTrainer(DistributedTrainer):
     """`DistributedTrainer` that evaluates at the steps of its config's `lighteval_nanotron:` section.
 
-    Without that section it trains exactly like `DistributedTrainer`.
+    Without that section it trains like `DistributedTrainer`, except that W&B starts only when the
+    section lists the `wandb` logger (`hook.wandb_run`).
     """
 
     def __init__(
@@ -50,9 +52,16 @@ class EvaluatingTrainer(DistributedTrainer):
         self.evaluator: Optional[TrainingEvaluator] = TrainingEvaluator(section) if section is not None else None
 
     def pre_training(self, *args: Any, **kwargs: Any) -> None:
-        super().pre_training(*args, **kwargs)
+        with training_wandb(self, getattr(self.config, SECTION, None)) as run:
+            super().pre_training(*args, **kwargs)
         if self.evaluator is not None:
+            self.evaluator.wandb_run = run
             self.evaluator.pre_training(self)
+
+    def train_step_logs(self, outputs: Any, loss_avg: Any) -> None:
+        super().train_step_logs(outputs=outputs, loss_avg=loss_avg)
+        if self.evaluator is not None:
+            self.evaluator.train_step_logs(self, loss_avg)
 
     def post_train_step(self) -> None:
         super().post_train_step()
@@ -85,7 +94,28 @@ def attach_evaluation(trainer: Any, config: Optional[EvaluationConfig] = None) -
     if isinstance(trainer, EvaluatingTrainer) or getattr(trainer, "_lighteval_nanotron_attached", False):
         raise ConfigError("attach_evaluation: this trainer already evaluates; attach at most once.")
     evaluator = TrainingEvaluator(config)
+    original_pre_training = trainer.pre_training
+
+    @functools.wraps(original_pre_training)
+    def pre_training(*args: Any, **kwargs: Any) -> Any:
+        with training_wandb(trainer, config) as run:
+            value = original_pre_training(*args, **kwargs)
+        evaluator.wandb_run = run
+        evaluator.pre_training(trainer)
+        return value
+
+    original_train_step_logs = trainer.train_step_logs
+
+    @functools.wraps(original_train_step_logs)
+    def train_step_logs(outputs: Any, loss_avg: Any) -> None:
+        original_train_step_logs(outputs=outputs, loss_avg=loss_avg)
+        evaluator.train_step_logs(trainer, loss_avg)
+
+    trainer.pre_training = pre_training
+    trainer.train_step_logs = train_step_logs
     for name in HOOKS:
+        if name == "pre_training":
+            continue
         setattr(trainer, name, _after(getattr(trainer, name), functools.partial(getattr(evaluator, name), trainer)))
     trainer._lighteval_nanotron_attached = True
     return evaluator

@@ -68,14 +68,17 @@ def prepare_requests(model: Any, groups: list[RequestGroup]) -> PreparedRequests
     return PreparedRequests(groups, plans)
 
 
-def run_requests(model: Any, prepared: PreparedRequests) -> list[list[ModelResponse]]:
-    """The model's responses, one list per group. Every rank must call this together."""
+def run_requests(model: Any, prepared: PreparedRequests, progress: Any = None) -> list[list[ModelResponse]]:
+    """The model's responses, one list per group. Every rank must call this together.
+    `progress` (a tqdm bar, if any) advances by each group's docs as the group is done."""
     responses = []
     for group, plan in zip(prepared.groups, prepared.plans, strict=True):
         if plan is not None:
             responses.append(list(model.run(plan)))
         else:
             responses.append(list(getattr(model, MODEL_CALLS[group.method])(group.docs, **_kwargs(group))))
+        if progress is not None:
+            progress.update(len(group.docs))
     return responses
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.pipeline.doc_checks import check_gold_indices
 from lighteval_nanotron.pipeline.model_calls import PreparedRequests, is_reporting_rank, prepare_requests, run_requests
+from lighteval_nanotron.pipeline.progress import evaluation_progress
 from lighteval_nanotron.pipeline.requests import RequestGroup, group_requests
 from lighteval_nanotron.pipeline.result import EvaluationResult
 from lighteval_nanotron.pipeline.scoring import aggregate_results, score_groups
@@ -115,6 +116,7 @@ class EvaluationPipeline:
         model_name: str,
         max_samples: int | None = None,
         bootstrap_iters: int | None = None,
+        show_progress: bool = False,
     ) -> None:
         """Use `EvaluationPipeline.prepare(...)`; this only stores what prepare built."""
         self.model = model
@@ -124,6 +126,7 @@ class EvaluationPipeline:
         self.model_name = model_name
         self.max_samples = max_samples
         self.bootstrap_iters = bootstrap_iters
+        self.show_progress = show_progress
         self.metrics_by_task = {name: list(task.metrics) for name, task in self.tasks.items()}
         unconditioned = [
             name
@@ -146,6 +149,7 @@ class EvaluationPipeline:
         bootstrap_iters: int | None = None,
         docs: Mapping[str, TaskDocs] | None = None,
         fewshot_draws: str | None = None,
+        show_progress: bool = False,
     ) -> EvaluationPipeline:
         """Load tasks and datasets, build docs (with few-shot examples) and let the model plan its
         requests. Every problem with a task (unknown name, missing dataset, bad prompt function)
@@ -164,6 +168,8 @@ class EvaluationPipeline:
                 (its config's `fewshot_draws`, else `lighteval` for lighteval's suites).
             docs: The tasks' docs when already built (`build_docs`), else built here, once for
                 the whole mesh when the model offers `computed_once`.
+            show_progress: Show a bar per evaluation (docs done, docs/s, ETA) on this process
+                when stderr is a terminal; pass True on one rank only (e.g. world rank 0).
         """
         if max_samples is not None and max_samples < 1:
             raise ConfigError(f"max_samples={max_samples}: use a positive number, or None for every doc.")
@@ -187,13 +193,16 @@ class EvaluationPipeline:
             str(name),
             max_samples=max_samples,
             bootstrap_iters=bootstrap_iters,
+            show_progress=show_progress,
         )
 
     def run(self, step: int | None = None, consumed_tokens: int | None = None) -> EvaluationResult | None:
         """Evaluate the model as it is now. Every rank must call this (the model's forwards are
         collective); the reporting rank gets the `EvaluationResult`, the others None."""
         start_time, start = time.time(), time.perf_counter()
-        responses = run_requests(self.model, self.prepared)
+        total_docs = sum(len(group.docs) for group in self.groups)
+        with evaluation_progress(total_docs, step, self.show_progress) as progress:
+            responses = run_requests(self.model, self.prepared, progress)
         if not is_reporting_rank(self.model):
             return None
         scored = score_groups(

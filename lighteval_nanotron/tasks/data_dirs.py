@@ -7,8 +7,17 @@ environment variable `LIGHTEVAL_NANOTRON_DATA_DIRS`:
 
 - a path: a root as above;
 - `HF_REPO=PATH`: the folder for that one Hub repository (holding `<hf_subset>/` folders, or
-  anything `datasets.load_dataset(PATH, hf_subset)` reads);
+  anything `datasets.load_dataset(PATH, hf_subset)` reads). A Hub-style copy, as
+  `huggingface-cli download --repo-type dataset` leaves it (a README whose YAML front matter has
+  `configs:`, and `data/<split>-00000-of-00001.parquet` files), is read by `datasets` itself, with
+  the configs and split names that README declares; a mapping to a folder that does not exist
+  fails at once (the user said where the data is);
 - `bundled`: the benchmark slices shipped in `lighteval_nanotron/bundled_data/slices/`.
+
+Split files sharded as the Hub names them (`<split>-00000-of-00002.parquet`, ...) are one split.
+A dataset found in no data dir is loaded from the Hub by name; when the Hub cannot be reached (and
+`HF_HUB_OFFLINE` / `HF_DATASETS_OFFLINE` do not ask for the Hugging Face cache) that fails at
+once with what was tried, instead of retrying for half a minute.
 """
 
 from __future__ import annotations
@@ -16,13 +25,20 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
+import socket
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 ENV_VAR = "LIGHTEVAL_NANOTRON_DATA_DIRS"
 BUNDLED = "bundled"
 BUNDLED_ROOT = Path(__file__).resolve().parent.parent / "bundled_data" / "slices"
 SPLIT_FILE_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
+SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
+"""`<split>-00000-of-00001`: the shard numbering of files the Hub's parquet conversion writes."""
+HUB_PROBE_TIMEOUT_S = 3.0
+OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 
 _data_dirs: list[str] | None = None
 
@@ -55,17 +71,34 @@ def _subset_dir_name(hf_subset: str | None) -> str:
     return hf_subset or "default"
 
 
-def _split_entries(folder: Path) -> dict[str, Path]:
-    """Split name -> data file or `save_to_disk` folder, for a subset folder (sorted by name)."""
-    found: dict[str, Path] = {}
+def _split_entries(folder: Path) -> dict[str, list[Path]]:
+    """Split name -> its data files (shards in order) or `save_to_disk` folder, for a subset folder."""
+    found: dict[str, list[Path]] = {}
     for child in sorted(folder.iterdir()):
         if child.is_dir() and (child / "state.json").exists():
-            found.setdefault(child.name, child)
+            found.setdefault(child.name, [child])
             continue
         for suffix in SPLIT_FILE_SUFFIXES:
             if child.is_file() and child.name.endswith(suffix):
-                found.setdefault(child.name[: -len(suffix)], child)
+                split = SHARD_SUFFIX.sub("", child.name[: -len(suffix)])
+                if split not in found:
+                    found[split] = [child]
+                elif found[split][0].name.endswith(suffix) and SHARD_SUFFIX.search(child.name[: -len(suffix)]):
+                    found[split].append(child)
+                break
     return found
+
+
+def is_hub_folder(folder: Path) -> bool:
+    """A Hub-style dataset copy: a README.md whose YAML front matter declares `configs:`."""
+    readme = folder / "README.md"
+    if not readme.is_file():
+        return False
+    text = readme.read_text(encoding="utf-8", errors="replace")
+    if not text.startswith("---"):
+        return False
+    front_matter = text.split("---", 2)[1] if text.count("---") >= 2 else ""
+    return re.search(r"^configs\s*:", front_matter, flags=re.MULTILINE) is not None
 
 
 def is_subset_dir(folder: Path) -> bool:
@@ -112,30 +145,44 @@ def _read_jsonl(path: Path):
     return Dataset.from_dict({key: [row.get(key) for row in rows] for key in columns})
 
 
-def _read_split(path: Path):
+def _read_split(paths: list[Path]):
     import pyarrow.parquet as pq
-    from datasets import Dataset, load_from_disk
+    from datasets import Dataset, concatenate_datasets, load_from_disk
     from datasets.table import InMemoryTable
 
-    if path.is_dir():
-        return load_from_disk(str(path))
-    if path.name.endswith(".parquet"):
-        return Dataset(InMemoryTable(pq.read_table(path)))
-    return _read_jsonl(path)
+    parts = []
+    for path in paths:
+        if path.is_dir():
+            parts.append(load_from_disk(str(path)))
+        elif path.name.endswith(".parquet"):
+            parts.append(Dataset(InMemoryTable(pq.read_table(path))))
+        else:
+            parts.append(_read_jsonl(path))
+    return parts[0] if len(parts) == 1 else concatenate_datasets(parts)
 
 
 def load_subset_dir(folder: Path):
     """A `DatasetDict` with one split per data file / `save_to_disk` folder of `folder`."""
     from datasets import DatasetDict
 
-    return DatasetDict({split: _read_split(path) for split, path in _split_entries(folder).items()})
+    return DatasetDict({split: _read_split(paths) for split, paths in _split_entries(folder).items()})
 
 
 def load_source(source: DatasetSource):
     """Load all splits of a task's dataset (unfiltered). Raises `DatasetLoadError` with the fix."""
     tried: list[str] = []
     subset = _subset_dir_name(source.hf_subset)
+    mapped = _mapped_locations(source.hf_repo, source.data_dirs)
     for location in candidate_locations(source.hf_repo, source.hf_subset, source.data_dirs):
+        if location in mapped and not location.is_dir():
+            raise _load_error(
+                source,
+                f"the data dir entry {source.hf_repo}={location} points at a folder that does not exist",
+                tried,
+                fix=f"fix that path (a copy of the dataset's Hub repository), or remove the {source.hf_repo}= entry",
+            )
+        if is_hub_folder(location):
+            return _load_with_datasets(source, str(location), tried)
         if is_subset_dir(location):
             return load_subset_dir(location)
         if is_subset_dir(location / subset):
@@ -145,25 +192,72 @@ def load_source(source: DatasetSource):
         tried.append(f"{location} (no split files)" if location.is_dir() else f"{location} (not found)")
 
     repo_path = Path(source.hf_repo).expanduser()
-    if repo_path.is_dir() and is_subset_dir(repo_path / subset):
-        return load_subset_dir(repo_path / subset)
+    if repo_path.is_dir():
+        if is_hub_folder(repo_path):
+            return _load_with_datasets(source, str(repo_path), tried)
+        if is_subset_dir(repo_path / subset):
+            return load_subset_dir(repo_path / subset)
+    else:
+        unreachable = _hub_unreachable()
+        if unreachable:
+            tried.append(f"the Hub ({unreachable})")
+            raise _load_error(source, "it is in no data dir and the Hub cannot be reached", tried)
     return _load_with_datasets(source, source.hf_repo, tried)
+
+
+def _mapped_locations(hf_repo: str, data_dirs: tuple[str, ...]) -> set[Path]:
+    """The folders of the `HF_REPO=PATH` entries for this repository."""
+    found = set()
+    for entry in data_dirs:
+        repo, sep, path = entry.partition("=")
+        if sep and repo.strip() == hf_repo:
+            found.add(Path(path.strip()).expanduser())
+    return found
+
+
+def _offline() -> bool:
+    return any(os.environ.get(name, "").upper() in ("1", "ON", "YES", "TRUE") for name in OFFLINE_VARS)
+
+
+def _hub_unreachable() -> str | None:
+    """Why the Hub cannot be reached (one connection attempt, a few seconds at most), else None.
+
+    Offline mode (`HF_HUB_OFFLINE` / `HF_DATASETS_OFFLINE`) means "use the Hugging Face cache":
+    nothing is probed then."""
+    if _offline():
+        return None
+    from huggingface_hub import constants
+
+    endpoint = urlparse(constants.ENDPOINT)
+    host = endpoint.hostname or "huggingface.co"
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT_S).close()
+    except OSError as error:
+        return f"{constants.ENDPOINT} unreachable: {error}"
+    return None
+
+
+def _load_error(source: DatasetSource, reason: str, tried: list[str], fix: str | None = None):
+    from lighteval_nanotron.errors import DatasetLoadError
+
+    fix = fix or (
+        f"set {ENV_VAR}=bundled (benchmark slices shipped with the package), or point it (or --data-dir) at a "
+        f"folder holding {source.hf_repo}/{_subset_dir_name(source.hf_subset)}/<split>.jsonl, or "
+        f"{source.hf_repo}=PATH at a copy of its Hub repository, or allow Hub access "
+        "(a network, or HF_DATASETS_OFFLINE=1 to read the Hugging Face cache)"
+    )
+    return DatasetLoadError(
+        f"Task {source.task_name!r}: cannot load dataset {source.hf_repo!r} subset {source.hf_subset!r}: {reason}. "
+        f"Tried, with {describe_data_dirs(source.data_dirs)}: " + ("; ".join(tried) or "nothing") + f". Fix: {fix}."
+    )
 
 
 def _load_with_datasets(source: DatasetSource, path: str, tried: list[str]):
     from datasets import load_dataset
 
-    from lighteval_nanotron.errors import DatasetLoadError
-
     try:
         return load_dataset(path=path, name=source.hf_subset, revision=source.hf_revision)
     except Exception as error:  # every failure becomes one actionable error
         tried.append(f"datasets.load_dataset({path!r}, {source.hf_subset!r}, revision={source.hf_revision!r})")
-        raise DatasetLoadError(
-            f"Task {source.task_name!r}: cannot load dataset {source.hf_repo!r} subset {source.hf_subset!r} "
-            f"({type(error).__name__}: {error}). Tried, with {describe_data_dirs(source.data_dirs)}: "
-            + "; ".join(tried)
-            + f". Fix: set {ENV_VAR}=bundled (benchmark slices shipped with the package), or point it "
-            f"(or --data-dir) at a folder holding {source.hf_repo}/{_subset_dir_name(source.hf_subset)}/"
-            "<split>.jsonl, or allow Hub access (unset HF_HUB_OFFLINE / HF_DATASETS_OFFLINE)."
-        ) from error
+        raise _load_error(source, f"{type(error).__name__}: {error}", tried) from error

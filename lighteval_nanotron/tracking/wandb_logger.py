@@ -1,5 +1,10 @@
 """Weights & Biases: logs into the active run when training already has one, else opens one.
 
+Evaluation rows carry their own x-axis: `train/step` (the training step) and
+`train/consumed_tokens`, declared with `define_metric` so that every `eval/*` scalar is plotted
+against the training step, whatever W&B's own row counter says (Nanotron logs its training
+scalars without an explicit step, so that counter is not the training step).
+
 `wandb` is imported only when this logger is built, so it stays an optional dependency. Offline
 mode (`mode="offline"` or `WANDB_MODE=offline`) writes the run locally for a later `wandb sync`.
 """
@@ -13,8 +18,12 @@ from lighteval_nanotron.pipeline.result import EvaluationResult
 from lighteval_nanotron.tracking.base import EvaluationLogger
 from lighteval_nanotron.tracking.scalars import result_scalars
 
+STEP_KEY = "train/step"
+TOKENS_KEY = "train/consumed_tokens"
 
-def _import_wandb() -> Any:
+
+def import_wandb() -> Any:
+    """The `wandb` module, or a `ConfigError` saying how to install it."""
     try:
         import wandb
     except ImportError as error:
@@ -26,11 +35,8 @@ def _import_wandb() -> Any:
 
 
 class WandbLogger(EvaluationLogger):
-    """Logs `eval/<task>/<metric>` at `step=result.step`.
-
-    In a run it opened itself the row is committed at once; in the training run it is left open
-    so that the trainer's own scalars of the same step join the same row.
-    """
+    """Logs `eval/<task>/<metric>` with `train/step` and `train/consumed_tokens` in the same row,
+    `eval/*` being declared against `train/step` (and `train/consumed_tokens` available as x-axis)."""
 
     def __init__(
         self,
@@ -42,7 +48,7 @@ class WandbLogger(EvaluationLogger):
         run: Any = None,
         prefix: str = "eval",
     ) -> None:
-        wandb = _import_wandb()
+        wandb = import_wandb()
         self._owns_run = False
         if run is None:
             run = wandb.run
@@ -51,13 +57,17 @@ class WandbLogger(EvaluationLogger):
             self._owns_run = True
         self.run = run
         self.prefix = prefix
+        run.define_metric(STEP_KEY)
+        run.define_metric(TOKENS_KEY, step_metric=STEP_KEY)
+        run.define_metric(f"{prefix}/*", step_metric=STEP_KEY)
 
     def log(self, result: EvaluationResult) -> None:
-        scalars = result_scalars(result, self.prefix)
-        if result.step is None:
-            self.run.log(scalars)
-        else:
-            self.run.log(scalars, step=result.step, commit=True if self._owns_run else None)
+        row = result_scalars(result, self.prefix)
+        if result.step is not None:
+            row[STEP_KEY] = result.step
+        if result.consumed_tokens is not None:
+            row[TOKENS_KEY] = result.consumed_tokens
+        self.run.log(row)
 
     def close(self) -> None:
         if self._owns_run:

@@ -96,6 +96,32 @@ def test_tokenizer_source_order(tmp_path):
         tokenizer_source(None, bare)
 
 
+def test_relative_tokenizer_path_resolved_against_the_training_folder(tmp_path, monkeypatch):
+    import shutil
+
+    from lighteval_nanotron.checkpoint_eval.loading import load_tokenizer
+
+    repo = Path(__file__).resolve().parents[2]
+    training_cwd = tmp_path / "project"
+    shutil.copytree(repo / "configs" / "tiny_tokenizer", training_cwd / "configs" / "tok")
+    config = {
+        "tokenizer": {"tokenizer_name_or_path": "configs/tok"},
+        "checkpoints": {"checkpoints_path": "runs/tiny/checkpoints"},
+    }
+    checkpoint = _checkpoint(training_cwd / "runs/tiny/checkpoints/30", config=config)
+    monkeypatch.chdir(tmp_path)  # evaluated from another folder: "configs/tok" does not exist here
+    assert tokenizer_source(None, checkpoint) == str(training_cwd / "configs" / "tok")
+    assert load_tokenizer(tokenizer_source(None, checkpoint)).vocab_size == 1024
+
+    moved = tmp_path / "copied" / "30"  # the run moved, checkpoints_path no longer matches: ancestors
+    shutil.copytree(checkpoint, moved)
+    shutil.copytree(training_cwd / "configs", tmp_path / "copied" / "configs")
+    assert tokenizer_source(None, moved) == str(tmp_path / "copied" / "configs" / "tok")
+
+    hub_name = _checkpoint(tmp_path / "hub" / "1", config={"tokenizer": {"tokenizer_name_or_path": "org/tok"}})
+    assert tokenizer_source(None, hub_name) == "org/tok"  # found nowhere: a Hub name, left as it is
+
+
 def test_resolve_dtype(tmp_path):
     folder = _checkpoint(tmp_path / "ckpt", config={"model": {"dtype": "bfloat16"}})
     assert resolve_dtype(None, folder) == torch.bfloat16

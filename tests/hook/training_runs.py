@@ -93,9 +93,11 @@ def _digest(model: Any) -> str:
     return hasher.hexdigest()
 
 
-def train_worker(config_path: str) -> Dict[str, Any]:
-    """run_distributed worker: train from `config_path` with `EvaluatingTrainer`, report what happened."""
-    os.environ["WANDB_MODE"] = "disabled"
+def train_worker(config_path: str, wandb_mode: Optional[str] = "disabled") -> Dict[str, Any]:
+    """run_distributed worker: train from `config_path` with `EvaluatingTrainer`, report what happened.
+    `wandb_mode` sets WANDB_MODE (None: leave the environment as it is)."""
+    if wandb_mode is not None:
+        os.environ["WANDB_MODE"] = wandb_mode
     from lighteval_nanotron.hook.data import build_dataloader
     from lighteval_nanotron.hook.trainer import EvaluatingTrainer
     from tests.helpers.setup_counts import count_setup_work

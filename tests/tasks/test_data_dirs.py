@@ -121,3 +121,73 @@ def test_missing_subset_reports_the_subset_folder(tmp_path):
     set_data_dirs([str(tmp_path)])
     with pytest.raises(DatasetLoadError, match="subset 'other'"):
         _task(hf_subset="other").eval_docs()
+
+
+HUB_README = """---
+license: mit
+configs:
+- config_name: main
+  data_files:
+  - split: validation
+    path: data/validation-00000-of-00001.parquet
+  - split: test
+    path: data/test-00000-of-00001.parquet
+---
+# A benchmark, as `huggingface-cli download --repo-type dataset` leaves it
+"""
+
+
+def _hub_copy(folder, rows=ROWS):
+    from datasets import Dataset
+
+    (folder / "data").mkdir(parents=True)
+    (folder / "README.md").write_text(HUB_README)
+    Dataset.from_list(rows[:3]).to_parquet(str(folder / "data" / "validation-00000-of-00001.parquet"))
+    Dataset.from_list(rows).to_parquet(str(folder / "data" / "test-00000-of-00001.parquet"))
+    return folder
+
+
+def test_repo_mapping_to_a_hub_style_copy_reads_the_declared_splits(tmp_path):
+    set_data_dirs([f"org/bench={_hub_copy(tmp_path / 'copy')}"])
+    assert len(_task(splits=("validation",)).eval_docs()) == 3
+    assert len(_task(splits=("test",)).eval_docs()) == 4
+
+
+def test_hub_shard_names_are_split_names(tmp_path):
+    from datasets import Dataset
+
+    folder = tmp_path / "org/bench/main"
+    folder.mkdir(parents=True)
+    Dataset.from_list(ROWS[:1]).to_parquet(str(folder / "validation-00000-of-00001.parquet"))
+    Dataset.from_list(ROWS[:2]).to_parquet(str(folder / "test-00000-of-00002.parquet"))
+    Dataset.from_list(ROWS[2:]).to_parquet(str(folder / "test-00001-of-00002.parquet"))
+    set_data_dirs([str(tmp_path)])
+    assert len(_task(splits=("validation",)).eval_docs()) == 1
+    assert [doc.query for doc in _task().eval_docs()] == ["q0", "q1", "q2", "q3"]
+
+
+def test_mapping_to_a_missing_folder_fails_at_once(tmp_path):
+    set_data_dirs([f"org/bench={tmp_path / 'not_downloaded'}"])
+    with pytest.raises(DatasetLoadError, match="points at a folder that does not exist.*fix that path"):
+        _task().eval_docs()
+
+
+def test_unreachable_hub_fails_at_once_without_the_cache(tmp_path, monkeypatch):
+    import socket
+    import time
+
+    from huggingface_hub import constants
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    set_data_dirs([str(tmp_path)])
+    started = time.perf_counter()
+    with pytest.raises(DatasetLoadError, match="in no data dir and the Hub cannot be reached") as info:
+        _task(hf_repo="org/absent_bench_for_tests").eval_docs()
+    assert time.perf_counter() - started < 10  # one connection attempt, not the Hub client's retries
+    assert str(tmp_path / "org/absent_bench_for_tests" / "main") in str(info.value)
+    assert "HF_DATASETS_OFFLINE=1" in str(info.value)

@@ -1,0 +1,90 @@
+"""Check a training YAML before any process starts: one `ConfigError` naming the problem and the fix.
+
+Nanotron reads its config with dacite, so a misspelled key surfaces as `UnexpectedDataError`
+("can not match ... to any data class field") without saying in which section, and a layout that
+does not match the number of processes as an `AssertionError` deep inside `ParallelContext`.
+`check_training_config` reads the file itself first: unknown keys are named with their full path
+and the closest known key, dacite's type errors and Nanotron's own assertions become a
+`ConfigError`, and `tp x pp x dp x expert_parallel_size` is checked against the world size.
+"""
+
+import dataclasses
+import difflib
+import typing
+from typing import Any, Iterator, Optional
+
+import yaml
+
+from lighteval_nanotron.errors import ConfigError
+
+
+def check_training_config(path: str, world_size: Optional[int] = None) -> Any:
+    """The loaded `TrainingConfigWithEvaluation` of `path`, or a `ConfigError` with the fix."""
+    import dacite
+
+    from lighteval_nanotron.hook.training_config import TrainingConfigWithEvaluation, load_training_config
+
+    try:
+        with open(path) as stream:
+            content = yaml.safe_load(stream)
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path} is not valid YAML ({_one_line(error)}): fix the syntax at that line.") from error
+    if not isinstance(content, dict):
+        raise ConfigError(f"{path} is not a YAML mapping of config sections: start from configs/tiny_cpu_train.yaml.")
+    for key_path, known in _unknown_keys(content, TrainingConfigWithEvaluation):
+        name = key_path.rsplit(".", 1)[-1]
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known keys there: {', '.join(sorted(known))}."
+        raise ConfigError(f"{path}: unknown key {key_path!r}: {hint}")
+    try:
+        config = load_training_config(path)
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from error
+    except dacite.DaciteError as error:
+        raise ConfigError(f"{path}: {_one_line(error)}: fix that value's type.") from error
+    except (AssertionError, ValueError, TypeError, KeyError) as error:
+        raise ConfigError(
+            f"{path} is not a valid Nanotron config ({_one_line(error) or type(error).__name__}): fix that setting."
+        ) from error
+    if world_size is not None:
+        _check_layout(path, config.parallelism, world_size)
+    return config
+
+
+def _check_layout(path: str, parallelism: Any, world_size: int) -> None:
+    tp, pp, dp = parallelism.tp, parallelism.pp, parallelism.dp
+    ep = getattr(parallelism, "expert_parallel_size", 1) or 1
+    needed = tp * pp * dp * ep
+    if needed != world_size:
+        layout = f"tp={tp} x pp={pp} x dp={dp}" + (f" x expert_parallel_size={ep}" if ep != 1 else "")
+        raise ConfigError(
+            f"{path}: parallelism {layout} needs {needed} processes but {world_size} are started: "
+            f"start {needed} (--nproc {needed} / --nproc_per_node) or change parallelism.dp/tp/pp to multiply to "
+            f"{world_size}."
+        )
+
+
+def _unknown_keys(content: dict, cls: type, prefix: str = "") -> Iterator[tuple[str, list[str]]]:
+    """(dotted key path, known keys at that level) of every key no dataclass field matches."""
+    hints = typing.get_type_hints(cls)
+    fields = {field.name: hints.get(field.name) for field in dataclasses.fields(cls)}
+    for key, value in content.items():
+        key_path = f"{prefix}{key}"
+        if key not in fields:
+            yield key_path, list(fields)
+            continue
+        nested = _dataclass_of(fields[key])
+        if nested is not None and isinstance(value, dict):
+            yield from _unknown_keys(value, nested, key_path + ".")
+
+
+def _dataclass_of(hint: Any) -> Optional[type]:
+    """The one dataclass a field's type names (through Optional), else None (unions stay unchecked)."""
+    if dataclasses.is_dataclass(hint):
+        return hint
+    candidates = [arg for arg in typing.get_args(hint) if dataclasses.is_dataclass(arg)]
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())

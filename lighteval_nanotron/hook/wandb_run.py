@@ -1,0 +1,84 @@
+"""W&B for a training run: started only when the `lighteval_nanotron:` section lists `wandb`.
+
+Nanotron 0.4's trainer calls `wandb.init` whenever `wandb` is importable (it is, with the test
+extras), so a user who never asked for W&B gets "No API key configured" or a prompt for a key.
+`training_wandb` wraps Nanotron's `pre_training`: it skips Nanotron's own `wandb.init`; without
+`wandb` among the loggers W&B stays off for the whole run; with it, the run is opened on
+Nanotron's logging rank with the section's project, entity and run options, and Nanotron's
+training scalars and our evaluation scalars go into that one run. Nanotron logs its
+scalars with an `iteration_step` key and no explicit step: they are declared against that key, the
+evaluation scalars against `train/step` (the same training step; see `tracking.wandb_logger`).
+"""
+
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
+
+import torch.distributed as dist
+
+from lighteval_nanotron.hook.config import EvaluationConfig
+
+NANOTRON_STEP_KEY = "iteration_step"
+NANOTRON_SCALARS = (
+    "consumed_tokens",
+    "elapsed_time_per_iteration_ms",
+    "tokens_per_sec",
+    "tokens_per_sec_per_gpu",
+    "global_batch_size",
+    "lm_loss",
+    "lr",
+    "model_tflops_per_gpu",
+    "hardware_tflops_per_gpu",
+    "grad_norm",
+)
+"""The scalars Nanotron 0.4's `train_step_logs` sends to W&B (memory and disk figures aside)."""
+
+
+def wants_wandb(config: Optional[EvaluationConfig]) -> bool:
+    """True when the user asked for W&B: `wandb` among the section's loggers, mode not `disabled`."""
+    return config is not None and "wandb" in config.loggers and config.wandb_mode != "disabled"
+
+
+@contextmanager
+def training_wandb(trainer: Any, config: Optional[EvaluationConfig]) -> Iterator[Any]:
+    """Wrap Nanotron's `pre_training` (every rank): yields the run opened here, if any.
+
+    Nanotron's own `wandb.init` (project and a time-stamped name only, online unless `WANDB_MODE`
+    says otherwise) is skipped; after `pre_training` its training-step logging is switched back on
+    only where the run was opened here.
+    """
+    import nanotron.trainer
+
+    module = nanotron.trainer.wandb
+    nanotron.trainer.wandb = None
+    run = _open_run(trainer, config) if wants_wandb(config) else None
+    try:
+        yield run
+    finally:
+        if run is not None:
+            nanotron.trainer.wandb = module
+
+
+def _open_run(trainer: Any, config: EvaluationConfig) -> Any:
+    """On Nanotron's logging rank (where the reporting rank is too): the run, with the axes declared."""
+    if dist.get_rank(trainer.parallel_context.world_pg) != int(trainer.logger_ranks[0]):
+        return None
+    from lighteval_nanotron.tracking.wandb_logger import import_wandb
+
+    wandb = import_wandb()
+    general = trainer.config.general
+    run = wandb.init(
+        project=config.wandb_project or general.project,
+        entity=config.wandb_entity,
+        name=config.wandb_run_name or (f"{general.project}_{general.run}" if general.run else None),
+        group=config.wandb_group,
+        tags=config.wandb_tags,
+        id=config.wandb_run_id,
+        resume="allow" if config.wandb_run_id else None,
+        mode=config.wandb_mode,
+        dir=config.wandb_dir,
+        config={"nanotron_config": trainer.config.as_dict()},
+    )
+    run.define_metric(NANOTRON_STEP_KEY)
+    for name in NANOTRON_SCALARS:
+        run.define_metric(name, step_metric=NANOTRON_STEP_KEY)
+    return run

@@ -1,0 +1,118 @@
+"""One overview image per run: the training loss, then one panel per task, on a shared step axis.
+
+Each task panel shows its main metric (the first one its results list) against the training step,
+with a ± one standard error band and, where it is known, the chance level as a dashed line:
+1 / number of choices (averaged over docs, read from the details files) for accuracy metrics of
+multiple-choice tasks, or a value passed in `chance`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from lighteval_nanotron.tracking.paths import results_dir
+from lighteval_nanotron.tracking.plot import History, _new_figure, load_history
+from lighteval_nanotron.tracking.training_loss import read_training_loss, training_loss_path
+
+Chance = dict[str, dict[str, float]]
+"""task -> metric -> chance level."""
+
+OVERVIEW_NAME = "overview.png"
+
+
+def chance_levels(output_dir: str | Path, model_name: str) -> Chance:
+    """Chance of `acc*` metrics for the multiple-choice tasks of a run: the mean of 1 / choices
+    over the docs of its first details step (`<output_dir>/details/<model>/<step>/`)."""
+    import pyarrow.parquet as pq
+
+    root = Path(output_dir) / "details" / model_name.strip("/")
+    steps = (
+        sorted((folder for folder in root.iterdir() if folder.is_dir()), key=lambda f: f.name) if root.is_dir() else []
+    )
+    chance: Chance = {}
+    for path in sorted(steps[0].glob("details_*.parquet")) if steps else []:
+        table = pq.read_table(path, columns=["task_name", "sampling_method", "choices"]).to_pylist()
+        scored = [row for row in table if "LOGPROB" in str(row["sampling_method"]).upper() and row["choices"]]
+        if scored:
+            level = sum(1 / len(row["choices"]) for row in scored) / len(scored)
+            chance[scored[0]["task_name"]] = {"acc*": level}
+    return chance
+
+
+def _chance_for(chance: Chance, task: str, metric: str) -> float | None:
+    levels = chance.get(task, {})
+    if metric in levels:
+        return levels[metric]
+    return next((value for name, value in levels.items() if name.endswith("*") and metric.startswith(name[:-1])), None)
+
+
+def _main_metrics(history: History, model: str) -> list[tuple[str, str]]:
+    return [(task, next(iter(metrics))) for task, metrics in history[model].items() if task != "all" and metrics]
+
+
+def plot_overview(
+    output_dir: str | Path,
+    model_name: str,
+    path: str | Path | None = None,
+    chance: Chance | None = None,
+    dpi: int = 110,
+) -> Path:
+    """Write the overview PNG of one run (default `<output_dir>/plots/overview.png`); returns its path.
+
+    `chance` adds or overrides chance levels (`{task: {metric: level}}`; a metric name ending in
+    `*` matches every metric with that prefix)."""
+    output_dir = Path(output_dir)
+    history = load_history(results_dir(output_dir, model_name))
+    if not history:
+        raise ValueError(
+            f"Nothing to plot: no results with a training step under {results_dir(output_dir, model_name)}."
+        )
+    model = next(iter(history))
+    levels = {**chance_levels(output_dir, model_name), **(chance or {})}
+    loss = read_training_loss(training_loss_path(output_dir, model_name))
+    panels = _main_metrics(history, model)
+    count = len(panels) + (1 if loss else 0)
+    cols = min(3, count)
+    rows = math.ceil(count / cols)
+    figure, axes = _new_figure(rows, cols, (4.2, 3.0))
+    flat = [axes[row][col] for row in range(rows) for col in range(cols)]
+    if loss:
+        _draw_loss(flat[0], loss)
+    for axis, (task, metric) in zip(flat[1 if loss else 0 :], panels):
+        _draw_task(axis, history[model][task][metric], task, metric, _chance_for(levels, task, metric))
+    for axis in flat[count:]:
+        axis.set_visible(False)
+    for axis in flat[1:count]:
+        axis.sharex(flat[0])
+    figure.suptitle(f"{model}: evaluation during training", fontsize=11)
+    path = Path(path) if path is not None else output_dir / "plots" / OVERVIEW_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=dpi)
+    return path
+
+
+def _draw_loss(axis, loss: list[tuple[int, float]]) -> None:
+    axis.plot([step for step, _ in loss], [value for _, value in loss], color="black", marker=".", markersize=3)
+    axis.set_title("training loss\nlm_loss", fontsize=9)
+    axis.set_xlabel("training step")
+    axis.grid(True, alpha=0.3)
+
+
+def _draw_task(axis, points, task: str, metric: str, chance: float | None) -> None:
+    steps = [point.step for point in points]
+    values = [point.value for point in points]
+    line = axis.plot(steps, values, marker="o", markersize=3)[0]
+    errors = [p.stderr if p.stderr is not None and math.isfinite(p.stderr) else 0.0 for p in points]
+    if any(errors):
+        low = [value - error for value, error in zip(values, errors)]
+        high = [value + error for value, error in zip(values, errors)]
+        axis.fill_between(steps, low, high, color=line.get_color(), alpha=0.2, linewidth=0, label="± stderr")
+    if chance is not None:
+        axis.axhline(chance, color="grey", linestyle="--", linewidth=1, label=f"chance {chance:.2f}")
+    if metric.startswith(("acc", "em", "f1")) or metric.endswith("exact_match"):
+        axis.set_ylim(-0.05, 1.05)
+    axis.set_title(f"{task}\n{metric}", fontsize=9)
+    axis.set_xlabel("training step")
+    axis.grid(True, alpha=0.3)
+    axis.legend(fontsize=7, loc="best")

@@ -1,0 +1,42 @@
+"""`make demo`: the synthetic task climbs from chance, the files and the overview PNG exist."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = "lighteval_nanotron_demo/counting_tp2_pp2"
+
+pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+
+
+def test_demo_accuracy_rises_and_leaves_its_files(tmp_path):
+    env = {key: value for key, value in os.environ.items() if not key.startswith("WANDB_")}
+    env.update(HOME=str(tmp_path / "home"), PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    run_dir = tmp_path / "demo"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "demo.py"), "--run-dir", str(run_dir)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = run_dir / "eval" / "results" / MODEL
+    steps = sorted(int(path.stem.split("_")[1]) for path in results.glob("results_*.json"))
+    assert steps == [0, 10, 20, 30, 40, 50, 60]
+    first = json.loads((results / "results_0.json").read_text())["results"]
+    last = json.loads((results / "results_60.json").read_text())["results"]
+    assert last["custom|counting|0"]["acc"] - first["custom|counting|0"]["acc"] >= 0.5
+    assert last["custom|counting_gen|0"]["em"] - first["custom|counting_gen|0"]["em"] >= 0.5
+    overview = run_dir / "eval" / "plots" / "overview.png"
+    assert overview.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"Overview plot: {overview}" in done.stdout
+    loss = [json.loads(line)["lm_loss"] for line in (run_dir / "eval" / "training" / MODEL / "loss.jsonl").open()]
+    assert len(loss) >= 10 and loss[-1] < loss[0]
+    assert "API key" not in done.stderr

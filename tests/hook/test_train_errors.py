@@ -1,0 +1,100 @@
+"""`train` with a bad config: one `error:` line naming the problem and the fix, exit code 2."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from lighteval_nanotron.hook import run_train
+from tests.hook.training_runs import REPO, write_config
+
+
+def _edit(path, change):
+    content = yaml.safe_load(path.read_text())
+    change(content)
+    path.write_text(yaml.safe_dump(content))
+    return path
+
+
+def _error_lines(text):
+    return [line for line in text.splitlines() if line.startswith("error:")]
+
+
+CASES = {
+    "bad lighteval_nanotron value": (
+        lambda c: c["lighteval_nanotron"].update(eval_interval=0),
+        ["lighteval_nanotron.eval_interval is 0", "positive integer"],
+    ),
+    "bad lighteval_nanotron type": (
+        lambda c: c["lighteval_nanotron"].update(max_samples="lots"),
+        ["max_samples", "lots"],
+    ),
+    "misspelled section key": (
+        lambda c: c["lighteval_nanotron"].update(eval_intervall=2),
+        ["unknown key 'lighteval_nanotron.eval_intervall'", "did you mean 'eval_interval'?"],
+    ),
+    "misspelled Nanotron key": (
+        lambda c: c["tokens"].update(train_step=5),
+        ["unknown key 'tokens.train_step'", "did you mean 'train_steps'?"],
+    ),
+    "unknown section": (
+        lambda c: c.update(lighteval_nanotrn=c.pop("lighteval_nanotron")),
+        ["unknown key 'lighteval_nanotrn'", "did you mean 'lighteval_nanotron'?"],
+    ),
+    "Nanotron's own check": (
+        lambda c: c["parallelism"].update(tp_mode="SOMETIMES"),
+        ["not a valid Nanotron config", "SOMETIMES"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_config_is_one_error_line_and_exit_2(tmp_path, capsys, case):
+    change, words = CASES[case]
+    config = _edit(write_config(tmp_path, tp=2, pp=2), change)
+    assert run_train.main(["--config-file", str(config), "--cpu", "--nproc", "4"]) == 2
+    err = capsys.readouterr().err
+    lines = _error_lines(err)
+    assert len(lines) == 1, err
+    for word in words:
+        assert word in lines[0], lines[0]
+    assert "Traceback" not in err
+    assert not (tmp_path / "eval").exists()
+
+
+def test_layout_not_matching_the_process_count(tmp_path, capsys, monkeypatch):
+    config = write_config(tmp_path, tp=2, pp=2)
+    assert run_train.main(["--config-file", str(config), "--cpu", "--nproc", "2"]) == 2
+    (line,) = _error_lines(capsys.readouterr().err)
+    assert "tp=2 x pp=2 x dp=1 needs 4 processes but 2 are started" in line and "--nproc 4" in line
+    # under torchrun: WORLD_SIZE is the process count, and only world rank 0 prints
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("RANK", "3")
+    assert run_train.main(["--config-file", str(config), "--cpu"]) == 2
+    assert _error_lines(capsys.readouterr().err) == []
+    monkeypatch.setenv("RANK", "0")
+    assert run_train.main(["--config-file", str(config), "--cpu"]) == 2
+    assert "needs 4 processes but 8 are started" in _error_lines(capsys.readouterr().err)[0]
+
+
+@pytest.mark.slow
+def test_error_raised_on_the_ranks_is_printed_once(tmp_path):
+    """A task that cannot be prepared fails on every spawned rank: one line, exit 2, no traceback."""
+    config = write_config(tmp_path, dp=2, section={"tasks": "lighteval|no_such_task|0"})
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    done = subprocess.run(
+        [sys.executable, "-m", "lighteval_nanotron", "train", "--config-file", str(config), "--cpu", "--nproc", "2"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = _error_lines(done.stderr)
+    assert len(lines) == 1, done.stderr[-3000:]
+    assert "no_such_task" in lines[0] and "could not prepare its evaluation" in lines[0]
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,35 @@
+"""The overview image: one panel per task plus the loss, chance read from the details."""
+
+import json
+
+from lighteval_nanotron.tracking.overview_plot import chance_levels, plot_overview
+from lighteval_nanotron.tracking.training_loss import TrainingLossLog, read_training_loss
+
+
+def _results(root, step, acc):
+    folder = root / "results" / "m"
+    folder.mkdir(parents=True, exist_ok=True)
+    content = {
+        "config_general": {"model_name": "m", "training_step": step},
+        "results": {"t|mc|0": {"acc": acc, "acc_stderr": 0.05}, "all": {"acc": acc}},
+    }
+    (folder / f"results_{step}.json").write_text(json.dumps(content))
+
+
+def test_overview_with_loss_and_chance(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for step, acc in ((0, 0.3), (10, 0.9)):
+        _results(tmp_path, step, acc)
+    details = tmp_path / "details" / "m" / "0"
+    details.mkdir(parents=True)
+    rows = {"task_name": ["t|mc|0"] * 2, "sampling_method": ["LOGPROBS"] * 2, "choices": [["a", "b"], list("abcd")]}
+    pq.write_table(pa.table(rows), details / "details_t|mc|0.parquet")
+    assert chance_levels(tmp_path, "m") == {"t|mc|0": {"acc*": (1 / 2 + 1 / 4) / 2}}
+    log = TrainingLossLog(tmp_path, "m")
+    for step, loss in ((1, 5.0), (6, 3.0), (6, 2.5)):
+        log.append(step, step * 100, loss)
+    assert read_training_loss(log.path) == [(1, 5.0), (6, 2.5)]
+    path = plot_overview(tmp_path, "m")
+    assert path == tmp_path / "plots" / "overview.png" and path.read_bytes()[:4] == b"\x89PNG"
