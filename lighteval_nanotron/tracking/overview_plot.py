@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from lighteval_nanotron.tracking.paths import results_dir
+from lighteval_nanotron.tracking.paths import results_dir, safe_relative_path
 from lighteval_nanotron.tracking.plot import History, _new_figure, load_history
 from lighteval_nanotron.tracking.training_loss import read_training_loss, training_loss_path
 
@@ -26,7 +26,7 @@ def chance_levels(output_dir: str | Path, model_name: str) -> Chance:
     over the docs of its first details step (`<output_dir>/details/<model>/<step>/`)."""
     import pyarrow.parquet as pq
 
-    root = Path(output_dir) / "details" / model_name.strip("/")
+    root = Path(output_dir) / "details" / safe_relative_path(model_name)
     steps = (
         sorted((folder for folder in root.iterdir() if folder.is_dir()), key=lambda f: f.name) if root.is_dir() else []
     )
