@@ -10,9 +10,11 @@ import json
 import math
 from pathlib import Path
 
+from lighteval_nanotron.tracking.paths import safe_relative_path
+
 
 def training_loss_path(output_dir: str | Path, model_name: str) -> Path:
-    return Path(output_dir) / "training" / model_name.strip("/") / "loss.jsonl"
+    return Path(output_dir) / "training" / safe_relative_path(model_name) / "loss.jsonl"
 
 
 class TrainingLossLog:

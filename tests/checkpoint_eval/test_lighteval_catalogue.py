@@ -13,7 +13,7 @@ CATALOGUE_TASKS = [
     "original|arc:c:options|0",
     "original|arc:c:simple|0",
     "helm|mmlu:abstract_algebra|0",
-    "helm|interactive_qa_mmlu:abstract_algebra|0",
+    "helm|mmlu:astronomy|0",
     "helm|mmlu:anatomy|0",
 ]
 
