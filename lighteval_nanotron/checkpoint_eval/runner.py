@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import torch.distributed as dist
 
@@ -29,13 +29,13 @@ from lighteval_nanotron.checkpoint_eval.discovery import (
 )
 from lighteval_nanotron.checkpoint_eval.loading import check_same_model, load_tokenizer, resolve_dtype, tokenizer_source
 from lighteval_nanotron.checkpoint_eval.mesh_setup import AGREEMENT_TIMEOUT_S, collectively, parallel_context_for
-from lighteval_nanotron.errors import ConfigError, EvaluationError, LightevalNanotronError
+from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.models.checkpoint_format import CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, check_model_layout, load_checkpoint_weights
+from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.pipeline.result import EvaluationResult, raise_for_failed_tasks
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 @dataclass
@@ -114,24 +114,6 @@ def _discover(config: CheckpointEvalConfig) -> list[CheckpointInfo]:
     return [checkpoint_info(config.checkpoint)]
 
 
-def _from_first_rank(world: Any, what: str, fn: Callable[[], T]) -> T:
-    """`fn()` run on world rank 0 only, its value (or its error) broadcast and raised on every rank:
-    every rank works on one answer (a folder listed by each rank on its own can change in
-    between, e.g. while a run saves a checkpoint)."""
-    outcome: list[Any] = [None, None]
-    if dist.get_rank(world) == 0:
-        try:
-            outcome = [fn(), None]
-        except LightevalNanotronError as error:
-            outcome = [None, error]
-        except Exception as error:  # noqa: BLE001 - every rank raises it below
-            outcome = [None, EvaluationError(f"{what} failed on world rank 0: {type(error).__name__}: {error}")]
-    dist.broadcast_object_list(outcome, src=dist.get_global_rank(world, 0), group=world)
-    if outcome[1] is not None:
-        raise outcome[1]
-    return outcome[0]
-
-
 def _done_tasks(output_dir: str, model_name: str, world: Any) -> dict[int, set[tuple[str, int | None]]]:
     """(task, max_samples) already evaluated per step, as any rank sees them (the reporting rank
     writes them; ranks need not share a filesystem): gathered once, the same union on every rank."""
@@ -167,7 +149,6 @@ def _load_tasks(config: CheckpointEvalConfig) -> dict[str, Any]:
 def _load_docs(config: CheckpointEvalConfig, tasks: dict[str, Any], world: Any) -> dict[str, Any]:
     """The tasks' docs: datasets and prompts load now, so that a bad task fails before the model is
     built, and on world rank 0 only (broadcast), so that no dataset is opened by every rank."""
-    from lighteval_nanotron.parallel.once import computed_once
     from lighteval_nanotron.pipeline.pipeline import build_docs
 
     first = dist.get_global_rank(world, 0)
@@ -177,7 +158,13 @@ def _load_docs(config: CheckpointEvalConfig, tasks: dict[str, Any], world: Any) 
 def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> EvaluationPlan:
     """Everything that can fail before a model is built, checked on every rank together."""
     world = parallel_context.world_pg
-    checkpoints = _from_first_rank(world, "listing the checkpoints", lambda: _discover(config))
+    # Listed on world rank 0 only and broadcast: a folder listed by each rank on its own can change
+    # in between (a live run saving a checkpoint), and every rank must work on one list.
+    checkpoints = collectively(
+        world,
+        "listing the checkpoints",
+        lambda: computed_once(lambda: _discover(config), world, src=dist.get_global_rank(world, 0)),
+    )
     checkpoint_model, model_name = collectively(
         world, "reading the checkpoints", lambda: _read_models(checkpoints, config)
     )
