@@ -66,11 +66,22 @@ class CheckpointEvalConfig:
     """Searched before `$LIGHTEVAL_NANOTRON_DATA_DIRS` (`bundled` for the shipped slices)."""
     tokens_per_batch: int = 8192
     """Token budget of one micro-batch per data-parallel replica."""
+    use_chat_template: bool = False
+    """Render prompts with the tokenizer's chat template (checked before the model is built)."""
+    system_prompt: str | None = None
+    """The system turn with the chat template, else the first paragraph of every prompt."""
+    pairwise_tokenization: bool = False
+    """Tokenize context and continuation separately (lighteval's `pairwise_tokenization`)."""
     output_dir: str = "eval_results"
     model_name: str | None = None
     """Name in the results paths. Unset: the name the training hook uses (config.yaml's
     `lighteval_nanotron.model_name`, else `project/run`), else the folder name."""
     loggers: list[str] = field(default_factory=lambda: ["json", "details", "tensorboard"])
+    tensorboard_prefix: str = "eval"
+    """TensorBoard tags are `<prefix>/<task>/<metric>`."""
+    wandb_project: str | None = None
+    """W&B project of the `wandb` logger's run. Unset: `WANDB_PROJECT`."""
+    wandb_entity: str | None = None
     failure_timeout_s: float = AGREEMENT_TIMEOUT_S
     """Seconds any wait on another rank (a collective, a pipeline transfer, the agreement on a
     stage's outcome) may take before the evaluation stops with an EvaluationError."""
@@ -79,7 +90,10 @@ class CheckpointEvalConfig:
 
     def __post_init__(self) -> None:
         if (self.checkpoint is None) == (self.checkpoints_dir is None):
-            raise ConfigError("Give exactly one of a checkpoint folder or --checkpoints-dir.")
+            raise ConfigError(
+                "Give exactly one of a checkpoint folder, --checkpoint-config-path or --checkpoints-dir "
+                "(or checkpoints_path in the lighteval config)."
+            )
         if self.max_samples is not None and self.max_samples < 1:
             raise ConfigError(
                 f"--max-samples {self.max_samples}: use a positive number (or leave it out for all docs)."
@@ -88,6 +102,8 @@ class CheckpointEvalConfig:
             raise ConfigError(f"--failure-timeout-s {self.failure_timeout_s}: use a positive number of seconds.")
         if self.tokens_per_batch < 1:
             raise ConfigError(f"--tokens-per-batch {self.tokens_per_batch}: use a positive number, e.g. 8192.")
+        if self.system_prompt is not None and not self.system_prompt.strip():
+            raise ConfigError("--system-prompt is empty: give a prompt or leave it out.")
 
 
 @dataclass
@@ -101,6 +117,8 @@ class EvaluationPlan:
     checkpoint_model: CheckpointModel
     model_name: str
     tokenizer: Any
+    prompts: Any
+    """The `PromptManager` (plain text or chat template, system prompt), checked against the tokenizer."""
     tasks: dict[str, Any]
     tasks_by_step: dict[int | None, list[str]] = field(default_factory=dict)
     """The tasks still to evaluate at each pending step (all of them when the step has no results)."""
@@ -175,14 +193,22 @@ def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> Eval
     todo = [info for info in checkpoints if info.step in tasks_by_step]
     skipped = sorted(info.step for info in checkpoints if info.step not in tasks_by_step)
     if not todo:
-        return EvaluationPlan([], skipped, checkpoint_model, model_name, None, {})
+        return EvaluationPlan([], skipped, checkpoint_model, model_name, None, None, {})
     tokenizer = collectively(
         world, "loading the tokenizer", lambda: load_tokenizer(tokenizer_source(config.tokenizer, todo[0].path))
     )
+    prompts = collectively(world, "checking the prompt settings", lambda: _prompt_manager(config, tokenizer))
     needed = {name for names in tasks_by_step.values() for name in names}
     tasks = {name: task for name, task in tasks.items() if name in needed}
     docs = collectively(world, "loading the datasets", lambda: _load_docs(config, tasks, world))
-    return EvaluationPlan(todo, skipped, checkpoint_model, model_name, tokenizer, tasks, tasks_by_step, docs)
+    return EvaluationPlan(todo, skipped, checkpoint_model, model_name, tokenizer, prompts, tasks, tasks_by_step, docs)
+
+
+def _prompt_manager(config: CheckpointEvalConfig, tokenizer: Any) -> Any:
+    """Raises `ConfigError` when a chat template is asked of a tokenizer without one."""
+    from lighteval_nanotron.tasks import PromptManager
+
+    return PromptManager(config.use_chat_template, tokenizer, config.system_prompt)
 
 
 class CheckpointEvaluator:
@@ -204,11 +230,18 @@ class CheckpointEvaluator:
                 architecture.model_config, parallel_context, dtype, carried=architecture.carried
             ),
         )
-        engine_config = EngineConfig(max_tokens_per_batch=config.tokens_per_batch, gather_to="reporting")
+        engine_config = EngineConfig(
+            max_tokens_per_batch=config.tokens_per_batch,
+            gather_to="reporting",
+            pairwise_tokenization=config.pairwise_tokenization,
+            add_special_tokens=not config.use_chat_template,
+        )
         self.engine = collectively(
             self.world,
             "building the engine",
-            lambda: NanotronLightevalModel(self.model, parallel_context, setup.tokenizer, engine_config),
+            lambda: NanotronLightevalModel(
+                self.model, parallel_context, setup.tokenizer, engine_config, prompt_fn=setup.prompts.prepare_prompt
+            ),
         )
         self.setup = setup
         self.pipelines: dict[tuple[str, ...], Any] = {}
@@ -240,7 +273,13 @@ class CheckpointEvaluator:
 
         if not self.engine.is_reporting_rank:
             return None
-        return TrackingConfig(output_dir=self.config.output_dir, loggers=list(self.config.loggers)).build()
+        return TrackingConfig(
+            output_dir=self.config.output_dir,
+            loggers=list(self.config.loggers),
+            tensorboard_prefix=self.config.tensorboard_prefix,
+            wandb_project=self.config.wandb_project,
+            wandb_entity=self.config.wandb_entity,
+        ).build()
 
     def evaluate(
         self, info: CheckpointInfo, on_result: Callable[[EvaluationResult], None] | None = None

@@ -12,6 +12,10 @@ Usage:
     # a single process needs no torchrun
     lighteval-nanotron eval checkpoints/1000 --cpu --tasks "lighteval|hellaswag|0" --max-samples 50
 
+    # as `lighteval nanotron`: the checkpoint's config.yaml and lighteval's eval YAML
+    torchrun --nproc-per-node 2 -m lighteval_nanotron eval --checkpoint-config-path checkpoints/1000/config.yaml \
+        --lighteval-config-path eval.yaml
+
 tp x pp x dp must equal the number of processes. Results go to
 <output-dir>/results/<model>/results_<step>.json and details/<model>/<step>/details_<task>.parquet,
 as with the training hook. See docs/eval.md.
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 DTYPE_CHOICES = ("float32", "bfloat16", "float16")
 LOGGER_CHOICES = ("json", "details", "tensorboard", "wandb")
@@ -34,12 +39,20 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    source = parser.add_mutually_exclusive_group(required=True)
+    source = parser.add_mutually_exclusive_group()
     source.add_argument("checkpoint", nargs="?", default=None, help="a checkpoint folder (e.g. checkpoints/1000)")
+    source.add_argument(
+        "--checkpoint-config-path", default=None, help="a checkpoint's config.yaml (as lighteval nanotron): its folder"
+    )
     source.add_argument(
         "--checkpoints-dir", default=None, help="evaluate every numbered step folder in it, skipping steps already done"
     )
-    parser.add_argument("--tasks", required=True, help="task specs ('suite|task|k,...') or a file of specs")
+    parser.add_argument(
+        "--lighteval-config-path",
+        default=None,
+        help="lighteval's eval YAML (lighteval nanotron's): its fields set the options below (docs/eval.md)",
+    )
+    parser.add_argument("--tasks", default=None, help="task specs ('suite|task|k,...') or a file of specs")
     parser.add_argument("--custom-tasks", default=None, help="Python file or module with a TASKS_TABLE")
     parser.add_argument("--max-samples", type=int, default=None, help="at most this many docs per task")
     parser.add_argument(
@@ -48,11 +61,11 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default=None,
         help="few-shot draws for every task (default: lighteval for lighteval's suites, per_doc for custom tasks)",
     )
-    parser.add_argument("--output-dir", default="eval_results", help="results folder (default: eval_results)")
+    parser.add_argument("--output-dir", default=None, help="results folder (default: eval_results)")
     parser.add_argument("--model-name", default=None, help="name in the results paths (default: as the training hook)")
-    parser.add_argument("--tp", type=int, default=1, help="tensor parallel size")
-    parser.add_argument("--pp", type=int, default=1, help="pipeline parallel size")
-    parser.add_argument("--dp", type=int, default=1, help="data parallel size")
+    parser.add_argument("--tp", type=int, default=None, help="tensor parallel size (default 1)")
+    parser.add_argument("--pp", type=int, default=None, help="pipeline parallel size (default 1)")
+    parser.add_argument("--dp", type=int, default=None, help="data parallel size (default 1)")
     parser.add_argument("--cpu", action="store_true", help="run on CPU with gloo (default: CUDA with NCCL)")
     parser.add_argument("--dtype", choices=DTYPE_CHOICES, default=None, help="default: the checkpoint's dtype")
     parser.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the checkpoint's)")
@@ -62,7 +75,17 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default=[],
         help="data dir searched before $LIGHTEVAL_NANOTRON_DATA_DIRS (repeatable; 'bundled' for the shipped slices)",
     )
-    parser.add_argument("--tokens-per-batch", type=int, default=8192, help="token budget of one micro-batch")
+    parser.add_argument("--tokens-per-batch", type=int, default=None, help="token budget of one micro-batch (8192)")
+    parser.add_argument(
+        "--use-chat-template", action="store_true", default=None, help="render prompts with the tokenizer's chat template"
+    )
+    parser.add_argument("--system-prompt", default=None, help="system prompt (the system turn with --use-chat-template)")
+    parser.add_argument(
+        "--pairwise-tokenization",
+        action="store_true",
+        default=None,
+        help="tokenize context and continuation separately (lighteval's pairwise_tokenization)",
+    )
     parser.add_argument(
         "--failure-timeout-s",
         type=float,
@@ -73,41 +96,46 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--loggers",
         nargs="+",
         choices=LOGGER_CHOICES,
-        default=["json", "details", "tensorboard"],
+        default=None,
         help="where results go (default: json details tensorboard)",
     )
+    parser.add_argument("--tensorboard-prefix", default=None, help="TensorBoard tag prefix (default: eval)")
+    parser.add_argument("--wandb-project", default=None, help="W&B project (default: $WANDB_PROJECT)")
+    parser.add_argument("--wandb-entity", default=None, help="W&B entity (default: yours)")
     parser.add_argument(
-        "--no-progress", action="store_true", help="no progress bar (it only shows on a terminal anyway)"
+        "--no-progress", action="store_true", default=None, help="no progress bar (it only shows on a terminal anyway)"
     )
     parser.set_defaults(func=run)
     return parser
 
 
+FLAG_OPTIONS = (
+    "tasks", "checkpoint", "checkpoints_dir", "tp", "pp", "dp", "cpu", "dtype", "tokenizer", "custom_tasks",
+    "max_samples", "fewshot_draws", "tokens_per_batch", "use_chat_template", "system_prompt",
+    "pairwise_tokenization", "output_dir", "model_name", "tensorboard_prefix", "wandb_project", "wandb_entity",
+    "failure_timeout_s",
+)  # fmt: skip
+"""`CheckpointEvalConfig` options set by the flag of the same name (a flag not given is left out)."""
+
+
+def _given_flags(args: argparse.Namespace) -> dict[str, Any]:
+    values = {name: getattr(args, name) for name in FLAG_OPTIONS}
+    flags = {name: value for name, value in values.items() if value is not None and value is not False}
+    if args.data_dir:
+        flags["data_dirs"] = list(args.data_dir)
+    if args.loggers is not None:
+        flags["loggers"] = list(args.loggers)
+    if args.no_progress:
+        flags["progress_bar"] = False
+    return flags
+
+
 def run(args: argparse.Namespace) -> int:
-    from lighteval_nanotron.checkpoint_eval import CheckpointEvalConfig, evaluate_checkpoints
+    from lighteval_nanotron.checkpoint_eval import evaluate_checkpoints
+    from lighteval_nanotron.checkpoint_eval.lighteval_config import eval_config
     from lighteval_nanotron.tracking import format_results_table, results_path
 
-    config = CheckpointEvalConfig(
-        tasks=args.tasks,
-        checkpoint=args.checkpoint,
-        checkpoints_dir=args.checkpoints_dir,
-        tp=args.tp,
-        pp=args.pp,
-        dp=args.dp,
-        cpu=args.cpu,
-        dtype=args.dtype,
-        tokenizer=args.tokenizer,
-        custom_tasks=args.custom_tasks,
-        max_samples=args.max_samples,
-        fewshot_draws=args.fewshot_draws,
-        data_dirs=list(args.data_dir),
-        tokens_per_batch=args.tokens_per_batch,
-        output_dir=args.output_dir,
-        model_name=args.model_name,
-        loggers=list(args.loggers),
-        **({} if args.failure_timeout_s is None else {"failure_timeout_s": args.failure_timeout_s}),
-        progress_bar=not args.no_progress,
-    )
+    config = eval_config(_given_flags(args), args.checkpoint_config_path, args.lighteval_config_path)
 
     def show(result) -> None:
         print(format_results_table(result), flush=True)

@@ -52,11 +52,26 @@ class EvaluationConfig:
     tokens_per_batch: int = 8192
     """Token budget of one evaluation batch per data-parallel replica (prompt + continuation, padded)."""
 
+    use_chat_template: bool = False
+    """Render prompts with the tokenizer's chat template (few-shot examples as user/assistant
+    turns). The tokenizer is checked at setup: one without a chat template fails before step 1."""
+
+    system_prompt: Optional[str] = None
+    """A system prompt: the system turn with `use_chat_template`, else the first paragraph of
+    every prompt."""
+
+    pairwise_tokenization: bool = False
+    """Tokenize context and continuation separately (lighteval's `pairwise_tokenization`);
+    default: `context + continuation` together, split at the context's tokens."""
+
     output_dir: str = "eval_results"
     """Folder of the results JSON, the details Parquet files and the TensorBoard events."""
 
     loggers: List[str] = field(default_factory=lambda: ["json", "details", "tensorboard", "log"])
     """Where metrics go: any of `json`, `details`, `tensorboard`, `wandb`, `log` (Nanotron's log)."""
+
+    tensorboard_prefix: str = "eval"
+    """TensorBoard tags are `<prefix>/<task>/<metric>`."""
 
     wandb_project: Optional[str] = None
     """W&B project when `wandb` is among `loggers`. Unset: the training config's `general.project`."""
@@ -131,6 +146,8 @@ class EvaluationConfig:
             raise ConfigError(f"lighteval_nanotron.wandb_mode is {self.wandb_mode!r}: use one of {list(WANDB_MODES)}.")
         if not self.output_dir:
             raise ConfigError("lighteval_nanotron.output_dir is empty: set it to a folder for the results.")
+        if self.system_prompt is not None and not self.system_prompt.strip():
+            raise ConfigError("lighteval_nanotron.system_prompt is empty: give a prompt or remove it.")
 
     def check_against_training(self, train_steps: int, checkpoint_interval: Optional[int]) -> None:
         """Checks that need the rest of the training config."""

@@ -29,18 +29,25 @@ def load_tokenizer(trainer_config: Any) -> Any:
 
 
 def build_engine(trainer: Any, config: EvaluationConfig) -> tuple[Any, dict[str, Any]]:
-    """The engine over the trainer's own model and mesh, and the tasks (every rank; no collective)."""
+    """The engine over the trainer's own model and mesh, and the tasks (every rank; no collective).
+    A chat template asked of a tokenizer without one fails here, before step 1."""
     from lighteval_nanotron.models.nanotron import EngineConfig, NanotronLightevalModel
     from lighteval_nanotron.pipeline import load_tasks
+    from lighteval_nanotron.tasks import PromptManager
     from lighteval_nanotron.tasks.data_dirs import set_data_dirs
 
     if config.data_dirs is not None:
         set_data_dirs(config.data_dirs)
+    tokenizer = load_tokenizer(trainer.config)
+    prompts = PromptManager(config.use_chat_template, tokenizer, config.system_prompt)
+    engine_config = EngineConfig(
+        max_tokens_per_batch=config.tokens_per_batch,
+        gather_to="reporting",
+        pairwise_tokenization=config.pairwise_tokenization,
+        add_special_tokens=not config.use_chat_template,
+    )
     engine = NanotronLightevalModel(
-        trainer.model,
-        trainer.parallel_context,
-        load_tokenizer(trainer.config),
-        EngineConfig(max_tokens_per_batch=config.tokens_per_batch, gather_to="reporting"),
+        trainer.model, trainer.parallel_context, tokenizer, engine_config, prompt_fn=prompts.prepare_prompt
     )
     return engine, load_tasks(config.tasks, config.custom_tasks, config.fewshot_draws)
 
@@ -71,6 +78,7 @@ def build_loggers(config: EvaluationConfig, trainer: Any) -> Any:
         output_dir=config.output_dir,
         loggers=[name for name in config.loggers if name != "log"],
         tensorboard_dir=str(Path(config.output_dir) / "tensorboard"),
+        tensorboard_prefix=config.tensorboard_prefix,
         wandb_project=config.wandb_project or trainer.config.general.project,
         wandb_entity=config.wandb_entity,
         wandb_mode=config.wandb_mode,

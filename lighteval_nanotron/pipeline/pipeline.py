@@ -123,6 +123,9 @@ class EvaluationPipeline:
         self.tasks = dict(tasks)
         self.docs = dict(docs)
         self.render_prompt = render_prompt
+        owner = getattr(render_prompt, "__self__", None)
+        self.prompt_settings = owner.settings() if isinstance(owner, PromptManager) else {}
+        """How prompts were rendered (chat template, system prompt), recorded in `config_general`."""
         self.model_name = model_name
         self.max_samples = max_samples
         self.bootstrap_iters = bootstrap_iters
@@ -238,4 +241,5 @@ class EvaluationPipeline:
             consumed_tokens=consumed_tokens,
             max_samples=self.max_samples,
             failed_tasks={name: failed[name] for name in self.tasks if name in failed},
+            extra_config=dict(self.prompt_settings),
         )

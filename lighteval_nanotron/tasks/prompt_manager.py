@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
@@ -46,6 +47,15 @@ class PromptManager:
                 "tokenizer_config.json / chat_template.jinja): use a tokenizer that ships one (an instruct "
                 "model's), or evaluate without the chat template."
             )
+
+    def settings(self) -> dict[str, Any]:
+        """How prompts are rendered, for the results' `config_general` (the template by its SHA-256)."""
+        template = self.tokenizer.chat_template if self.use_chat_template else None
+        return {
+            "use_chat_template": self.use_chat_template,
+            "system_prompt": self.system_prompt,
+            "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest() if template else None,
+        }
 
     def prepare_prompt(self, doc: Doc) -> str:
         """The full context for `doc`: chat-templated if asked, else plain text."""

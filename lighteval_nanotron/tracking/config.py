@@ -29,6 +29,8 @@ class TrackingConfig:
     tensorboard_dir: str | None = None
     """TensorBoard event folder. Unset: `<output_dir>/tensorboard`. Ignored when `build()` gets
     the trainer's own writer."""
+    tensorboard_prefix: str = "eval"
+    """TensorBoard tags are `<prefix>/<task>/<metric>` (lighteval's `tensorboard_metric_prefix`)."""
     wandb_project: str | None = None
     """W&B project of a new run. Unset: `WANDB_PROJECT`."""
     wandb_entity: str | None = None
@@ -46,6 +48,8 @@ class TrackingConfig:
             raise ConfigError(
                 f"wandb_mode={self.wandb_mode!r}: use online, offline or disabled, or leave it unset to use WANDB_MODE."
             )
+        if not self.tensorboard_prefix:
+            raise ConfigError("tensorboard_prefix is empty: give a tag prefix such as 'eval'.")
         if not self.output_dir:
             raise ConfigError("TrackingConfig.output_dir is empty: set it to a folder for the results.")
 
@@ -59,10 +63,10 @@ class TrackingConfig:
             loggers.append(DetailsParquetLogger(Path(self.output_dir)))
         if "tensorboard" in self.loggers:
             if tensorboard_writer is not None:
-                loggers.append(TensorBoardLogger(writer=tensorboard_writer))
+                loggers.append(TensorBoardLogger(writer=tensorboard_writer, prefix=self.tensorboard_prefix))
             else:
                 log_dir = self.tensorboard_dir or str(Path(self.output_dir) / "tensorboard")
-                loggers.append(TensorBoardLogger(log_dir=log_dir))
+                loggers.append(TensorBoardLogger(log_dir=log_dir, prefix=self.tensorboard_prefix))
         if "wandb" in self.loggers:
             from lighteval_nanotron.tracking.wandb_logger import WandbLogger
 

@@ -46,8 +46,9 @@ def test_nanotron_section_is_mapped_and_logged(tmp_path, caplog):
     assert (section.tasks, section.custom_tasks, section.max_samples) == ([CAPITALS], CAPITALS_TASKS, 2)
     assert section.output_dir == str(tmp_path / "eval")
     assert section.eval_at_checkpoints and section.eval_at_end and config.lighteval is None
-    assert "parallelism (the hook evaluates on the training mesh)" in caplog.text
-    assert "batch_size (batches are sized by tokens_per_batch)" in caplog.text
+    assert section.loggers == ["json", "details", "log"]  # lighteval's defaults: details on, TensorBoard off
+    assert "parallelism.tp (the hook evaluates on the training mesh)" in caplog.text
+    assert "batch_size (batches are sized by a token budget" in caplog.text
 
 
 @pytest.mark.distributed

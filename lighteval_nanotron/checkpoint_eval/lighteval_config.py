@@ -1,0 +1,86 @@
+"""`eval --checkpoint-config-path <checkpoint>/config.yaml --lighteval-config-path eval.yaml`: the
+counterpart of `lighteval nanotron`, through the table shared with the hook (`lighteval_options`).
+
+The checkpoint config path names the checkpoint folder (its parent); the lighteval YAML's fields
+become `CheckpointEvalConfig` options. A command-line flag may set what the YAML leaves unset;
+setting one option both ways is refused (which one wins would be a guess).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lighteval_nanotron.checkpoint_eval.runner import CheckpointEvalConfig
+from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.lighteval_options import Consumer, map_lighteval_options
+
+EVAL = Consumer(
+    name="eval",
+    takes=frozenset(
+        {
+            "tasks", "custom_tasks", "max_samples", "output_dir", "loggers", "tensorboard_prefix",
+            "wandb_project", "wandb_entity", "pairwise_tokenization", "generation", "tp", "pp", "dp",
+            "checkpoints_dir",
+        }
+    ),  # fmt: skip
+    no_use={
+        "eval_interval": "eval evaluates the checkpoints it is given",
+        "wandb_run_name": "eval's W&B run is named by its wandb logger",
+    },
+)
+
+
+def checkpoint_folder(checkpoint_config_path: str) -> Path:
+    """The checkpoint folder of `<checkpoint>/config.yaml` (a YAML file, as lighteval requires)."""
+    path = Path(checkpoint_config_path)
+    if path.suffix not in (".yaml", ".yml"):
+        raise ConfigError(
+            f"--checkpoint-config-path {checkpoint_config_path}: give the checkpoint's config.yaml, not {path.name!r}."
+        )
+    if not path.is_file():
+        raise ConfigError(
+            f"--checkpoint-config-path {checkpoint_config_path} does not exist: give the config.yaml inside a "
+            "checkpoint folder (e.g. checkpoints/1000/config.yaml)."
+        )
+    return path.parent
+
+
+def read_lighteval_config(path: str) -> Any:
+    """lighteval's eval YAML as plain data."""
+    try:
+        content = yaml.safe_load(Path(path).read_text())
+    except OSError as error:
+        raise ConfigError(f"--lighteval-config-path {path}: cannot read it ({error.strerror}).") from error
+    except yaml.YAMLError as error:
+        raise ConfigError(f"--lighteval-config-path {path} is not valid YAML: {str(error).splitlines()[0]}.") from error
+    if not isinstance(content, dict):
+        raise ConfigError(f"--lighteval-config-path {path}: expected lighteval's eval YAML (a mapping), got {content!r}.")
+    return content
+
+
+def eval_config(
+    flags: dict[str, Any], checkpoint_config_path: str | None = None, lighteval_config_path: str | None = None
+) -> CheckpointEvalConfig:
+    """`CheckpointEvalConfig` from the flags given (`{option: value}`, unset ones left out) and
+    lighteval's two paths, each optional."""
+    options: dict[str, Any] = {}
+    if checkpoint_config_path is not None:
+        if flags.get("checkpoint") is not None:
+            raise ConfigError("Give a checkpoint folder or --checkpoint-config-path, not both.")
+        options["checkpoint"] = str(checkpoint_folder(checkpoint_config_path))
+    if lighteval_config_path is not None:
+        where = f"lighteval config {lighteval_config_path}"
+        mapped = map_lighteval_options(read_lighteval_config(lighteval_config_path), where)
+        for name, value in EVAL.select(mapped, where).items():
+            if name in flags and name not in mapped.defaulted:
+                raise ConfigError(
+                    f"--{name.replace('_', '-')} and {where}'s {mapped.sources[name]} both set {name}: keep one."
+                )
+            options[name] = value
+    options.update(flags)
+    if not options.get("tasks"):
+        raise ConfigError("No tasks: give --tasks, or tasks.tasks in the --lighteval-config-path YAML.")
+    return CheckpointEvalConfig(**options)

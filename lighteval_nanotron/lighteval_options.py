@@ -1,0 +1,360 @@
+"""lighteval's evaluation options mapped onto ours: one table for both places they are written.
+
+Those places are lighteval's eval YAML (`lighteval nanotron --lighteval-config-path eval.yaml`,
+lighteval 0.10's `LightEvalConfig`) and Nanotron's `lighteval:` training-config section
+(Nanotron's `LightEvalConfig`, 0.4 and main). Every field of each is in `FIELDS`: it sets one of
+our options, has no effect here (noted in the log), or is refused with the fix when its value
+cannot be honoured. `map_lighteval_options(section)` gives our options; `eval` and the hook each
+take the ones they have and say why they have no use for the others (`Consumer`).
+
+No lighteval or Nanotron import: the section is read as plain data (a YAML mapping, or Nanotron's
+parsed dataclasses turned into one).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+from lighteval_nanotron.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+LAUNCHER = "evaluation runs in the job that was launched (torchrun/srun), see docs/eval.md"
+HUB_ONLY = "only used to push to the Hub, which is refused"
+ROUTINE = "no effect on what is computed"
+
+
+@dataclass(frozen=True)
+class Field:
+    """What one lighteval field becomes here."""
+
+    option: str | None = None
+    """Our option it sets (a dotted name such as `loggers.details` is assembled afterwards)."""
+    no_effect: str | None = None
+    """Why it changes nothing here (noted in the log when set to anything but `default`)."""
+    refuse: Callable[[Any], str | None] | None = None
+    """The fix when its value cannot be honoured, None when it can."""
+    default: Any = None
+    """A value at which the field is silent (lighteval's or Nanotron's default)."""
+
+
+def _refuse_unless(allowed: Callable[[Any], bool], fix: str) -> Callable[[Any], str | None]:
+    return lambda value: None if value is None or allowed(value) else fix
+
+
+def _false(value: Any) -> bool:
+    return value is False
+
+
+SAMPLERS = ("greedy", "top_k", "top_p", "basic")
+
+FIELDS: dict[str, Field] = {
+    # Nanotron: where its own runner wrote Slurm scripts, logs and local copies of checkpoints.
+    "slurm_template": Field(no_effect=LAUNCHER),
+    "slurm_script_dir": Field(no_effect=LAUNCHER, default="eval_results/launch-config"),
+    "slurm": Field(no_effect=LAUNCHER),
+    "logs_path": Field(no_effect=LAUNCHER, default="eval_results/logs"),
+    "local_checkpoint_dir": Field(no_effect="checkpoints are read where they are", default="/scratch"),
+    "s3_save_path": Field(no_effect="checkpoints are read from a folder; copy them from S3 first"),
+    "nanotron_path": Field(no_effect=LAUNCHER, default="./"),
+    "eval_config_override": Field(
+        refuse=lambda value: None if value is None else "write the override's fields in this section instead"
+    ),
+    "eval_interval": Field(option="eval_interval"),
+    "eval_interval_file": Field(
+        refuse=lambda value: None if value is None else "set eval_interval (a fixed number of steps) instead"
+    ),
+    "checkpoints_path": Field(option="checkpoints_dir"),
+    "output_dir": Field(option="output_dir"),
+    "upload_to_wandb": Field(option="loggers.wandb"),
+    "wandb_project": Field(option="wandb_project"),
+    "wandb_entity": Field(option="wandb_entity"),
+    "batch_size": Field(
+        no_effect="batches are sized by a token budget, tokens_per_batch; results do not depend on it", default=0
+    ),
+    # parallelism (Nanotron's ParallelismArgs)
+    "parallelism.tp": Field(option="tp"),
+    "parallelism.pp": Field(option="pp"),
+    "parallelism.dp": Field(option="dp"),
+    "parallelism.pp_engine": Field(no_effect="evaluation runs forwards only, with its own micro-batch schedule"),
+    "parallelism.tp_mode": Field(
+        no_effect="evaluation runs TP linears in all-reduce form whatever the mode", default="all_reduce"
+    ),
+    "parallelism.tp_linear_async_communication": Field(no_effect=ROUTINE, default=False),
+    "parallelism.recompute_layer": Field(no_effect="evaluation has no backward pass", default=False),
+    "parallelism.tp_recompute_allgather": Field(no_effect="evaluation has no backward pass", default=True),
+    "parallelism.expert_parallel_size": Field(
+        refuse=_refuse_unless(lambda value: value == 1, "expert parallelism is not supported: set it to 1"), default=1
+    ),
+    "parallelism.context_parallel_size": Field(
+        refuse=_refuse_unless(lambda value: value == 1, "context parallelism is not supported: set it to 1"), default=1
+    ),
+    # generation (GenerationArgs): assembled by _generation below
+    "generation.sampler": Field(option="generation.sampler"),
+    "generation.temperature": Field(option="generation.temperature"),
+    "generation.top_k": Field(option="generation.top_k"),
+    "generation.top_p": Field(option="generation.top_p"),
+    "generation.n_samples": Field(option="generation.num_samples"),
+    "generation.seed": Field(option="generation.seed"),
+    "generation.eos": Field(no_effect="generation stops at the tokenizer's end-of-sequence token and the task's stops"),
+    "generation.use_cache": Field(no_effect="generation always decodes with a key/value cache", default=False),
+    # tasks (LightEvalTasksArgs)
+    "tasks.tasks": Field(option="tasks"),
+    "tasks.custom_tasks": Field(option="custom_tasks"),
+    "tasks.max_samples": Field(option="max_samples"),
+    "tasks.num_fewshot_seeds": Field(
+        refuse=_refuse_unless(
+            lambda value: value in (0, 1), "only one few-shot draw per doc is supported (lighteval's nanotron uses 1)"
+        ),
+    ),
+    "tasks.dataset_loading_processes": Field(no_effect="datasets are loaded once, on world rank 0", default=8),
+    "tasks.multichoice_continuations_start_space": Field(
+        refuse=lambda value: None if value is None else "not supported: remove it (null: continuations as the task writes them)"
+    ),
+    "tasks.no_multichoice_continuations_start_space": Field(
+        refuse=_refuse_unless(_false, "not supported: remove it (continuations as the task writes them)")
+    ),
+    "tasks.pairwise_tokenization": Field(option="pairwise_tokenization"),
+    # logging: lighteval 0.10 (LightEvalLoggingArgs) and Nanotron's names side by side
+    "logging.output_dir": Field(option="output_dir"),
+    "logging.local_output_path": Field(option="output_dir"),
+    "logging.results_path_template": Field(
+        refuse=lambda value: None
+        if value is None
+        else "results always go to <output_dir>/results/<model>/results_<step>.json: remove it (name the model with --model-name)"
+    ),
+    "logging.save_details": Field(option="loggers.details"),
+    "logging.push_to_tensorboard": Field(option="loggers.tensorboard"),
+    "logging.push_results_to_tensorboard": Field(option="loggers.tensorboard"),
+    "logging.tensorboard_metric_prefix": Field(option="tensorboard_prefix"),
+    "logging.push_to_hub": Field(
+        refuse=_refuse_unless(_false, "results are written locally only: set it to false and upload <output_dir> yourself")
+    ),
+    "logging.push_results_to_hub": Field(
+        refuse=_refuse_unless(_false, "results are written locally only: set it to false and upload <output_dir> yourself")
+    ),
+    "logging.push_details_to_hub": Field(
+        refuse=_refuse_unless(_false, "details are written locally only: set it to false and upload <output_dir> yourself")
+    ),
+    "logging.public_run": Field(no_effect=HUB_ONLY, default=False),
+    "logging.results_org": Field(no_effect=HUB_ONLY),
+    "logging.hub_repo_results": Field(no_effect=HUB_ONLY),
+    "logging.hub_repo_details": Field(no_effect=HUB_ONLY),
+    "logging.hub_repo_tensorboard": Field(no_effect=HUB_ONLY),
+    # Nanotron's wandb section (LightEvalWandbLoggerConfig)
+    "wandb.wandb_project": Field(option="wandb_project"),
+    "wandb.wandb_entity": Field(option="wandb_entity"),
+    "wandb.wandb_run_name": Field(option="wandb_run_name"),
+}
+SECTIONS = {name.partition(".")[0] for name in FIELDS if "." in name}
+GENERATION_FIELDS = {name.partition(".")[2] for name in FIELDS if name.startswith("generation.")}
+NANOTRON_SAMPLER_DEFAULTS = {"temperature": 1.0, "top_k": 50, "top_p": 0.9}
+"""Nanotron's TopKSampler/TopPSampler defaults, used when the section leaves them unset."""
+DEFAULT_GENERATION_SEED = 42
+"""lighteval's and Nanotron's `GenerationArgs` seed when unset."""
+
+
+@dataclass
+class MappedOptions:
+    """Our options from a lighteval section, with where each came from."""
+
+    options: dict[str, Any]
+    sources: dict[str, str]
+    """`{option: the lighteval field(s) it came from}`."""
+    notes: list[str]
+    """`field (why)` of each field set here that has no effect."""
+    defaulted: set[str] = dataclasses.field(default_factory=set)
+    """Options set from lighteval's defaults, no field naming them (a command-line flag may override)."""
+
+
+def plain(value: Any) -> Any:
+    """A parsed config (dataclasses, pydantic models, enums, paths) as plain YAML-like data."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if hasattr(value, "model_dump"):
+        return plain(value.model_dump())
+    if isinstance(value, Mapping):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    if isinstance(value, enum.Enum):
+        return value.name.lower()
+    if isinstance(value, PurePath):
+        return str(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return type(value).__name__
+
+
+def _flatten(section: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """`{dotted field: value}`; an unknown field is refused (lighteval's own parser refuses it too)."""
+    if not isinstance(section, Mapping):
+        raise ConfigError(f"{where} is not a mapping of lighteval fields: see docs/eval.md for its layout.")
+    flat: dict[str, Any] = {}
+    for name, value in section.items():
+        if name in FIELDS:
+            flat[name] = value
+        elif name in SECTIONS:
+            if value is None:
+                continue
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where}: {name} must be a mapping of fields, got {value!r}.")
+            if name == "generation" and value and not set(value) & GENERATION_FIELDS:
+                raise ConfigError(
+                    f"{where}: generation per task ({', '.join(map(str, value))}) is not supported (lighteval's "
+                    "nanotron refuses it too): give one generation section, or set generation_parameters in the task."
+                )
+            for key, item in value.items():
+                dotted = f"{name}.{key}"
+                if dotted not in FIELDS:
+                    raise ConfigError(f"{where}: unknown field {dotted}: remove it (known: see docs/eval.md).")
+                flat[dotted] = item
+        else:
+            raise ConfigError(f"{where}: unknown field {name}: remove it (known: see docs/eval.md).")
+    return flat
+
+
+def map_lighteval_options(section: Any, where: str = "the lighteval config") -> MappedOptions:
+    """Our options for a lighteval section (a mapping, or Nanotron's parsed `LightEvalConfig`).
+    Raises `ConfigError` naming the first field that cannot be honoured, and the fix."""
+    flat = _flatten(plain(section), where)
+    options: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    notes: list[str] = []
+    for name, value in flat.items():
+        rule = FIELDS[name]
+        fix = rule.refuse(value) if rule.refuse is not None else None
+        if fix is not None:
+            raise ConfigError(f"{where}: {name}={value!r} cannot be honoured: {fix}.")
+        if rule.option is None or value is None:
+            if rule.no_effect is not None and value is not None and not _is_default(value, rule.default):
+                notes.append(f"{name} ({rule.no_effect})")
+            continue
+        if rule.option in options and options[rule.option] != value:
+            raise ConfigError(
+                f"{where}: {sources[rule.option]}={options[rule.option]!r} and {name}={value!r} both set "
+                f"{rule.option}: keep one."
+            )
+        options[rule.option] = value
+        sources[rule.option] = name if rule.option not in sources else f"{sources[rule.option]}, {name}"
+    defaulted = _assemble_loggers(options, sources, notes)
+    _assemble_generation(options, sources, notes, where)
+    return MappedOptions(options, sources, notes, defaulted)
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    if isinstance(value, str) and isinstance(default, str):
+        return value.lower() == default.lower()
+    return value == default
+
+
+def _assemble_loggers(options: dict[str, Any], sources: dict[str, str], notes: list[str]) -> set[str]:
+    """`loggers.*` switches -> one `loggers` list (lighteval's defaults: details on, the others off).
+    Returns {"loggers"} when no field named a logger (the list is lighteval's default)."""
+    switches = {name: options.pop(f"loggers.{name}", None) for name in ("details", "tensorboard", "wandb")}
+    field_names = [sources.pop(f"loggers.{name}") for name in switches if f"loggers.{name}" in sources]
+    if switches["wandb"] is None and options.get("wandb_project"):
+        switches["wandb"] = True
+        field_names.append(sources["wandb_project"])
+    if switches["tensorboard"]:
+        notes.append("TensorBoard events are written under <output_dir>/tensorboard, not pushed to the Hub")
+    defaults = {"details": True, "tensorboard": False, "wandb": False}
+    options["loggers"] = ["json"] + [name for name, on in switches.items() if (defaults[name] if on is None else on)]
+    sources["loggers"] = ", ".join(field_names) or "lighteval's defaults (details on, tensorboard off)"
+    return set() if field_names else {"loggers"}
+
+
+def _assemble_generation(options: dict[str, Any], sources: dict[str, str], notes: list[str], where: str) -> None:
+    """Nanotron's sampler and its settings -> our `generation` (temperature, top_k, top_p,
+    num_samples, seed): what Nanotron's decoder would sample with, or a refusal where it differs."""
+    values = {key.partition(".")[2]: options.pop(key) for key in list(options) if key.startswith("generation.")}
+    for key in list(sources):
+        if key.startswith("generation."):
+            sources.pop(key)
+    sampler = values.pop("sampler", None)
+    if sampler is not None and str(sampler).lower() not in SAMPLERS:
+        raise ConfigError(f"{where}: generation.sampler={sampler!r} is not a sampler: use one of {list(SAMPLERS)}.")
+    sampler = None if sampler is None else str(sampler).lower()
+    if sampler in (None, "greedy"):
+        set_fields = [f"generation.{key}" for key in values]
+        if sampler is None and set(values) & {"temperature", "top_k", "top_p"}:
+            raise ConfigError(
+                f"{where}: {', '.join(set_fields)} set without generation.sampler: set sampler to top_k, top_p "
+                "or basic to sample with them, or to greedy."
+            )
+        if values.get("num_samples") not in (None, 1):
+            raise ConfigError(
+                f"{where}: generation.n_samples={values['num_samples']} with greedy generation gives the same "
+                "sample each time: set generation.sampler to top_k, top_p or basic, or n_samples to 1."
+            )
+        notes.extend(f"{name} (greedy generation)" for name in set_fields)
+        return
+    if sampler == "basic":
+        ignored = [key for key in ("temperature", "top_k", "top_p") if values.get(key) is not None]
+        if ignored:
+            raise ConfigError(
+                f"{where}: generation.{ignored[0]} with sampler basic: Nanotron's basic sampler ignores it "
+                "(it samples from the full distribution at temperature 1): use sampler top_k or top_p, or remove it."
+            )
+        generation = {"temperature": 1.0}
+    else:
+        own = "top_k" if sampler == "top_k" else "top_p"
+        other = "top_p" if sampler == "top_k" else "top_k"
+        if values.get(other) is not None:
+            raise ConfigError(
+                f"{where}: generation.{other} with sampler {sampler}: Nanotron's {sampler} sampler ignores it: "
+                f"remove it, or use sampler {other}."
+            )
+        generation = {}
+        for key in ("temperature", own):
+            if values.get(key) is None:
+                notes.append(f"generation.{key} unset: {NANOTRON_SAMPLER_DEFAULTS[key]} (Nanotron's sampler default)")
+            generation[key] = NANOTRON_SAMPLER_DEFAULTS[key] if values.get(key) is None else values[key]
+    generation["seed"] = DEFAULT_GENERATION_SEED if values.get("seed") is None else values["seed"]
+    if values.get("num_samples") is not None:
+        generation["num_samples"] = values["num_samples"]
+    options["generation"] = generation
+    sources["generation"] = f"generation.sampler={sampler}"
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """One way in (`eval`, the hook): the options it takes, and why it has no use for the others."""
+
+    name: str
+    takes: frozenset[str]
+    no_use: Mapping[str, str]
+
+    def select(self, mapped: MappedOptions, where: str) -> dict[str, Any]:
+        """The options this consumer takes; the others are noted with its reason. Logs one line
+        of what was mapped and what has no effect."""
+        taken: dict[str, Any] = {}
+        notes = list(mapped.notes)
+        for option, value in mapped.options.items():
+            if option in self.takes:
+                taken[option] = value
+            elif option in self.no_use:
+                notes.append(f"{mapped.sources[option]} ({self.no_use[option]})")
+            else:
+                raise ConfigError(f"{where}: {mapped.sources[option]} has no equivalent in {self.name}: remove it.")
+        logger.warning(
+            "%s for %s. Mapped: %s. No effect here: %s.",
+            where,
+            self.name,
+            ", ".join(f"{mapped.sources[key]} -> {key}={value!r}" for key, value in taken.items()) or "nothing",
+            "; ".join(notes) or "none",
+        )
+        return taken
+
+
+OPTIONS = frozenset(
+    {rule.option for rule in FIELDS.values() if rule.option is not None and not rule.option.startswith(("loggers.", "generation."))}
+    | {"loggers", "generation"}
+)
+"""Every option the table can produce; each consumer takes or explains each one."""
