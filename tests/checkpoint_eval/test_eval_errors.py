@@ -62,6 +62,7 @@ def test_errors_are_raised_on_every_rank_together(tiny_converted, tmp_path):
         ({**base, "checkpoint": str(broken["bad_tokenizer"])}, {}),
         ({**base, "checkpoint": str(broken["wrong_weights"])}, {}),
         ({**base, "checkpoints_dir": str(tmp_path / "nothing_here"), "checkpoint": None}, {}),
+        ({**base, "use_chat_template": True}, {}),  # the tiny tokenizer has no chat template
         (base, {1: {"tasks": "lighteval|no_such_task|0"}}),  # only world rank 1 fails
         (base, {}),  # and the group still works afterwards
     ]
@@ -75,10 +76,11 @@ def test_errors_are_raised_on_every_rank_together(tiny_converted, tmp_path):
         ("ConfigError", "Cannot load the tokenizer"),
         ("CheckpointError", "but its model config gives"),
         ("CheckpointError", "does not exist"),
+        ("ConfigError", "A chat template was asked for, but the tokenizer"),
     ]
     for index, (kind, text) in enumerate(expected):
         for outcome in (rank0[index], rank1[index]):
             assert outcome[0] == kind and text in outcome[1], (index, outcome)
-    assert rank0[8][0] == "EvaluationError" and "world rank 1" in rank0[8][1] and "no_such_task" in rank0[8][1]
-    assert rank1[8][0] == "UnknownTaskError"
-    assert rank0[9] == rank1[9] == ("ok", "")
+    assert rank0[9][0] == "EvaluationError" and "world rank 1" in rank0[9][1] and "no_such_task" in rank0[9][1]
+    assert rank1[9][0] == "UnknownTaskError"
+    assert rank0[10] == rank1[10] == ("ok", "")

@@ -68,6 +68,7 @@ def test_bad_configs_fail_before_the_first_step_on_every_rank(tmp_path):
         ),
         "bad interval": ({"eval_interval": 0}, "eval_interval is 0"),
         "unknown logger": ({"loggers": ["json", "mlflow"]}, "unknown logger(s) ['mlflow']"),
+        "chat template the tokenizer lacks": ({"use_chat_template": True}, "A chat template was asked for"),
     }
     paths = [
         str(write_config(tmp_path, dp=2, train_steps=3, section=section, name=f"bad{index}.yaml"))
