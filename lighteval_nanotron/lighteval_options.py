@@ -22,6 +22,7 @@ from pathlib import PurePath
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.parallel.launch_env import world_rank
 
 logger = logging.getLogger(__name__)
 
@@ -42,14 +43,23 @@ class Field:
     """The fix when its value cannot be honoured, None when it can."""
     default: Any = None
     """A value at which the field is silent (lighteval's or Nanotron's default)."""
+    convert: Callable[[Any], Any] | None = None
+    """The option's value from the field's (None: the field's value)."""
 
 
 def _refuse_unless(allowed: Callable[[Any], bool], fix: str) -> Callable[[Any], str | None]:
     return lambda value: None if value is None or allowed(value) else fix
 
 
+def _refuse_if_set(fix: str) -> Callable[[Any], str | None]:
+    return lambda value: None if value is None else fix
+
+
 def _false(value: Any) -> bool:
     return value is False
+
+
+HUB_FIX = "results are written locally only: set it to false and upload <output_dir> yourself"
 
 
 SAMPLERS = ("greedy", "top_k", "top_p", "basic")
@@ -63,13 +73,9 @@ FIELDS: dict[str, Field] = {
     "local_checkpoint_dir": Field(no_effect="checkpoints are read where they are", default="/scratch"),
     "s3_save_path": Field(no_effect="checkpoints are read from a folder; copy them from S3 first"),
     "nanotron_path": Field(no_effect=LAUNCHER, default="./"),
-    "eval_config_override": Field(
-        refuse=lambda value: None if value is None else "write the override's fields in this section instead"
-    ),
+    "eval_config_override": Field(refuse=_refuse_if_set("write the override's fields in this section instead")),
     "eval_interval": Field(option="eval_interval"),
-    "eval_interval_file": Field(
-        refuse=lambda value: None if value is None else "set eval_interval (a fixed number of steps) instead"
-    ),
+    "eval_interval_file": Field(refuse=_refuse_if_set("set eval_interval (a fixed number of steps) instead")),
     "checkpoints_path": Field(option="checkpoints_dir"),
     "output_dir": Field(option="output_dir"),
     "upload_to_wandb": Field(option="loggers.wandb"),
@@ -114,34 +120,27 @@ FIELDS: dict[str, Field] = {
         ),
     ),
     "tasks.dataset_loading_processes": Field(no_effect="datasets are loaded once, on world rank 0", default=8),
-    "tasks.multichoice_continuations_start_space": Field(
-        refuse=lambda value: None if value is None else "not supported: remove it (null: continuations as the task writes them)"
-    ),
+    "tasks.multichoice_continuations_start_space": Field(option="multichoice_continuations_start_space"),
     "tasks.no_multichoice_continuations_start_space": Field(
-        refuse=_refuse_unless(_false, "not supported: remove it (continuations as the task writes them)")
+        option="multichoice_continuations_start_space", convert=lambda value: False if value else None
     ),
     "tasks.pairwise_tokenization": Field(option="pairwise_tokenization"),
     # logging: lighteval 0.10 (LightEvalLoggingArgs) and Nanotron's names side by side
     "logging.output_dir": Field(option="output_dir"),
     "logging.local_output_path": Field(option="output_dir"),
     "logging.results_path_template": Field(
-        refuse=lambda value: None
-        if value is None
-        else "results always go to <output_dir>/results/<model>/results_<step>.json: remove it (name the model with --model-name)"
+        refuse=_refuse_if_set(
+            "results always go to <output_dir>/results/<model>/results_<step>.json: remove it "
+            "(name the model with --model-name)"
+        )
     ),
     "logging.save_details": Field(option="loggers.details"),
     "logging.push_to_tensorboard": Field(option="loggers.tensorboard"),
     "logging.push_results_to_tensorboard": Field(option="loggers.tensorboard"),
     "logging.tensorboard_metric_prefix": Field(option="tensorboard_prefix"),
-    "logging.push_to_hub": Field(
-        refuse=_refuse_unless(_false, "results are written locally only: set it to false and upload <output_dir> yourself")
-    ),
-    "logging.push_results_to_hub": Field(
-        refuse=_refuse_unless(_false, "results are written locally only: set it to false and upload <output_dir> yourself")
-    ),
-    "logging.push_details_to_hub": Field(
-        refuse=_refuse_unless(_false, "details are written locally only: set it to false and upload <output_dir> yourself")
-    ),
+    "logging.push_to_hub": Field(refuse=_refuse_unless(_false, HUB_FIX)),
+    "logging.push_results_to_hub": Field(refuse=_refuse_unless(_false, HUB_FIX)),
+    "logging.push_details_to_hub": Field(refuse=_refuse_unless(_false, HUB_FIX)),
     "logging.public_run": Field(no_effect=HUB_ONLY, default=False),
     "logging.results_org": Field(no_effect=HUB_ONLY),
     "logging.hub_repo_results": Field(no_effect=HUB_ONLY),
@@ -232,6 +231,8 @@ def map_lighteval_options(section: Any, where: str = "the lighteval config") -> 
         fix = rule.refuse(value) if rule.refuse is not None else None
         if fix is not None:
             raise ConfigError(f"{where}: {name}={value!r} cannot be honoured: {fix}.")
+        if rule.option is not None and rule.convert is not None and value is not None:
+            value = rule.convert(value)
         if rule.option is None or value is None:
             if rule.no_effect is not None and value is not None and not _is_default(value, rule.default):
                 notes.append(f"{name} ({rule.no_effect})")
@@ -333,7 +334,7 @@ class Consumer:
 
     def select(self, mapped: MappedOptions, where: str) -> dict[str, Any]:
         """The options this consumer takes; the others are noted with its reason. Logs one line
-        of what was mapped and what has no effect."""
+        of what was mapped and what has no effect (on world rank 0: every rank reads the config)."""
         taken: dict[str, Any] = {}
         notes = list(mapped.notes)
         for option, value in mapped.options.items():
@@ -343,6 +344,8 @@ class Consumer:
                 notes.append(f"{mapped.sources[option]} ({self.no_use[option]})")
             else:
                 raise ConfigError(f"{where}: {mapped.sources[option]} has no equivalent in {self.name}: remove it.")
+        if world_rank() != 0:
+            return taken
         logger.warning(
             "%s for %s. Mapped: %s. No effect here: %s.",
             where,
@@ -354,7 +357,7 @@ class Consumer:
 
 
 OPTIONS = frozenset(
-    {rule.option for rule in FIELDS.values() if rule.option is not None and not rule.option.startswith(("loggers.", "generation."))}
+    {rule.option for rule in FIELDS.values() if rule.option and not rule.option.startswith(("loggers.", "generation."))}
     | {"loggers", "generation"}
 )
 """Every option the table can produce; each consumer takes or explains each one."""

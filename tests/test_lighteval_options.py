@@ -99,6 +99,20 @@ def test_sampling_fields_map_onto_generation_parameters(section, expected):
     assert _map(generation=section).options["generation"] == expected
 
 
+@pytest.mark.parametrize(
+    "tasks, expected",
+    [
+        ({"multichoice_continuations_start_space": True}, True),
+        ({"multichoice_continuations_start_space": False}, False),
+        ({"no_multichoice_continuations_start_space": True}, False),  # Nanotron's spelling of False
+        ({"no_multichoice_continuations_start_space": False}, None),
+        ({"multichoice_continuations_start_space": None}, None),
+    ],
+)
+def test_continuations_start_space(tasks, expected):
+    assert _map(tasks=tasks).options.get("multichoice_continuations_start_space") is expected
+
+
 def test_greedy_generation_sets_no_sampling():
     mapped = _map(generation={"sampler": "greedy", "temperature": 0.5, "seed": 1, "use_cache": True, "eos": "</s>"})
     assert "generation" not in mapped.options
@@ -112,11 +126,9 @@ REFUSED = {
     "push_details_to_hub": ({"logging": {"push_details_to_hub": True}}, "logging.push_details_to_hub"),
     "results_path_template": ({"logging": {"results_path_template": "{output_dir}/x"}}, "--model-name"),
     "num_fewshot_seeds": ({"tasks": {"num_fewshot_seeds": 3}}, "tasks.num_fewshot_seeds=3"),
-    "continuations_start_space": (
-        {"tasks": {"multichoice_continuations_start_space": True}}, "multichoice_continuations_start_space"
-    ),
-    "no_continuations_start_space": (
-        {"tasks": {"no_multichoice_continuations_start_space": True}}, "no_multichoice_continuations_start_space"
+    "start space both ways": (
+        {"tasks": {"multichoice_continuations_start_space": True, "no_multichoice_continuations_start_space": True}},
+        "both set multichoice_continuations_start_space",
     ),
     "expert_parallel": ({"parallelism": {"expert_parallel_size": 2}}, "expert parallelism is not supported"),
     "context_parallel": ({"parallelism": {"context_parallel_size": 2}}, "context parallelism is not supported"),
@@ -168,7 +180,8 @@ def test_table_covers_every_field_of_lighteval_and_nanotron_configs():
     sections = {"logging": "LightEvalLoggingArgs", "tasks": "LightEvalTasksArgs", "wandb": "LightEvalWandbLoggerConfig"}
     names = set()
     for module in (lighteval_side, nanotron_side):
-        names |= {f.name for f in dataclasses.fields(module.LightEvalConfig) if f.name not in (*sections, "parallelism", "generation")}
+        top = {f.name for f in dataclasses.fields(module.LightEvalConfig)}
+        names |= top - {*sections, "parallelism", "generation"}
         for section, class_name in sections.items():
             if hasattr(module, class_name):
                 names |= {f"{section}.{f.name}" for f in dataclasses.fields(getattr(module, class_name))}

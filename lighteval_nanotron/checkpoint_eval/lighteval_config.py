@@ -22,7 +22,8 @@ EVAL = Consumer(
     takes=frozenset(
         {
             "tasks", "custom_tasks", "max_samples", "output_dir", "loggers", "tensorboard_prefix",
-            "wandb_project", "wandb_entity", "pairwise_tokenization", "generation", "tp", "pp", "dp",
+            "wandb_project", "wandb_entity", "pairwise_tokenization",
+            "multichoice_continuations_start_space", "generation", "tp", "pp", "dp",
             "checkpoints_dir",
         }
     ),  # fmt: skip
@@ -31,6 +32,10 @@ EVAL = Consumer(
         "wandb_run_name": "eval's W&B run is named by its wandb logger",
     },
 )
+
+
+FLAGS = {"generation": "--temperature/--top-k/--top-p/--num-samples/--seed"}
+"""The flags of an option whose flag is not `--<option>`."""
 
 
 def checkpoint_folder(checkpoint_config_path: str) -> Path:
@@ -57,7 +62,7 @@ def read_lighteval_config(path: str) -> Any:
     except yaml.YAMLError as error:
         raise ConfigError(f"--lighteval-config-path {path} is not valid YAML: {str(error).splitlines()[0]}.") from error
     if not isinstance(content, dict):
-        raise ConfigError(f"--lighteval-config-path {path}: expected lighteval's eval YAML (a mapping), got {content!r}.")
+        raise ConfigError(f"--lighteval-config-path {path}: expected lighteval's eval YAML (a mapping), not {content!r}.")
     return content
 
 
@@ -77,7 +82,8 @@ def eval_config(
         for name, value in EVAL.select(mapped, where).items():
             if name in flags and name not in mapped.defaulted:
                 raise ConfigError(
-                    f"--{name.replace('_', '-')} and {where}'s {mapped.sources[name]} both set {name}: keep one."
+                    f"{FLAGS.get(name, '--' + name.replace('_', '-'))} and {where}'s {mapped.sources[name]} "
+                    f"both set {name}: keep one."
                 )
             options[name] = value
     options.update(flags)

@@ -72,6 +72,8 @@ class CheckpointEvalConfig:
     """The system turn with the chat template, else the first paragraph of every prompt."""
     pairwise_tokenization: bool = False
     """Tokenize context and continuation separately (lighteval's `pairwise_tokenization`)."""
+    multichoice_continuations_start_space: bool | None = None
+    """Multiple choice: True adds a leading space to each choice, False strips it, None as written."""
     output_dir: str = "eval_results"
     model_name: str | None = None
     """Name in the results paths. Unset: the name the training hook uses (config.yaml's
@@ -234,6 +236,7 @@ class CheckpointEvaluator:
             max_tokens_per_batch=config.tokens_per_batch,
             gather_to="reporting",
             pairwise_tokenization=config.pairwise_tokenization,
+            multichoice_continuations_start_space=config.multichoice_continuations_start_space,
             add_special_tokens=not config.use_chat_template,
         )
         self.engine = collectively(

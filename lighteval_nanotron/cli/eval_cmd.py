@@ -66,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--tp", type=int, default=None, help="tensor parallel size (default 1)")
     parser.add_argument("--pp", type=int, default=None, help="pipeline parallel size (default 1)")
     parser.add_argument("--dp", type=int, default=None, help="data parallel size (default 1)")
-    parser.add_argument("--cpu", action="store_true", help="run on CPU with gloo (default: CUDA with NCCL)")
+    parser.add_argument("--cpu", action="store_true", default=None, help="CPU with gloo (default: CUDA with NCCL)")
     parser.add_argument("--dtype", choices=DTYPE_CHOICES, default=None, help="default: the checkpoint's dtype")
     parser.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the checkpoint's)")
     parser.add_argument(
@@ -77,14 +77,20 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     parser.add_argument("--tokens-per-batch", type=int, default=None, help="token budget of one micro-batch (8192)")
     parser.add_argument(
-        "--use-chat-template", action="store_true", default=None, help="render prompts with the tokenizer's chat template"
+        "--use-chat-template", action="store_true", default=None, help="prompts through the tokenizer's chat template"
     )
-    parser.add_argument("--system-prompt", default=None, help="system prompt (the system turn with --use-chat-template)")
+    parser.add_argument("--system-prompt", default=None, help="system prompt (system turn with --use-chat-template)")
     parser.add_argument(
         "--pairwise-tokenization",
         action="store_true",
         default=None,
         help="tokenize context and continuation separately (lighteval's pairwise_tokenization)",
+    )
+    parser.add_argument(
+        "--multichoice-continuations-start-space",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="add (or with --no-..., strip) a leading space on every choice (default: choices as written)",
     )
     parser.add_argument(
         "--failure-timeout-s",
@@ -112,15 +118,14 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 FLAG_OPTIONS = (
     "tasks", "checkpoint", "checkpoints_dir", "tp", "pp", "dp", "cpu", "dtype", "tokenizer", "custom_tasks",
     "max_samples", "fewshot_draws", "tokens_per_batch", "use_chat_template", "system_prompt",
-    "pairwise_tokenization", "output_dir", "model_name", "tensorboard_prefix", "wandb_project", "wandb_entity",
-    "failure_timeout_s",
+    "pairwise_tokenization", "multichoice_continuations_start_space", "output_dir", "model_name",
+    "tensorboard_prefix", "wandb_project", "wandb_entity", "failure_timeout_s",
 )  # fmt: skip
 """`CheckpointEvalConfig` options set by the flag of the same name (a flag not given is left out)."""
 
 
 def _given_flags(args: argparse.Namespace) -> dict[str, Any]:
-    values = {name: getattr(args, name) for name in FLAG_OPTIONS}
-    flags = {name: value for name, value in values.items() if value is not None and value is not False}
+    flags = {name: getattr(args, name) for name in FLAG_OPTIONS if getattr(args, name) is not None}
     if args.data_dir:
         flags["data_dirs"] = list(args.data_dir)
     if args.loggers is not None:

@@ -64,6 +64,10 @@ class EvaluationConfig:
     """Tokenize context and continuation separately (lighteval's `pairwise_tokenization`);
     default: `context + continuation` together, split at the context's tokens."""
 
+    multichoice_continuations_start_space: Optional[bool] = None
+    """Multiple choice (lighteval's option): true puts a space before each choice that lacks one,
+    false strips it, unset scores choices as the task writes them."""
+
     output_dir: str = "eval_results"
     """Folder of the results JSON, the details Parquet files and the TensorBoard events."""
 

@@ -44,6 +44,7 @@ def build_engine(trainer: Any, config: EvaluationConfig) -> tuple[Any, dict[str,
         max_tokens_per_batch=config.tokens_per_batch,
         gather_to="reporting",
         pairwise_tokenization=config.pairwise_tokenization,
+        multichoice_continuations_start_space=config.multichoice_continuations_start_space,
         add_special_tokens=not config.use_chat_template,
     )
     engine = NanotronLightevalModel(

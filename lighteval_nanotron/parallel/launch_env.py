@@ -88,6 +88,11 @@ def node_rank() -> int:
     return int(os.environ.get("GROUP_RANK", os.environ.get("SLURM_NODEID", "0")))
 
 
+def world_rank() -> int:
+    """This process's rank in the whole job (RANK, SLURM's SLURM_PROCID; 0 for a single process)."""
+    return int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
+
+
 def local_rank() -> int:
     """This process's index on its node (LOCAL_RANK; 0 for a single process)."""
     return int(os.environ.get("LOCAL_RANK", "0"))

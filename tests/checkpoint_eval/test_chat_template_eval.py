@@ -48,11 +48,13 @@ def test_chat_template_renders_prompts_and_changes_results(tiny_converted, tmp_p
         assert prompt.count("<|user|>") == 2 and prompt.count("<|assistant|>") == 2
         assert prompt.endswith("\nAnswer:\n<|assistant|>")
         # the model scored the templated prompt (the details' prompt is what it saw)
-        assert row["input_tokens"] + row["output_tokens"][0] == tiny_tokenizer()(prompt + row["choices"][0])["input_ids"]
+        scored = row["input_tokens"] + row["output_tokens"][0]
+        assert scored == tiny_tokenizer()(prompt + row["choices"][0])["input_ids"]
     assert all("<|" not in row["full_prompt"] for row in plain_rows)
     assert all(c["logprobs"] != p["logprobs"] for c, p in zip(chat_rows, plain_rows, strict=True))
 
-    chat_general, plain_general = _results(tmp_path / "chat")["config_general"], _results(tmp_path / "plain")["config_general"]
+    chat_general = _results(tmp_path / "chat")["config_general"]
+    plain_general = _results(tmp_path / "plain")["config_general"]
     assert chat_general["use_chat_template"] is True and chat_general["system_prompt"] == SYSTEM
     assert chat_general["chat_template_sha256"] == hashlib.sha256(TEMPLATE.encode()).hexdigest()
     assert (plain_general["use_chat_template"], plain_general["system_prompt"]) == (False, None)

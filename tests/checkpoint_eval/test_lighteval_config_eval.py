@@ -78,6 +78,23 @@ def test_lighteval_yaml_gives_the_results_of_the_equivalent_flags(tiny_converted
     assert not (tmp_path / "from_yaml" / "tensorboard").exists()  # push_to_tensorboard unset: no TensorBoard
 
 
+def test_continuations_start_space_from_the_yaml(tiny_converted, tmp_path):
+    """lighteval's multichoice_continuations_start_space: false scores each choice without its leading space."""
+    from tests.helpers.tiny_model import tiny_tokenizer
+
+    _, checkpoint = tiny_converted
+    config = _lighteval_yaml(tmp_path, parallelism={"tp": 1},
+                             tasks={"tasks": "lighteval|arc:easy|0", "multichoice_continuations_start_space": False})  # fmt: skip
+    done = _eval("--checkpoint-config-path", str(checkpoint / "config.yaml"), "--lighteval-config-path", str(config))
+    assert done.returncode == 0, done.stderr[-3000:]
+    (rows,) = read_details(next((tmp_path / "from_yaml" / "details").rglob("details_*.parquet")).parent).values()
+    tokenizer = tiny_tokenizer()
+    assert all(choice.startswith(" ") for row in rows for choice in row["choices"])  # as the task writes them
+    for row in rows:
+        for choice, continuation in zip(row["choices"], row["output_tokens"], strict=True):
+            assert row["input_tokens"] + continuation == tokenizer(row["full_prompt"] + choice.lstrip())["input_ids"]
+
+
 def test_a_field_that_cannot_be_honoured_is_one_error_line(tiny_converted, tmp_path):
     _, checkpoint = tiny_converted
     config = _lighteval_yaml(tmp_path, logging={"push_to_hub": True, "results_org": "me"})

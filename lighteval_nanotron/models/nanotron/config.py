@@ -75,6 +75,10 @@ class EngineConfig:
     """Tokenize context and continuation separately (True) or tokenize `context + continuation`
     and split at the context's token count (False, lighteval's default)."""
 
+    multichoice_continuations_start_space: bool | None = None
+    """Multiple choice, as lighteval's option of that name: True puts a space before each choice
+    that lacks one, False strips the leading whitespace of each, None scores choices as written."""
+
     add_special_tokens: bool = True
     """Let the tokenizer add its special tokens (e.g. BOS) to contexts."""
 

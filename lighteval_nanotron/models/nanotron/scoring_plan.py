@@ -112,6 +112,15 @@ def useful_tokens(sequences: Sequence[ScoredSequence]) -> int:
     return context + sum(s.token_length - (s.positions[0] + 1 if s.positions else s.token_length) for s in sequences)
 
 
+def start_space(choice: str, forced: bool | None) -> str:
+    """`choice` with its leading space forced on (True), off (False) or as written (None)."""
+    if forced is True and not choice.startswith(" "):
+        return " " + choice
+    if forced is False:
+        return choice.lstrip()
+    return choice
+
+
 def _choice_rows(
     tok: TokenizerAdapter,
     context: str,
@@ -124,6 +133,7 @@ def _choice_rows(
     """One sequence scoring each choice after `context` (sharing happens when rows are built);
     returns them, the context tokens, the continuation tokens, and the context tokens cut from
     the left."""
+    choices = [start_space(c, cfg.multichoice_continuations_start_space) for c in choices]
     pairs = [encode_pair(tok, context, c, cfg.add_special_tokens, cfg.pairwise_tokenization) for c in choices]
     rows, cut = [], 0
     for (ctx, cont), slot in zip(pairs, range(first_slot, first_slot + len(choices))):
