@@ -83,8 +83,8 @@ def test_continuations_start_space_from_the_yaml(tiny_converted, tmp_path):
     from tests.helpers.tiny_model import tiny_tokenizer
 
     _, checkpoint = tiny_converted
-    config = _lighteval_yaml(tmp_path, parallelism={"tp": 1},
-                             tasks={"tasks": "lighteval|arc:easy|0", "multichoice_continuations_start_space": False})  # fmt: skip
+    tasks = {"tasks": "lighteval|arc:easy|0", "multichoice_continuations_start_space": False}
+    config = _lighteval_yaml(tmp_path, parallelism={"tp": 1}, tasks=tasks)
     done = _eval("--checkpoint-config-path", str(checkpoint / "config.yaml"), "--lighteval-config-path", str(config))
     assert done.returncode == 0, done.stderr[-3000:]
     (rows,) = read_details(next((tmp_path / "from_yaml" / "details").rglob("details_*.parquet")).parent).values()
@@ -151,3 +151,30 @@ def test_lighteval_yaml_errors(tmp_path):
     (tmp_path / "no_tasks.yaml").write_text("logging: {output_dir: out}\n")
     with pytest.raises(ConfigError, match="No tasks: give --tasks, or tasks.tasks"):
         eval_config({"checkpoint": "x"}, None, str(tmp_path / "no_tasks.yaml"))
+
+
+def test_lighteval_sampling_fields_give_the_results_of_the_sampling_flags(request, tmp_path):
+    import dataclasses
+
+    from lighteval_nanotron.checkpoint_eval import CheckpointEvalConfig
+
+    if "generation" not in {f.name for f in dataclasses.fields(CheckpointEvalConfig)}:
+        pytest.skip("sampling generation is not in this tree (it comes with the generation settings)")
+    _, checkpoint = request.getfixturevalue("tiny_converted")
+    generative = str(Path(__file__).parent / "capitals_generative_tasks.py")
+    task = "custom|capitals_gen|0"
+    sampling = {"sampler": "top_k", "temperature": 0.8, "top_k": 20, "n_samples": 2, "seed": 3}
+    config = _lighteval_yaml(tmp_path, parallelism={"tp": 1}, tasks={"tasks": task, "custom_tasks": generative})
+    content = yaml.safe_load(config.read_text())
+    config.write_text(yaml.safe_dump({**content, "generation": sampling}))
+    done = _eval("--checkpoint-config-path", str(checkpoint / "config.yaml"), "--lighteval-config-path", str(config))
+    assert done.returncode == 0, done.stderr[-3000:]
+    common = [str(checkpoint), "--tasks", task, "--custom-tasks", generative, "--loggers", "json", "details"]
+    flags = _eval(*common, "--temperature", "0.8", "--top-k", "20", "--num-samples", "2", "--seed", "3",
+                  "--output-dir", str(tmp_path / "from_flags"))  # fmt: skip
+    assert flags.returncode == 0, flags.stderr[-3000:]
+    # the sampling flags' results: the YAML's sampler was applied (that sampling differs from greedy is tested there)
+    assert _results(tmp_path / "from_yaml")["results"] == _results(tmp_path / "from_flags")["results"]
+    yaml_details, flags_details = [read_details(next((tmp_path / out / "details").rglob("details_*.parquet")).parent)
+                                   for out in ("from_yaml", "from_flags")]  # fmt: skip
+    assert yaml_details == flags_details and len(yaml_details[task]) == 4
