@@ -59,3 +59,33 @@ def test_training_with_nanotron_section_evaluates(tmp_path):
     (results_file,) = (tmp_path / "eval" / "results").rglob("results_*.json")
     results = json.loads(results_file.read_text())["results"]
     assert set(results) == {CAPITALS, "all"} and set(results[CAPITALS]) == {"acc", "acc_stderr"}
+
+
+def test_nanotron_main_fields_map_onto_the_hook():
+    from lighteval_nanotron.hook.nanotron_lighteval_section import evaluation_from_nanotron_section
+
+    section = {"tasks": {"tasks": CAPITALS}, "eval_interval": 10, "upload_to_wandb": True, "wandb_project": "p",
+               "logging": {"push_results_to_tensorboard": True, "tensorboard_metric_prefix": "lighteval"}}  # fmt: skip
+    config = evaluation_from_nanotron_section(section)
+    assert (config.eval_interval, config.eval_at_checkpoints, config.eval_at_end) == (10, False, True)
+    assert config.loggers == ["json", "details", "tensorboard", "wandb", "log"]
+    assert (config.wandb_project, config.tensorboard_prefix) == ("p", "lighteval")
+
+
+def test_hub_pushes_are_refused_before_training():
+    from lighteval_nanotron.hook.nanotron_lighteval_section import evaluation_from_nanotron_section
+
+    with pytest.raises(ConfigError, match="logging.push_results_to_hub=True cannot be honoured"):
+        evaluation_from_nanotron_section({"tasks": {"tasks": CAPITALS}, "logging": {"push_results_to_hub": True}})
+
+
+def test_nanotron_sampler_maps_onto_the_hook_generation():
+    import dataclasses
+
+    from lighteval_nanotron.hook.config import EvaluationConfig
+    from lighteval_nanotron.hook.nanotron_lighteval_section import evaluation_from_nanotron_section
+
+    if "generation" not in {f.name for f in dataclasses.fields(EvaluationConfig)}:
+        pytest.skip("sampling generation is not in this tree (it comes with the generation settings)")
+    section = {"tasks": {"tasks": CAPITALS}, "generation": {"sampler": "top_p", "top_p": 0.8, "seed": 5}}
+    assert evaluation_from_nanotron_section(section).generation == {"temperature": 1.0, "top_p": 0.8, "seed": 5}
