@@ -173,5 +173,9 @@ def test_config_and_cli_validation(capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["eval", "ckpt/10", "--checkpoints-dir", "ckpts", "--tasks", "t"])
     with pytest.raises(SystemExit):
-        parser.parse_args(["eval", "--tasks", "t"])
+        parser.parse_args(["eval", "ckpt/10", "--checkpoint-config-path", "ckpt/10/config.yaml", "--tasks", "t"])
     capsys.readouterr()
+    from lighteval_nanotron.cli.main import main
+
+    assert main(["eval", "--tasks", "t", "--cpu"]) == 2  # no checkpoint: one error line, before any process group
+    assert capsys.readouterr().err.strip().startswith("error: Give exactly one of a checkpoint folder")
