@@ -18,8 +18,6 @@ from lighteval_nanotron.tracking.scalars import STDERR_SUFFIX
 
 logger = logging.getLogger(__name__)
 
-_STEP_FILE = re.compile(r"^results_(\d+)\.json$")
-
 # model -> task -> metric -> points sorted by step
 History = dict[str, dict[str, dict[str, list["CurvePoint"]]]]
 
@@ -32,11 +30,12 @@ class CurvePoint:
 
 
 def _step_of(path: Path, content: dict) -> int | None:
+    """`config_general.training_step`, else the step folder the file sits in (lighteval's
+    Nanotron layout, `results/<run>/<step>/results_<date>.json`)."""
     step = content.get("config_general", {}).get("training_step")
     if step is not None:
         return int(step)
-    match = _STEP_FILE.match(path.name)
-    return int(match.group(1)) if match else None
+    return int(path.parent.name) if path.parent.name.isdigit() else None
 
 
 def load_history(results_path: str | Path) -> History:
