@@ -38,6 +38,14 @@ def _step_of(path: Path, content: dict) -> int | None:
     return int(path.parent.name) if path.parent.name.isdigit() else None
 
 
+def _model_of(path: Path, content: dict, step: int) -> str:
+    """The model's name; lighteval's Nanotron runs name it `<run>/<step>`: the run is the model."""
+    name = content.get("config_general", {}).get("model_name")
+    if not name:
+        return path.parent.parent.name if path.parent.name == str(step) else path.parent.name
+    return name.removesuffix(f"/{step}") if "training_step" not in content.get("config_general", {}) else name
+
+
 def load_history(results_path: str | Path) -> History:
     """Every `results_*.json` under `results_path` (a file's folder, a model folder or a whole
     output folder), grouped by model, task and metric. Files without a training step are skipped."""
@@ -50,7 +58,7 @@ def load_history(results_path: str | Path) -> History:
         if step is None:
             logger.warning("Skipping %s: it records no training step", path)
             continue
-        model = content.get("config_general", {}).get("model_name") or path.parent.name
+        model = _model_of(path, content, step)
         for task, scores in content.get("results", {}).items():
             for metric, value in scores.items():
                 if metric.endswith(STDERR_SUFFIX) or not isinstance(value, (int, float)):
