@@ -104,7 +104,7 @@ def plot(output_dir: Path, model_name: str) -> Path:
 
 def print_summary(output_dir: Path, model_name: str, elapsed: float, overview: Path) -> None:
     from lighteval_nanotron.tracking import format_results_table
-    from lighteval_nanotron.tracking.paths import results_files_by_step
+    from lighteval_nanotron.tracking.paths import results_dir, results_files_by_step
 
     files = results_files_by_step(output_dir, model_name)
     runs = [json.loads(files[step].read_text()) for step in sorted(files)]
@@ -121,7 +121,8 @@ def print_summary(output_dir: Path, model_name: str, elapsed: float, overview: P
         metric = next(name for name in scores if not name.endswith("_stderr"))
         before = first["results"].get(task, {}).get(metric, float("nan"))
         print(f"  {task:<28} {metric:<4} {before:.2f} -> {scores[metric]:.2f}")
-    print(f"\nResults: {files[-1].parent}\nTensorBoard: tensorboard --logdir {output_dir / 'tensorboard'}")
+    print(f"\nResults: {results_dir(output_dir, model_name)}")
+    print(f"TensorBoard: tensorboard --logdir {output_dir / 'tensorboard'}")
     print(f"Overview plot: {overview}")
 
 
