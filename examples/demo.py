@@ -15,8 +15,8 @@ piqa, hellaswag), which a model this small leaves at chance. Then it prints the 
 writes one overview PNG: per task its metric against the training step, with the stderr band and
 the chance level, and the training loss beside them. Everything lands in the run folder:
 
-    eval/results/<project>/<run>/results_<step>.json   lighteval-format results, with step and tokens
-    eval/details/<project>/<run>/<step>/*.parquet      per-sample details
+    eval/results/<project>/<run>/<step>/results_<date>.json   lighteval-format results, with step and tokens
+    eval/details/<project>/<run>/<step>/<date>/*.parquet      per-sample details
     eval/training/<project>/<run>/loss.jsonl           the training loss at Nanotron's logging interval
     eval/tensorboard/                                  `eval/<task>/<metric>` scalars
     eval/plots/overview.png                            the overview image
@@ -104,10 +104,10 @@ def plot(output_dir: Path, model_name: str) -> Path:
 
 def print_summary(output_dir: Path, model_name: str, elapsed: float, overview: Path) -> None:
     from lighteval_nanotron.tracking import format_results_table
-    from lighteval_nanotron.tracking.paths import results_dir
+    from lighteval_nanotron.tracking.paths import results_dir, results_files_by_step
 
-    files = sorted(results_dir(output_dir, model_name).glob("results_*.json"), key=lambda p: int(p.stem.split("_")[1]))
-    runs = [json.loads(path.read_text()) for path in files]
+    files = results_files_by_step(output_dir, model_name)
+    runs = [json.loads(files[step].read_text()) for step in sorted(files)]
     steps = [content["config_general"]["training_step"] for content in runs]
     print(f"\nTraining + evaluation took {elapsed:.0f}s; evaluated at steps {steps}.")
     if not runs:
@@ -121,7 +121,8 @@ def print_summary(output_dir: Path, model_name: str, elapsed: float, overview: P
         metric = next(name for name in scores if not name.endswith("_stderr"))
         before = first["results"].get(task, {}).get(metric, float("nan"))
         print(f"  {task:<28} {metric:<4} {before:.2f} -> {scores[metric]:.2f}")
-    print(f"\nResults: {files[-1].parent}\nTensorBoard: tensorboard --logdir {output_dir / 'tensorboard'}")
+    print(f"\nResults: {results_dir(output_dir, model_name)}")
+    print(f"TensorBoard: tensorboard --logdir {output_dir / 'tensorboard'}")
     print(f"Overview plot: {overview}")
 
 

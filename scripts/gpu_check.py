@@ -163,10 +163,12 @@ def read_run(output_dir: Path) -> dict[str, Any]:
     """The results (metrics per task) and details (per task, rows by doc id) an evaluation wrote."""
     import pyarrow.parquet as pq
 
+    from lighteval_nanotron.tracking import details_task_name
+
     (results_file,) = output_dir.glob("results/**/results_*.json")
     (details_dir,) = {f.parent for f in output_dir.glob("details/**/details_*.parquet")}
     details = {
-        f.stem.removeprefix("details_"): {row["doc_id"]: row for row in pq.read_table(f).to_pylist()}
+        details_task_name(f): {row["doc_id"]: row for row in pq.read_table(f).to_pylist()}
         for f in sorted(details_dir.glob("details_*.parquet"))
     }
     return {"results": json.loads(results_file.read_text())["results"], "details": details}
@@ -195,7 +197,7 @@ def compare(reference: dict[str, Any], run: dict[str, Any], tolerance: float, ac
         for doc_id, ref in ref_rows.items():
             got = rows[doc_id]
             if ref["logprobs"]:
-                if len(got["logprobs"]) != len(ref["logprobs"]) or got["output_tokens"] != ref["output_tokens"]:
+                if len(got["logprobs"]) != len(ref["logprobs"]) or got["cont_tokens"] != ref["cont_tokens"]:
                     failures.append(f"{label}: {task} doc {doc_id}: not the same continuations")
                     continue
                 worst = max(worst, max(abs(a - b) for a, b in zip(got["logprobs"], ref["logprobs"])))

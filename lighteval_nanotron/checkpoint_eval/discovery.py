@@ -35,6 +35,8 @@ class CheckpointInfo:
     for a checkpoint that does not come from training (e.g. a converted model)."""
     consumed_tokens: int | None = None
     """Training tokens seen (`consumed_train_samples` x `tokens.sequence_length`), when recorded."""
+    consumed_train_samples: int | None = None
+    """Training samples seen (the checkpoint metadata's `consumed_train_samples`), when recorded."""
 
 
 def _read_metas(path: Path) -> dict[str, Any]:
@@ -60,7 +62,7 @@ def checkpoint_info(path: str | Path) -> CheckpointInfo:
     samples = metas.get("consumed_train_samples")
     sequence_length = (read_training_config(path).get("tokens") or {}).get("sequence_length")
     tokens = int(samples) * int(sequence_length) if samples is not None and sequence_length else None
-    return CheckpointInfo(path, None if step is None else int(step), tokens)
+    return CheckpointInfo(path, None if step is None else int(step), tokens, None if samples is None else int(samples))
 
 
 def find_checkpoints(checkpoints_dir: str | Path) -> list[CheckpointInfo]:
@@ -76,7 +78,7 @@ def find_checkpoints(checkpoints_dir: str | Path) -> list[CheckpointInfo]:
             )
             continue
         info = checkpoint_info(folder)
-        found.append(CheckpointInfo(folder, int(folder.name), info.consumed_tokens))
+        found.append(CheckpointInfo(folder, int(folder.name), info.consumed_tokens, info.consumed_train_samples))
     if not found:
         raise CheckpointError(
             f"No checkpoint in {root}: expected numbered step folders (e.g. {root}/1000/) holding "

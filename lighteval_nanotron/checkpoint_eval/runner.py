@@ -305,7 +305,9 @@ class CheckpointEvaluator:
         load_s: float,
         on_result: Callable[[EvaluationResult], None] | None,
     ) -> EvaluationResult | None:
-        result = pipeline.run(step=info.step, consumed_tokens=info.consumed_tokens)
+        result = pipeline.run(
+            step=info.step, consumed_tokens=info.consumed_tokens, consumed_train_samples=info.consumed_train_samples
+        )
         if result is None:
             return None
         result.extra_config.update(

@@ -17,8 +17,9 @@ Usage:
         --lighteval-config-path eval.yaml
 
 tp x pp x dp must equal the number of processes. Results go to
-<output-dir>/results/<model>/results_<step>.json and details/<model>/<step>/details_<task>.parquet,
-as with the training hook. See docs/eval.md.
+<output-dir>/results/<model>/<step>/results_<date>.json and
+details/<model>/<step>/<date>/details_<task>_<date>.parquet (lighteval's layout), as with the
+training hook. See docs/eval.md and docs/tracking.md.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Usage:
     lighteval-nanotron plot eval_results/results/my-run --grid --tasks "lighteval|arc:easy|0" --metrics acc
 
 RESULTS is an output folder, a `results/<model>` folder or one results file; every
-`results_<step>.json` found below it is one point. One PNG per task (a panel per metric), or a
+`results_*.json` with a training step found below it is one point. One PNG per task (a panel per metric), or a
 single grid with --grid; each model is a line, the band is ± one standard error.
 """
 

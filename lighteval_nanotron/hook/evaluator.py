@@ -32,12 +32,16 @@ def default_model_name(trainer: Any) -> str:
     return f"{general.project}/{general.run}" if general.run else str(general.project)
 
 
-def consumed_tokens(trainer: Any, moment: Moment) -> int:
-    """Tokens trained on so far. In `post_train_step` the trainer has not yet counted the step."""
+def consumed_samples(trainer: Any, moment: Moment) -> int:
+    """Samples trained on so far. In `post_train_step` the trainer has not yet counted the step."""
     samples = trainer.consumed_train_samples
     if moment is Moment.STEP:
         samples += trainer.global_batch_size
-    return int(samples * trainer.config.tokens.sequence_length)
+    return int(samples)
+
+
+def consumed_tokens(trainer: Any, moment: Moment) -> int:
+    return consumed_samples(trainer, moment) * int(trainer.config.tokens.sequence_length)
 
 
 class TrainingEvaluator:
@@ -170,9 +174,9 @@ class TrainingEvaluator:
         if self.pipeline is None or not self.schedule.wants(moment, step):
             return
         self.schedule.mark(step)
-        self.evaluate(trainer, step, consumed_tokens(trainer, moment))
+        self.evaluate(trainer, step, consumed_tokens(trainer, moment), consumed_samples(trainer, moment))
 
-    def evaluate(self, trainer: Any, step: int, tokens: int) -> None:
+    def evaluate(self, trainer: Any, step: int, tokens: int, samples: Optional[int] = None) -> None:
         """Evaluate now (collective), write the results, agree on the outcome; raise only if asked to."""
         world = trainer.parallel_context.world_pg
         started = time.perf_counter()
@@ -181,7 +185,7 @@ class TrainingEvaluator:
         with bounded_collectives(trainer.parallel_context, self.config.failure_timeout_s):
             try:
                 with preserve_training_state(trainer.model, getattr(trainer, "random_states", None)):
-                    result = self.pipeline.run(step=step, consumed_tokens=tokens)
+                    result = self.pipeline.run(step=step, consumed_tokens=tokens, consumed_train_samples=samples)
                 if result is not None:
                     self.loggers.log(result)
                     raise_for_failed_tasks(result)

@@ -57,6 +57,7 @@ def evaluate(
     loggers: Sequence[str] = ("json", "details"),
     step: int | None = None,
     consumed_tokens: int | None = None,
+    consumed_train_samples: int | None = None,
     engine_config: Any = None,
     bootstrap_iters: int | None = None,
 ) -> EvaluationResult | None:
@@ -72,7 +73,7 @@ def evaluate(
         model_name=model_name,
         bootstrap_iters=bootstrap_iters,
     )
-    result = pipeline.run(step=step, consumed_tokens=consumed_tokens)
+    result = pipeline.run(step=step, consumed_tokens=consumed_tokens, consumed_train_samples=consumed_train_samples)
     if result is not None and output_dir is not None:
         from lighteval_nanotron.tracking import TrackingConfig, format_results_table
 

@@ -199,7 +199,9 @@ class EvaluationPipeline:
             show_progress=show_progress,
         )
 
-    def run(self, step: int | None = None, consumed_tokens: int | None = None) -> EvaluationResult | None:
+    def run(
+        self, step: int | None = None, consumed_tokens: int | None = None, consumed_train_samples: int | None = None
+    ) -> EvaluationResult | None:
         """Evaluate the model as it is now. Every rank must call this (the model's forwards are
         collective); the reporting rank gets the `EvaluationResult`, the others None."""
         start_time, start = time.time(), time.perf_counter()
@@ -239,6 +241,7 @@ class EvaluationPipeline:
             end_time=start_time + wall_time,
             step=step,
             consumed_tokens=consumed_tokens,
+            consumed_train_samples=consumed_train_samples,
             max_samples=self.max_samples,
             failed_tasks={name: failed[name] for name in self.tasks if name in failed},
             extra_config=dict(self.prompt_settings),

@@ -61,6 +61,7 @@ class EvaluationResult:
     end_time: float
     step: int | None = None
     consumed_tokens: int | None = None
+    consumed_train_samples: int | None = None
     max_samples: int | None = None
     extra_config: dict[str, Any] = field(default_factory=dict)
     failed_tasks: dict[str, str] = field(default_factory=dict)
@@ -74,15 +75,27 @@ class EvaluationResult:
 
     @property
     def config_general(self) -> dict[str, Any]:
+        """lighteval's `config_general` keys (None where this project has no such value), ours,
+        and `config.general.step` / `consumed_train_samples` where lighteval's Nanotron runs kept
+        the training config (Nanotron's `scripts/log_lighteval_to_wandb.py` reads them)."""
         return {
-            "lighteval_nanotron_version": __version__,
-            "model_name": self.model_name,
-            "training_step": self.step,
-            "consumed_tokens": self.consumed_tokens,
+            "lighteval_sha": None,
+            "num_fewshot_seeds": 1,
             "max_samples": self.max_samples,
+            "job_id": None,
             "start_time": self.start_time,
             "end_time": self.end_time,
             "total_evaluation_time_secondes": str(self.wall_time_s),
+            "model_name": self.model_name,
+            "model_sha": None,
+            "model_dtype": None,
+            "model_size": None,
+            "generation_parameters": {},
+            "config": {"general": {"step": self.step, "consumed_train_samples": self.consumed_train_samples}},
+            "lighteval_nanotron_version": __version__,
+            "training_step": self.step,
+            "consumed_tokens": self.consumed_tokens,
+            "consumed_train_samples": self.consumed_train_samples,
             "wall_time_s": self.wall_time_s,
             **self.extra_config,
         }

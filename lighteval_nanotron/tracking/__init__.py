@@ -8,13 +8,18 @@ from lighteval_nanotron.tracking.container import LoggerContainer
 from lighteval_nanotron.tracking.details_logger import DetailsParquetLogger, details_table
 from lighteval_nanotron.tracking.json_logger import ResultsJsonLogger, results_to_json
 from lighteval_nanotron.tracking.paths import (
+    date_id,
     details_dir,
     details_path,
+    details_task_name,
     evaluated_steps,
     evaluated_tasks_by_step,
     results_dir,
+    results_files_by_step,
     results_path,
-    run_id,
+    run_date_id,
+    step_details_dir,
+    step_results_file,
 )
 from lighteval_nanotron.tracking.scalars import result_scalars
 from lighteval_nanotron.tracking.table import format_results_table
@@ -29,15 +34,20 @@ __all__ = [
     "TrackingConfig",
     "atomic_write",
     "atomic_write_text",
+    "date_id",
     "details_dir",
     "details_path",
+    "details_task_name",
     "details_table",
     "evaluated_steps",
     "evaluated_tasks_by_step",
     "format_results_table",
     "result_scalars",
     "results_dir",
+    "results_files_by_step",
     "results_path",
     "results_to_json",
-    "run_id",
+    "run_date_id",
+    "step_details_dir",
+    "step_results_file",
 ]

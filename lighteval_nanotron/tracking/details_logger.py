@@ -1,4 +1,11 @@
-"""Per-sample details as Parquet: one file per task, one row per (doc, sampling method)."""
+"""Per-sample details as Parquet: one file per task, one row per (doc, sampling method).
+
+Columns carry lighteval 0.10's names where they mean the same (`example`, `full_prompt`,
+`choices`, `gold`, `gold_index`, `predictions`, `input_tokens`, `cont_tokens`, `truncated`,
+`padded`, `metrics`), plus this project's own (`task_name`, `doc_id`, `sampling_method`,
+`logprobs`, `argmax_logits_eq_gold`, `unconditioned_logprobs`). Each row is one model response:
+`truncated` and `padded` are lighteval's one-entry-per-response lists.
+"""
 
 from __future__ import annotations
 
@@ -18,26 +25,26 @@ from lighteval_nanotron.tracking.paths import details_path
 
 logger = logging.getLogger(__name__)
 
-_FIXED_SCHEMA = pa.schema(
-    [
-        ("task_name", pa.string()),
-        ("doc_id", pa.string()),
-        ("sampling_method", pa.string()),
-        ("query", pa.string()),
-        ("full_prompt", pa.string()),
-        ("choices", pa.list_(pa.string())),
-        ("gold_index", pa.list_(pa.int64())),
-        ("gold", pa.list_(pa.string())),
-        ("predictions", pa.list_(pa.string())),
-        ("logprobs", pa.list_(pa.float64())),
-        ("argmax_logits_eq_gold", pa.list_(pa.bool_())),
-        ("unconditioned_logprobs", pa.list_(pa.float64())),
-        ("input_tokens", pa.list_(pa.int64())),
-        ("output_tokens", pa.list_(pa.list_(pa.int64()))),
-        ("truncated_tokens_count", pa.int64()),
-        ("padded_tokens_count", pa.int64()),
-    ]
-)
+# (column, type, the SampleDetail field it holds)
+_FIXED_COLUMNS = [
+    ("task_name", pa.string(), "task_name"),
+    ("doc_id", pa.string(), "doc_id"),
+    ("sampling_method", pa.string(), "sampling_method"),
+    ("example", pa.string(), "query"),
+    ("full_prompt", pa.string(), "full_prompt"),
+    ("choices", pa.list_(pa.string()), "choices"),
+    ("gold_index", pa.list_(pa.int64()), "gold_index"),
+    ("gold", pa.list_(pa.string()), "gold"),
+    ("predictions", pa.list_(pa.string()), "predictions"),
+    ("logprobs", pa.list_(pa.float64()), "logprobs"),
+    ("argmax_logits_eq_gold", pa.list_(pa.bool_()), "argmax_logits_eq_gold"),
+    ("unconditioned_logprobs", pa.list_(pa.float64()), "unconditioned_logprobs"),
+    ("input_tokens", pa.list_(pa.int64()), "input_tokens"),
+    ("cont_tokens", pa.list_(pa.list_(pa.int64())), "output_tokens"),
+    ("truncated", pa.list_(pa.int64()), "truncated_tokens_count"),
+    ("padded", pa.list_(pa.int64()), "padded_tokens_count"),
+]
+_PER_RESPONSE = {"truncated", "padded"}
 
 
 def _is_scalar_number(value: Any) -> bool:
@@ -63,13 +70,16 @@ def _metrics_column(rows: list[dict[str, Any]]) -> pa.Array:
 def details_table(details: list[SampleDetail]) -> pa.Table:
     """The Parquet table of one task's details (fixed columns plus a `metrics` struct)."""
     records = [detail.to_dict() for detail in details]
-    columns = {field.name: pa.array([record[field.name] for record in records], field.type) for field in _FIXED_SCHEMA}
+    columns = {
+        column: pa.array([[r[key]] if column in _PER_RESPONSE else r[key] for r in records], kind)
+        for column, kind, key in _FIXED_COLUMNS
+    }
     columns["metrics"] = _metrics_column([record["metrics"] for record in records])
     return pa.table(columns)
 
 
 class DetailsParquetLogger(EvaluationLogger):
-    """Writes `<output_dir>/details/<model_name>/<step or timestamp>/details_<task>.parquet`."""
+    """Writes `<output_dir>/details/<model_name>/<step>/<date_id>/details_<task>_<date_id>.parquet`."""
 
     def __init__(self, output_dir: str | Path) -> None:
         self.output_dir = Path(output_dir)

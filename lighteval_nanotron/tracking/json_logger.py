@@ -54,7 +54,7 @@ def _read_earlier(path: Path) -> dict[str, Any] | None:
 
 
 class ResultsJsonLogger(EvaluationLogger):
-    """Writes `<output_dir>/results/<model_name>/results_<step or timestamp>.json`."""
+    """Writes `<output_dir>/results/<model_name>/<step>/results_<date_id>.json` (see `paths`)."""
 
     def __init__(self, output_dir: str | Path) -> None:
         self.output_dir = Path(output_dir)

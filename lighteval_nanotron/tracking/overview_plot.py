@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from lighteval_nanotron.tracking.paths import results_dir, safe_relative_path
+from lighteval_nanotron.tracking.paths import results_dir, step_details_dir, step_details_root
 from lighteval_nanotron.tracking.plot import History, _new_figure, load_history
 from lighteval_nanotron.tracking.training_loss import read_training_loss, training_loss_path
 
@@ -23,15 +23,14 @@ OVERVIEW_NAME = "overview.png"
 
 def chance_levels(output_dir: str | Path, model_name: str) -> Chance:
     """Chance of `acc*` metrics for the multiple-choice tasks of a run: the mean of 1 / choices
-    over the docs of its first details step (`<output_dir>/details/<model>/<step>/`)."""
+    over the docs of its first details step (`<output_dir>/details/<model>/<step>/<date_id>/`)."""
     import pyarrow.parquet as pq
 
-    root = Path(output_dir) / "details" / safe_relative_path(model_name)
-    steps = (
-        sorted((folder for folder in root.iterdir() if folder.is_dir()), key=lambda f: f.name) if root.is_dir() else []
-    )
+    root = step_details_root(output_dir, model_name, None)
+    steps = sorted(int(f.name) for f in root.iterdir() if f.is_dir() and f.name.isdigit()) if root.is_dir() else []
+    folder = step_details_dir(output_dir, model_name, steps[0]) if steps else None
     chance: Chance = {}
-    for path in sorted(steps[0].glob("details_*.parquet")) if steps else []:
+    for path in sorted(folder.glob("details_*.parquet")) if folder is not None else []:
         table = pq.read_table(path, columns=["task_name", "sampling_method", "choices"]).to_pylist()
         scored = [row for row in table if "LOGPROB" in str(row["sampling_method"]).upper() and row["choices"]]
         if scored:

@@ -1,9 +1,15 @@
 """Where results and details live under an output folder, and which steps are already there.
 
-Layout (lighteval's, with the training step as the run id when there is one):
+Layout: lighteval's, with the model named `<model_name>/<step>` as lighteval's Nanotron entry
+point names it when there is a training step (see docs/tracking.md):
 
-    <output_dir>/results/<model_name>/results_<step or timestamp>.json
-    <output_dir>/details/<model_name>/<step or timestamp>/details_<task>.parquet
+    <output_dir>/results/<model_name>/<step>/results_<date_id>.json
+    <output_dir>/details/<model_name>/<step>/<date_id>/details_<task>_<date_id>.parquet
+
+and without a step `results/<model_name>/results_<date_id>.json`,
+`details/<model_name>/<date_id>/details_<task>_<date_id>.parquet`. The `date_id` is the start
+time of the step's first evaluation (`2024-12-02T16-12-00.123456`): a later evaluation of the
+same step writes into the same files, so each step has one results file and one details folder.
 """
 
 from __future__ import annotations
@@ -15,14 +21,12 @@ from pathlib import Path
 
 from lighteval_nanotron.pipeline.result import EvaluationResult
 
-_STEP_FILE = re.compile(r"^results_(\d+)\.json$")
+_RESULTS_FILE = re.compile(r"^results_(.+)\.json$")
 
 
-def run_id(result: EvaluationResult) -> str:
-    """The training step when known, else the start time as a filesystem-safe ISO timestamp."""
-    if result.step is not None:
-        return str(result.step)
-    return datetime.fromtimestamp(result.start_time).isoformat().replace(":", "-")
+def date_id(timestamp: float) -> str:
+    """A time as lighteval names its runs: local ISO time with `:` replaced by `-`."""
+    return datetime.fromtimestamp(timestamp).isoformat().replace(":", "-")
 
 
 def safe_relative_path(name: str) -> Path:
@@ -41,19 +45,89 @@ def safe_file_component(name: str) -> str:
 
 
 def results_dir(output_dir: str | Path, model_name: str) -> Path:
+    """`<output_dir>/results/<model_name>`: the step folders (and step-less results files)."""
     return Path(output_dir) / "results" / safe_relative_path(model_name)
 
 
+def step_results_dir(output_dir: str | Path, model_name: str, step: int | None) -> Path:
+    folder = results_dir(output_dir, model_name)
+    return folder if step is None else folder / str(step)
+
+
+def step_details_root(output_dir: str | Path, model_name: str, step: int | None) -> Path:
+    folder = Path(output_dir) / "details" / safe_relative_path(model_name)
+    return folder if step is None else folder / str(step)
+
+
+def _results_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.is_file() and _RESULTS_FILE.match(p.name))
+
+
+def step_results_file(output_dir: str | Path, model_name: str, step: int) -> Path | None:
+    """The results file of a training step (the latest by date when a copy left several), if any."""
+    files = _results_files(step_results_dir(output_dir, model_name, step))
+    return files[-1] if files else None
+
+
+def step_details_dir(output_dir: str | Path, model_name: str, step: int) -> Path | None:
+    """The details folder of a training step (the latest by date), if any."""
+    root = step_details_root(output_dir, model_name, step)
+    folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    return folders[-1] if folders else None
+
+
+def run_date_id(output_dir: str | Path, result: EvaluationResult) -> str:
+    """The date id `result` is written under: the step's existing one, else its start time."""
+    if result.step is not None:
+        existing = step_results_file(output_dir, result.model_name, result.step)
+        if existing is not None:
+            return _RESULTS_FILE.match(existing.name).group(1)
+        details = step_details_dir(output_dir, result.model_name, result.step)
+        if details is not None:
+            return details.name
+    return date_id(result.start_time)
+
+
 def results_path(output_dir: str | Path, result: EvaluationResult) -> Path:
-    return results_dir(output_dir, result.model_name) / f"results_{run_id(result)}.json"
+    folder = step_results_dir(output_dir, result.model_name, result.step)
+    return folder / f"results_{run_date_id(output_dir, result)}.json"
 
 
 def details_dir(output_dir: str | Path, result: EvaluationResult) -> Path:
-    return Path(output_dir) / "details" / safe_relative_path(result.model_name) / run_id(result)
+    return step_details_root(output_dir, result.model_name, result.step) / run_date_id(output_dir, result)
 
 
 def details_path(output_dir: str | Path, result: EvaluationResult, task_name: str) -> Path:
-    return details_dir(output_dir, result) / f"details_{safe_file_component(task_name)}.parquet"
+    folder = details_dir(output_dir, result)
+    return folder / f"details_{safe_file_component(task_name)}_{folder.name}.parquet"
+
+
+def details_task_name(path: str | Path) -> str:
+    """The task of a details file (`details_<task>_<date_id>.parquet` in its `<date_id>` folder)."""
+    path = Path(path)
+    return path.stem.removeprefix("details_").removesuffix(f"_{path.parent.name}")
+
+
+def results_files_by_step(output_dir: str | Path, model_name: str) -> dict[int, Path]:
+    """`{step: results file}` of the training steps written for `model_name`."""
+    folder = results_dir(output_dir, model_name)
+    found: dict[int, Path] = {}
+    for step_folder in folder.iterdir() if folder.is_dir() else []:
+        if step_folder.is_dir() and step_folder.name.isdigit():
+            files = _results_files(step_folder)
+            if files:
+                found[int(step_folder.name)] = files[-1]
+    return found
+
+
+def _parsed(path: Path) -> dict | None:
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return content if isinstance(content, dict) else None
 
 
 def evaluated_tasks_by_step(output_dir: str | Path, model_name: str) -> dict[int, set[tuple[str, int | None]]]:
@@ -62,40 +136,17 @@ def evaluated_tasks_by_step(output_dir: str | Path, model_name: str) -> dict[int
     pair is there. Files that do not parse as JSON count as nothing done."""
     from lighteval_nanotron.tracking.results_file import evaluated_tasks
 
-    folder = results_dir(output_dir, model_name)
     done: dict[int, set[tuple[str, int | None]]] = {}
-    if not folder.is_dir():
-        return done
-    for path in folder.iterdir():
-        match = _STEP_FILE.match(path.name)
-        if match is None:
-            continue
-        try:
-            content = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(content, dict):
-            done[int(match.group(1))] = evaluated_tasks(content)
+    for step, path in results_files_by_step(output_dir, model_name).items():
+        content = _parsed(path)
+        if content is not None:
+            done[step] = evaluated_tasks(content)
     return done
 
 
 def evaluated_steps(output_dir: str | Path, model_name: str) -> set[int]:
     """Training steps that already have a complete results file for `model_name`.
 
-    A restarted training run calls this once to skip steps it evaluated before the restart.
     Files that do not parse as JSON are ignored (they cannot come from our atomic writer).
     """
-    folder = results_dir(output_dir, model_name)
-    if not folder.is_dir():
-        return set()
-    steps = set()
-    for path in folder.iterdir():
-        match = _STEP_FILE.match(path.name)
-        if match is None:
-            continue
-        try:
-            json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        steps.add(int(match.group(1)))
-    return steps
+    return {step for step, path in results_files_by_step(output_dir, model_name).items() if _parsed(path) is not None}

@@ -18,8 +18,6 @@ from lighteval_nanotron.tracking.scalars import STDERR_SUFFIX
 
 logger = logging.getLogger(__name__)
 
-_STEP_FILE = re.compile(r"^results_(\d+)\.json$")
-
 # model -> task -> metric -> points sorted by step
 History = dict[str, dict[str, dict[str, list["CurvePoint"]]]]
 
@@ -32,11 +30,20 @@ class CurvePoint:
 
 
 def _step_of(path: Path, content: dict) -> int | None:
+    """`config_general.training_step`, else the step folder the file sits in (lighteval's
+    Nanotron layout, `results/<run>/<step>/results_<date>.json`)."""
     step = content.get("config_general", {}).get("training_step")
     if step is not None:
         return int(step)
-    match = _STEP_FILE.match(path.name)
-    return int(match.group(1)) if match else None
+    return int(path.parent.name) if path.parent.name.isdigit() else None
+
+
+def _model_of(path: Path, content: dict, step: int) -> str:
+    """The model's name; lighteval's Nanotron runs name it `<run>/<step>`: the run is the model."""
+    name = content.get("config_general", {}).get("model_name")
+    if not name:
+        return path.parent.parent.name if path.parent.name == str(step) else path.parent.name
+    return name.removesuffix(f"/{step}") if "training_step" not in content.get("config_general", {}) else name
 
 
 def load_history(results_path: str | Path) -> History:
@@ -51,7 +58,7 @@ def load_history(results_path: str | Path) -> History:
         if step is None:
             logger.warning("Skipping %s: it records no training step", path)
             continue
-        model = content.get("config_general", {}).get("model_name") or path.parent.name
+        model = _model_of(path, content, step)
         for task, scores in content.get("results", {}).items():
             for metric, value in scores.items():
                 if metric.endswith(STDERR_SUFFIX) or not isinstance(value, (int, float)):

@@ -2,7 +2,7 @@
 
 A step is evaluated per (task with its few-shot count, max_samples): a later run with other tasks
 adds them to the step's file, and a task evaluated again replaces only its own entries. The
-`all` average is recomputed over the merged tasks. Non-finite numbers (a NaN standard error of a
+`all` average and `summary_general` are recomputed over the merged tasks. Non-finite numbers (a NaN standard error of a
 one-doc task, say) are written as `null` and listed under `config_general.non_finite_values`, so
 strict JSON parsers read the file.
 """
@@ -15,6 +15,7 @@ from typing import Any
 
 from lighteval_nanotron.metrics import average_over_tasks
 from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY
+from lighteval_nanotron.pipeline.summary import general_summary
 
 PER_TASK_SECTIONS = ("results", "versions", "config_tasks", "summary_tasks")
 MAX_SAMPLES_BY_TASK = "max_samples_by_task"
@@ -54,6 +55,8 @@ def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any
     merged["config_general"] = {**(new.get("config_general") or {}), MAX_SAMPLES_BY_TASK: samples}
     task_results = {task: scores for task, scores in merged["results"].items() if isinstance(scores, dict)}
     merged["results"] = {**task_results, ALL_TASKS_KEY: average_over_tasks(_as_numbers(task_results))}
+    summaries = {task: summary for task, summary in merged["summary_tasks"].items() if isinstance(summary, dict)}
+    merged["summary_general"] = general_summary(summaries)
     return merged
 
 

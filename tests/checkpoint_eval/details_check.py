@@ -6,14 +6,15 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from lighteval_nanotron.tracking import details_task_name
 from tests.checkpoint_eval.tiny_hf import transformers_logprob
 
 
 def read_details(details_dir: Path) -> dict[str, list[dict]]:
-    """{task: rows} of every details_<task>.parquet in one step's details folder."""
-    files = sorted(Path(details_dir).glob("details_*.parquet"))
+    """{task: rows} of every details_<task>_<date>.parquet in one step's details folder."""
+    files = sorted(Path(details_dir).rglob("details_*.parquet"))
     assert files, f"no details in {details_dir}"
-    return {f.stem.removeprefix("details_"): pq.read_table(f).to_pylist() for f in files}
+    return {details_task_name(f): pq.read_table(f).to_pylist() for f in files}
 
 
 def max_logprob_difference(model, details: dict[str, list[dict]], tokenizer=None) -> float:
@@ -23,9 +24,9 @@ def max_logprob_difference(model, details: dict[str, list[dict]], tokenizer=None
     worst = 0.0
     for rows in details.values():
         for row in rows:
-            assert row["truncated_tokens_count"] == 0
-            assert len(row["logprobs"]) == len(row["choices"]) == len(row["output_tokens"])
-            scored = zip(row["choices"], row["output_tokens"], row["logprobs"], strict=True)
+            assert row["truncated"] == [0]
+            assert len(row["logprobs"]) == len(row["choices"]) == len(row["cont_tokens"])
+            scored = zip(row["choices"], row["cont_tokens"], row["logprobs"], strict=True)
             for choice, continuation, logprob in scored:
                 if tokenizer is not None:
                     assert row["input_tokens"] + continuation == tokenizer(row["full_prompt"] + choice)["input_ids"]

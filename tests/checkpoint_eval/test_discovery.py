@@ -56,7 +56,7 @@ def test_checkpoint_info_reads_step_and_consumed_tokens(tmp_path):
         {"last_train_step": 300, "consumed_train_samples": 1200},
         {"tokens": {"sequence_length": 256}},
     )
-    assert checkpoint_info(trained) == CheckpointInfo(trained, 300, 1200 * 256)
+    assert checkpoint_info(trained) == CheckpointInfo(trained, 300, 1200 * 256, 1200)
     assert checkpoint_info(_checkpoint(tmp_path / "45")).step == 45
     converted = _checkpoint(tmp_path / "smollm2", config={"tokens": None})
     assert checkpoint_info(converted) == CheckpointInfo(converted, None, None)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from lighteval_nanotron.parallel.distributed import free_loopback_port
+from lighteval_nanotron.tracking import results_files_by_step
 from tests.checkpoint_eval.details_check import max_logprob_difference, read_details
 from tests.helpers.distributed import run_distributed
 from tests.helpers.tiny_model import tiny_tokenizer
@@ -56,7 +57,7 @@ def test_torchrun_tp2_matches_transformers(tiny_converted, tmp_path):
     done = subprocess.run(command, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("| lighteval|arc:easy|0") == 2  # one table (acc, acc_norm), from one rank
-    (results_file,) = (tmp_path / "out" / "results" / "converted" / "nanotron").glob("results_*.json")
+    (results_file,) = (tmp_path / "out" / "results" / "converted" / "nanotron").rglob("results_*.json")
     results = json.loads(results_file.read_text())
     assert set(results["results"]) == {"lighteval|arc:easy|0", "leaderboard|mmlu:abstract_algebra|0", "all"}
     assert results["config_general"]["parallelism"] == {"tp": 2, "pp": 1, "dp": 1}
@@ -129,7 +130,7 @@ def test_backfill_evaluates_missing_steps_in_order_and_reloads_weights(tiny_conv
     (model_a, checkpoint_a), (model_b, checkpoint_b) = tiny_converted, tiny_converted_other
     run = _write_run(tmp_path, {30: checkpoint_b, 10: checkpoint_a, 20: checkpoint_a})
     out = tmp_path / "out"
-    done_file = out / "results" / "tiny" / "results_10.json"
+    done_file = out / "results" / "tiny" / "10" / "results_2024-01-01T00-00-00.json"
     done_file.parent.mkdir(parents=True)
     done = {"config_general": {"max_samples": 4}, "results": {task: {"acc": 0.5} for task in TASKS.split(",")}}
     done_file.write_text(json.dumps(done))  # every task at this max_samples: step 10 is done
@@ -138,17 +139,14 @@ def test_backfill_evaluates_missing_steps_in_order_and_reloads_weights(tiny_conv
 
     assert run_distributed(_cli_main, 2, argv, timeout=240) == [0, 0]
     assert json.loads(done_file.read_text()) == done
-    assert sorted(p.name for p in done_file.parent.iterdir()) == [
-        "results_10.json",
-        "results_20.json",
-        "results_30.json",
-    ]
-    assert json.loads((done_file.parent / "results_30.json").read_text())["config_general"]["training_step"] == 30
+    written = results_files_by_step(out, "tiny")
+    assert sorted(written) == [10, 20, 30] and written[10] == done_file
+    assert json.loads(written[30].read_text())["config_general"]["training_step"] == 30
     details_root = out / "details" / "tiny"
     assert sorted(p.name for p in details_root.iterdir()) == ["20", "30"]
     assert max_logprob_difference(model_a, read_details(details_root / "20")) < TOLERANCE
     assert max_logprob_difference(model_b, read_details(details_root / "30")) < TOLERANCE
 
-    stamps = {p.name: p.stat().st_mtime_ns for p in done_file.parent.iterdir()}
+    stamps = {p: p.stat().st_mtime_ns for p in (out / "results").rglob("*.json")}
     assert run_distributed(_cli_main, 2, argv, timeout=240) == [0, 0]  # nothing left to do
-    assert {p.name: p.stat().st_mtime_ns for p in done_file.parent.iterdir()} == stamps
+    assert {p: p.stat().st_mtime_ns for p in (out / "results").rglob("*.json")} == stamps

@@ -13,6 +13,7 @@ import yaml
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from lighteval_nanotron.tracking import results_files_by_step
 from tests.helpers.distributed import run_distributed
 
 ARC, MMLU = "lighteval|arc:easy|0", "leaderboard|mmlu:abstract_algebra|0"
@@ -77,7 +78,7 @@ def test_non_finite_weights_and_hostile_names(tiny_converted, tmp_path):
     assert rc == 2 and len(errors) == 1, errors
     assert f"{ARC}: 2 of 2 docs got non-finite" in errors[0] and f"{MMLU}: 2 of 2 docs got non-finite" in errors[0]
     assert inf_rc == 2 and f"{ARC}: 2 of 2 docs got non-finite" in inf_errors[0]
-    (results,) = (out / "results" / "nan").glob("results_*.json")
+    (results,) = (out / "results" / "nan").rglob("results_*.json")
     content = _strict(results)
     assert set(content["failed_tasks"]) == {ARC, MMLU} and set(content["results"]) == {"all"}
     assert not (out / "details" / "nan").exists() or not any((out / "details" / "nan").rglob("*.parquet"))
@@ -85,8 +86,8 @@ def test_non_finite_weights_and_hostile_names(tiny_converted, tmp_path):
     assert outcomes[2][0] == outcomes[3][0] == 0, outcomes
     written = [path for path in tmp_path.rglob("*") if path.is_file() and (tmp_path / "ckpt") not in path.parents]
     assert written and all(out in path.parents for path in written), written
-    assert list((out / "results" / "__" / "__" / "__" / "__" / "escaped_run").glob("results_*.json"))
-    assert list((out / "results" / "__" / "__" / "__" / "__" / "escaped_cli").glob("results_*.json"))
+    assert list((out / "results" / "__" / "__" / "__" / "__" / "escaped_run").rglob("results_*.json"))
+    assert list((out / "results" / "__" / "__" / "__" / "__" / "escaped_cli").rglob("results_*.json"))
 
 
 def _backfill(runs: list, output_dir: str, task_lists: list) -> list:
@@ -121,12 +122,15 @@ def test_backfill_adds_new_tasks_to_done_steps_on_one_checkpoint_list(tiny_conve
     runs = [str(seen_by_rank0), str(seen_by_rank1)]
     first = run_distributed(_backfill, 2, runs, str(out), [ARC], timeout=300)
     assert first[0] == [([10, 20], [])] and first[1] == [([], [])]  # rank 0's list, on both ranks
-    before = {step: _strict(folder / f"results_{step}.json") for step in (10, 20)}
+    files = results_files_by_step(out, "tiny")
+    before = {step: _strict(files[step]) for step in (10, 20)}
     again = run_distributed(_backfill, 2, runs, str(out), [f"{ARC},{MMLU}", f"{ARC},{MMLU}"], timeout=300)
     assert again[0] == [([10, 20], []), ([], [10, 20])]
-    assert sorted(p.name for p in folder.iterdir()) == ["results_10.json", "results_20.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["10", "20"]
+    assert results_files_by_step(out, "tiny") == files  # each step keeps its one file
+    assert all(len(list((folder / str(step)).iterdir())) == 1 for step in (10, 20))
     for step in (10, 20):
-        merged = _strict(folder / f"results_{step}.json")
+        merged = _strict(files[step])
         assert merged["results"][ARC] == before[step]["results"][ARC]  # not re-evaluated, not lost
         assert set(merged["results"]) == {ARC, MMLU, "all"}
         assert merged["config_general"]["max_samples_by_task"] == {ARC: 2, MMLU: 2}

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from lighteval_nanotron.tracking import results_files_by_step
+
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "lighteval_nanotron_demo/counting_tp2_pp2"
 
@@ -27,11 +29,10 @@ def test_demo_accuracy_rises_and_leaves_its_files(tmp_path):
         timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    results = run_dir / "eval" / "results" / MODEL
-    steps = sorted(int(path.stem.split("_")[1]) for path in results.glob("results_*.json"))
-    assert steps == [0, 10, 20, 30, 40, 50, 60]
-    first = json.loads((results / "results_0.json").read_text())["results"]
-    last = json.loads((results / "results_60.json").read_text())["results"]
+    results = results_files_by_step(run_dir / "eval", MODEL)
+    assert sorted(results) == [0, 10, 20, 30, 40, 50, 60]
+    first = json.loads(results[0].read_text())["results"]
+    last = json.loads(results[60].read_text())["results"]
     assert last["custom|counting|0"]["acc"] - first["custom|counting|0"]["acc"] >= 0.5
     assert last["custom|counting_gen|0"]["em"] - first["custom|counting_gen|0"]["em"] >= 0.5
     overview = run_dir / "eval" / "plots" / "overview.png"

@@ -108,8 +108,9 @@ def test_restarted_run_does_not_evaluate_a_step_twice(tmp_path):
 
 
 def _result_paths(tmp_path: Path) -> dict:
-    folder = tmp_path / "eval" / "results" / "hook-test"
-    return {int(path.stem.split("_")[1]): path for path in folder.glob("results_*.json")}
+    from lighteval_nanotron.tracking import results_files_by_step
+
+    return results_files_by_step(tmp_path / "eval", "hook-test")
 
 
 def _set_resume(config_path: Path, checkpoint: Path) -> None:

@@ -26,10 +26,9 @@ def _node_local(config: Path, name: str) -> Path:
 
 
 def _results(folder: Path) -> dict[int, dict]:
-    return {
-        int(path.stem.split("_")[1]): json.loads(path.read_text())
-        for path in (folder / "results" / MODEL_NAME).glob("results_*.json")
-    }
+    from lighteval_nanotron.tracking import results_files_by_step
+
+    return {step: json.loads(path.read_text()) for step, path in results_files_by_step(folder, MODEL_NAME).items()}
 
 
 def _resumed(config: Path, checkpoint: Path, train_steps: int) -> Path:

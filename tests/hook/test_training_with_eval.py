@@ -45,6 +45,7 @@ def _check_layout(tmp_path, tp: int, pp: int, dp: int, model_config=None) -> Non
         assert content["config_general"]["consumed_tokens"] == step * 2 * dp * 32  # mbs 2, seq 32
         assert_finite_results(content, TASKS)
     assert (tmp_path / "eval" / "details" / "hook-test" / "2").is_dir()
+    assert found[2]["config_general"]["config"]["general"]["consumed_train_samples"] == 2 * 2 * dp  # mbs 2
 
     scalars = tensorboard_scalars(tmp_path / "eval" / "tensorboard")
     for task in TASKS:

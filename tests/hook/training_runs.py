@@ -129,11 +129,9 @@ def train_worker(config_path: str, wandb_mode: Optional[str] = "disabled") -> Di
 
 def results_files(output_dir: Path) -> Dict[int, dict]:
     """Training step -> results JSON content, for every results file of the test model."""
-    folder = output_dir / "results" / MODEL_NAME
-    found = {}
-    for path in sorted(folder.glob("results_*.json")):
-        found[int(path.stem.split("_")[1])] = json.loads(path.read_text())
-    return found
+    from lighteval_nanotron.tracking import results_files_by_step
+
+    return {step: json.loads(path.read_text()) for step, path in results_files_by_step(output_dir, MODEL_NAME).items()}
 
 
 def assert_finite_results(content: dict, tasks: List[str]) -> None:

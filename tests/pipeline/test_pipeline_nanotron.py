@@ -8,6 +8,7 @@ from mesh_cases_pipeline import evaluate_on_mesh
 
 from tests.helpers.distributed import run_distributed
 from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (pytest fixture)
+from tests.helpers.results_layout import results_file
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
@@ -23,5 +24,5 @@ def test_evaluate_a_nanotron_model_on_one_and_two_data_parallel_ranks(tiny_check
     assert set(reference) == {"custom|toy_mc|0", "custom|toy_gen|0", "custom|toy_ppl|0", "custom|toy_pmi|0", "all"}
     for task, scores in reference.items():
         assert reporting[0][task] == pytest.approx(scores, rel=1e-4, abs=1e-6), task
-    written = json.loads((tmp_path / "b" / "results" / "tiny" / "results_7.json").read_text())
+    written = json.loads(results_file(tmp_path / "b", "tiny", 7).read_text())
     assert written["results"]["custom|toy_mc|0"] == pytest.approx(reference["custom|toy_mc|0"], rel=1e-4)

@@ -12,6 +12,7 @@ from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.pipeline import EvaluationPipeline, as_engine, evaluate
 from lighteval_nanotron.tracking import TrackingConfig, evaluated_steps, format_results_table
 from lighteval_nanotron.tracking.plot import plot_results
+from tests.helpers.results_layout import details_file, results_file
 
 MC, GEN, PPL = "custom|toy_mc|0", "custom|toy_gen|0", "custom|toy_ppl|0"
 
@@ -25,15 +26,15 @@ def test_training_loop_writes_every_destination_and_skips_done_steps(toy_data, t
         tracker.log(result)
     tracker.close()
 
-    content = json.loads((out / "results" / "toy-bigram" / "results_20.json").read_text())
+    content = json.loads(results_file(out, "toy-bigram", 20).read_text())
     assert content["config_general"]["consumed_tokens"] == 20 * 512
     assert content["results"][MC] == result.results[MC]
 
-    details = pq.read_table(out / "details" / "toy-bigram" / "20" / f"details_{GEN}.parquet").to_pylist()
+    details = pq.read_table(details_file(out, "toy-bigram", 20, GEN)).to_pylist()
     assert len(details) == 6
     assert {row["sampling_method"] for row in details} == {"LOGPROBS", "GENERATIVE"}
     assert sorted(row["metrics"]["em"] for row in details if row["sampling_method"] == "GENERATIVE") == [0, 1, 1]
-    ppl = pq.read_table(out / "details" / "toy-bigram" / "20" / f"details_{PPL}.parquet").to_pylist()
+    ppl = pq.read_table(details_file(out, "toy-bigram", 20, PPL)).to_pylist()
     assert json.loads(ppl[0]["metrics"]["word_perplexity"])[0] == pytest.approx(ppl[0]["logprobs"][0])
 
     events = EventAccumulator(str(out / "tensorboard"))
@@ -52,8 +53,8 @@ def test_evaluate_once_and_write(toy_data, tmp_path):
         BigramLM(), tasks=f"{MC},{PPL}", custom_tasks=helpers_pipeline, output_dir=tmp_path, step=5, model_name="run-a"
     )
     assert result.results[MC]["acc"] == 0.75
-    assert (tmp_path / "results" / "run-a" / "results_5.json").is_file()
-    assert (tmp_path / "details" / "run-a" / "5" / f"details_{PPL}.parquet").is_file()
+    assert results_file(tmp_path, "run-a", 5).is_file()
+    assert details_file(tmp_path, "run-a", 5, PPL).is_file()
 
 
 def test_as_engine_needs_a_model_interface_or_a_nanotron_model_with_its_mesh():

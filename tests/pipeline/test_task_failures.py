@@ -14,8 +14,10 @@ from lighteval_nanotron.pipeline import EvaluationPipeline
 from lighteval_nanotron.pipeline.requests import group_requests
 from lighteval_nanotron.pipeline.result import raise_for_failed_tasks
 from lighteval_nanotron.pipeline.scoring import score_groups
+from lighteval_nanotron.pipeline.summary import general_summary
 from lighteval_nanotron.tasks.requests import ModelResponse
-from lighteval_nanotron.tracking import TrackingConfig
+from lighteval_nanotron.tracking import TrackingConfig, details_task_name
+from tests.helpers.results_layout import details_folder, results_file
 
 MC, GEN, PPL = "custom|toy_mc|0", "custom|toy_gen|0", "custom|toy_ppl|0"
 BAD_METRIC, BAD_CORPUS = "custom|toy_bad_metric|0", "custom|toy_bad_corpus|0"
@@ -43,10 +45,10 @@ def test_a_failing_metric_costs_only_its_task_and_is_recorded(toy_data, tmp_path
     assert set(result.details) == {MC, GEN}
     tracker = TrackingConfig(output_dir=str(tmp_path / "out"), loggers=["json", "details"]).build()
     tracker.log(result)
-    content = _strict((tmp_path / "out" / "results" / "toy-bigram" / "results_5.json").read_text())
+    content = _strict(results_file(tmp_path / "out", "toy-bigram", 5).read_text())
     assert set(content["failed_tasks"]) == {BAD_METRIC, BAD_CORPUS} and set(content["results"]) == {MC, GEN, "all"}
-    details = sorted(p.name for p in (tmp_path / "out" / "details" / "toy-bigram" / "5").iterdir())
-    assert details == sorted([f"details_{MC}.parquet", f"details_{GEN}.parquet"])
+    folder = details_folder(tmp_path / "out", "toy-bigram", 5)
+    assert sorted(details_task_name(p) for p in folder.iterdir()) == sorted([MC, GEN])
     with pytest.raises(EvaluationError, match="toy_bad_metric.*injected metric failure"):
         raise_for_failed_tasks(result)
 
@@ -76,30 +78,35 @@ def test_results_file_is_strict_json_with_non_finite_values_flagged(toy_data, tm
     result = _prepare(PPL, bootstrap_iters=1).run(step=3)
     assert math.isnan(result.results[PPL]["word_perplexity_stderr"])  # one bootstrap resample: no error bar
     TrackingConfig(output_dir=str(tmp_path), loggers=["json"]).build().log(result)
-    content = _strict((tmp_path / "results" / "toy-bigram" / "results_3.json").read_text())
+    content = _strict(results_file(tmp_path, "toy-bigram", 3).read_text())
     assert content["results"][PPL]["word_perplexity_stderr"] is None
     assert content["results"][PPL]["word_perplexity"] == pytest.approx(result.results[PPL]["word_perplexity"])
     assert f"results.{PPL}.word_perplexity_stderr" in content["config_general"]["non_finite_values"]
 
 
 def test_results_merge_per_task_and_max_samples_and_respect_the_umask(toy_data, tmp_path):
-    folder = tmp_path / "results" / "toy-bigram"
     old_umask = os.umask(0o027)
     try:
         TrackingConfig(output_dir=str(tmp_path), loggers=["json", "details"]).build().log(_prepare(MC).run(step=7))
-        first = _strict((folder / "results_7.json").read_text())
+        path = results_file(tmp_path, "toy-bigram", 7)
+        first = _strict(path.read_text())
         TrackingConfig(output_dir=str(tmp_path), loggers=["json"]).build().log(_prepare(GEN, max_samples=2).run(step=7))
     finally:
         os.umask(old_umask)
-    merged = _strict((folder / "results_7.json").read_text())
+    assert results_file(tmp_path, "toy-bigram", 7) == path  # the step keeps its one file
+    merged = _strict(path.read_text())
     assert merged["results"][MC] == first["results"][MC] and set(merged["results"]) == {MC, GEN, "all"}
     assert merged["results"]["all"]["acc"] == pytest.approx(
         (first["results"][MC]["acc"] + merged["results"][GEN]["acc"]) / 2
     )
     assert merged["config_general"]["max_samples_by_task"] == {MC: None, GEN: 2}
-    assert set(merged["config_tasks"]) == set(merged["versions"]) == {MC, GEN}
-    for path in [folder / "results_7.json", *(tmp_path / "details" / "toy-bigram" / "7").iterdir()]:
-        assert stat.S_IMODE(path.stat().st_mode) == 0o640, path
+    assert set(merged["config_tasks"]) == set(merged["versions"]) == {MC, GEN} == set(merged["summary_tasks"])
+    assert merged["summary_general"] == general_summary(merged["summary_tasks"])  # over both tasks
+    assert merged["summary_general"]["num_samples"] == (
+        first["summary_general"]["num_samples"] + merged["summary_tasks"][GEN]["num_samples"]
+    )
+    for written in [path, *details_folder(tmp_path, "toy-bigram", 7).iterdir()]:
+        assert stat.S_IMODE(written.stat().st_mode) == 0o640, written
 
 
 @pytest.mark.parametrize("name", ["../../escaped", "/abs/escaped", "a/../../escaped", "..", "ok/..\\..\\escaped"])

@@ -7,13 +7,13 @@ from lighteval_nanotron.tracking.training_loss import TrainingLossLog, read_trai
 
 
 def _results(root, step, acc):
-    folder = root / "results" / "m"
+    folder = root / "results" / "m" / str(step)
     folder.mkdir(parents=True, exist_ok=True)
     content = {
         "config_general": {"model_name": "m", "training_step": step},
         "results": {"t|mc|0": {"acc": acc, "acc_stderr": 0.05}, "all": {"acc": acc}},
     }
-    (folder / f"results_{step}.json").write_text(json.dumps(content))
+    (folder / "results_2024-01-01T00-00-00.json").write_text(json.dumps(content))
 
 
 def test_overview_with_loss_and_chance(tmp_path):
@@ -22,10 +22,10 @@ def test_overview_with_loss_and_chance(tmp_path):
 
     for step, acc in ((0, 0.3), (10, 0.9)):
         _results(tmp_path, step, acc)
-    details = tmp_path / "details" / "m" / "0"
+    details = tmp_path / "details" / "m" / "0" / "2024-01-01T00-00-00"
     details.mkdir(parents=True)
     rows = {"task_name": ["t|mc|0"] * 2, "sampling_method": ["LOGPROBS"] * 2, "choices": [["a", "b"], list("abcd")]}
-    pq.write_table(pa.table(rows), details / "details_t|mc|0.parquet")
+    pq.write_table(pa.table(rows), details / "details_t|mc|0_2024-01-01T00-00-00.parquet")
     assert chance_levels(tmp_path, "m") == {"t|mc|0": {"acc*": (1 / 2 + 1 / 4) / 2}}
     log = TrainingLossLog(tmp_path, "m")
     for step, loss in ((1, 5.0), (6, 3.0), (6, 2.5)):

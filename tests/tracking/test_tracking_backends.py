@@ -11,6 +11,8 @@ from lighteval_nanotron.tracking import (
     TensorBoardLogger,
     TrackingConfig,
     format_results_table,
+    step_details_dir,
+    step_results_file,
 )
 
 
@@ -74,8 +76,8 @@ def test_container_runs_every_logger_and_reports_the_failures(tmp_path):
     container = LoggerContainer([_Broken(), ResultsJsonLogger(tmp_path), DetailsParquetLogger(tmp_path)])
     with pytest.raises(TrackingError, match="_Broken: ConnectionError: no route to host"):
         container.log(make_result(step=7))
-    assert (tmp_path / "results" / "toy-run" / "results_7.json").is_file()
-    assert (tmp_path / "details" / "toy-run" / "7").is_dir()
+    assert step_results_file(tmp_path, "toy-run", 7) is not None
+    assert step_details_dir(tmp_path, "toy-run", 7) is not None
 
 
 def test_tracking_config_builds_the_requested_loggers(tmp_path):
@@ -88,7 +90,7 @@ def test_tracking_config_builds_the_requested_loggers(tmp_path):
     ]
     container.log(make_result(step=3))
     container.close()
-    assert (tmp_path / "results" / "toy-run" / "results_3.json").is_file()
+    assert step_results_file(tmp_path, "toy-run", 3) is not None
     assert _scalars(tmp_path / "tensorboard")[f"eval/{TASK_A}/acc"] == [(3, 0.5)]
 
 

@@ -3,13 +3,13 @@ import json
 import pytest
 from helpers_tracking import TASK_A, make_result
 
-from lighteval_nanotron.tracking import ResultsJsonLogger, evaluated_steps, results_path
+from lighteval_nanotron.tracking import ResultsJsonLogger, date_id, evaluated_steps, results_path
 
 
 def test_results_file_has_lighteval_layout_and_training_position(tmp_path, result):
     ResultsJsonLogger(tmp_path).log(result)
 
-    path = tmp_path / "results" / "toy-run" / "results_100.json"
+    path = tmp_path / "results" / "toy-run" / "100" / f"results_{date_id(result.start_time)}.json"
     content = json.loads(path.read_text())
     assert list(content) == [
         "config_general",
@@ -24,6 +24,7 @@ def test_results_file_has_lighteval_layout_and_training_position(tmp_path, resul
     general = content["config_general"]
     assert general["training_step"] == 100
     assert general["consumed_tokens"] == 4096
+    assert general["config"]["general"]["step"] == 100
     assert general["model_name"] == "toy-run"
     assert general["wall_time_s"] == pytest.approx(1.25)
 
@@ -32,6 +33,7 @@ def test_results_file_without_step_is_named_by_timestamp(tmp_path):
     result = make_result(step=None)
     ResultsJsonLogger(tmp_path).log(result)
     (path,) = (tmp_path / "results" / "toy-run").iterdir()
+    assert path.is_file()
     assert path == results_path(tmp_path, result)
     assert path.name.startswith("results_2023-") and ":" not in path.name
     assert evaluated_steps(tmp_path, "toy-run") == set()
@@ -78,9 +80,13 @@ def test_evaluated_steps_finds_complete_results_only(tmp_path):
     for step in (0, 50, 100):
         logger.log(make_result(step=step))
     folder = tmp_path / "results" / "toy-run"
-    (folder / "results_150.json").write_text('{"config_general": ')  # truncated by hand, not by us
-    (folder / ".results_200.json.abc.tmp").write_text("{}")  # a crashed writer's temp file
+    (folder / "150").mkdir()
+    (folder / "150" / "results_x.json").write_text('{"config_general": ')  # truncated by hand, not by us
+    (folder / "200").mkdir()
+    (folder / "200" / ".results_x.json.abc.tmp").write_text("{}")  # a crashed writer's temp file
 
     assert evaluated_steps(tmp_path, "toy-run") == {0, 50, 100}
+    logger.log(make_result(step=50, acc=0.75))  # a later run at a step merges into its one file
+    assert [p.name for p in (folder / "50").iterdir()] == [f"results_{date_id(make_result().start_time)}.json"]
     assert evaluated_steps(tmp_path, "other-run") == set()
     assert evaluated_steps(tmp_path / "missing", "toy-run") == set()

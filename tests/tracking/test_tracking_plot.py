@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 from helpers_tracking import TASK_A, TASK_B, make_result
 from matplotlib.image import imread
@@ -56,3 +58,15 @@ def test_plot_command(tmp_path, capsys):
     assert plot_main(["plot", str(tmp_path), "--tasks", "custom|nope|0"]) == 1
     assert "Nothing to plot" in capsys.readouterr().err
     assert plot_main(["plot", str(tmp_path / "missing")]) == 2
+
+
+def test_lighteval_nanotron_results_are_one_curve_per_run(tmp_path):
+    """lighteval's Nanotron runs: `results/<run>/<step>/results_<date>.json`, model `<run>/<step>`."""
+    for step, acc in ((10, 0.25), (20, 0.5)):
+        folder = tmp_path / "results" / "my-run" / str(step)
+        folder.mkdir(parents=True)
+        content = {"config_general": {"model_name": f"my-run/{step}"}, "results": {TASK_A: {"acc": acc}}}
+        (folder / "results_2024-01-01T00-00-00.json").write_text(json.dumps(content))
+    history = load_history(tmp_path)
+    assert list(history) == ["my-run"]
+    assert [(p.step, p.value) for p in history["my-run"][TASK_A]["acc"]] == [(10, 0.25), (20, 0.5)]

@@ -1,0 +1,161 @@
+"""lighteval's and Nanotron's own tools read what we write, unchanged: lighteval's details loader,
+Nanotron's two W&B upload scripts, and lighteval's summary hashes on the same inputs."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import helpers_pipeline
+import pytest
+from helpers_pipeline import BigramLM
+
+from lighteval_nanotron.pipeline import EvaluationPipeline
+from lighteval_nanotron.pipeline.summary import summarize
+from lighteval_nanotron.tracking import TrackingConfig, results_dir, step_results_file
+from tests.helpers.wandb_records import read_run
+
+MC, GEN, PPL = "custom|toy_mc|0", "custom|toy_gen|0", "custom|toy_ppl|0"
+MODEL = "toy/bigram"  # a nested model name, as the hook's `<project>/<run>` default
+STEPS = {10: 40, 20: 80}  # step -> consumed train samples
+REPO = Path(__file__).resolve().parents[2]
+NANOTRON_SRC = Path(os.environ.get("NANOTRON_SRC", "/work/nanotron-main-src"))
+
+
+@pytest.fixture
+def written(toy_data, tmp_path):
+    """Two training steps evaluated and written (json + details): {step: EvaluationResult}."""
+    pipeline = EvaluationPipeline.prepare(BigramLM(), f"{MC},{GEN}", custom_tasks=helpers_pipeline, model_name=MODEL)
+    tracker = TrackingConfig(output_dir=str(tmp_path / "out"), loggers=["json", "details"]).build()
+    results = {}
+    for step, samples in STEPS.items():
+        results[step] = pipeline.run(step=step, consumed_tokens=samples * 32, consumed_train_samples=samples)
+        tracker.log(results[step])
+    return results
+
+
+def _nanotron_script(relative: str) -> Path:
+    script = NANOTRON_SRC / relative
+    if not script.is_file():
+        pytest.skip(f"Nanotron's source is not at {NANOTRON_SRC} (set NANOTRON_SRC)")
+    return script
+
+
+def _run_offline(command: list, tmp_path: Path) -> list:
+    """Run `command` with W&B offline in tmp_path; the history rows of the one run it logged."""
+    pytest.importorskip("wandb")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("WANDB_")}
+    env.update(WANDB_MODE="offline", WANDB_DIR=str(tmp_path), WANDB_SILENT="true", HOME=str(tmp_path / "home"))
+    env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    (run_file,) = tmp_path.glob("wandb/offline-run-*/run-*.wandb")
+    return read_run(run_file)[0]
+
+
+def _import_lighteval_logging() -> None:
+    """lighteval's logging modules import `nanotron.config`, which needs this project's import order."""
+    pytest.importorskip("lighteval")
+    from lighteval_nanotron.parallel.cpu import import_nanotron
+
+    import_nanotron()
+
+
+def test_lighteval_details_loader_reads_our_details(written, tmp_path):
+    _import_lighteval_logging()
+    from lighteval.logging.evaluation_tracker import EvaluationTracker
+
+    for step, result in written.items():
+        tracker = EvaluationTracker(output_dir=str(tmp_path / "out"))
+        tracker.general_config_logger.model_name = f"{MODEL}/{step}"  # lighteval's Nanotron run name
+        loaded = tracker.load_details_datasets("last", ["custom|toy_mc", "custom|toy_gen"])
+        assert set(loaded) == {MC, GEN}
+        for task, dataset in loaded.items():
+            rows = result.details[task]
+            assert dataset.num_rows == len(rows)
+            assert dataset["example"] == [row.query for row in rows]
+            assert dataset["full_prompt"] == [row.full_prompt for row in rows]
+            assert dataset["cont_tokens"] == [row.output_tokens for row in rows]
+            assert [m["acc"] for m in dataset["metrics"]] == [row.metrics.get("acc") for row in rows]
+        assert sum(m["acc"] for m in loaded[MC]["metrics"]) / loaded[MC].num_rows == result.results[MC]["acc"]
+
+
+def test_nanotron_log_lighteval_to_wandb_reads_our_results(written, tmp_path):
+    script = _nanotron_script("scripts/log_lighteval_to_wandb.py")
+    eval_path = results_dir(tmp_path / "out", MODEL)
+    command = [sys.executable, str(script), "--eval-path", str(eval_path), "--wandb-name", "compat"]
+    rows = [row for row in _run_offline(command, tmp_path) if "iteration_step" in row]
+    assert [row["iteration_step"] for row in rows] == list(STEPS)
+    assert [row["consumed_train_samples"] for row in rows] == list(STEPS.values())
+    for row, result in zip(rows, written.values()):
+        assert row[f"{MC}_acc"] == pytest.approx(result.results[MC]["acc"])
+        assert row[f"{GEN}_acc"] == pytest.approx(result.results[GEN]["acc"])
+        accs = [result.results[task]["acc"] for task in (MC, GEN, "all")]  # the script averages "all" in too
+        assert row["all:average_acc"] == pytest.approx(sum(accs) / 3)
+
+
+def test_nanotron_upload_to_wandb_reads_our_results(written, tmp_path):
+    script = _nanotron_script("src/nanotron/eval/upload_to_wandb.py")
+    step = 20
+    results_path = step_results_file(tmp_path / "out", MODEL, step).parent
+    command = [
+        sys.executable, str(REPO / "tests" / "helpers" / "nanotron_upload_runner.py"), str(script),
+        "--wandb_project", "p", "--wandb_entity", "e", "--model_name", "bigram", "--results_path", str(results_path),
+        "--train_step", str(step), "--consumed_tokens", str(STEPS[step] * 32),
+    ]  # fmt: skip
+    (row,) = [row for row in _run_offline(command, tmp_path) if "train_step" in row]
+    result = written[step]
+    assert row["train_step"] == step and row["consumed_tokens"] == STEPS[step] * 32
+    assert row["toy_mc/acc"] == pytest.approx(result.results[MC]["acc"])
+    assert row["toy_gen/em"] == pytest.approx(result.results[GEN]["em"])
+    assert not any(key.endswith("_stderr") for key in row)
+
+
+def test_summary_hashes_are_lighteval_s_on_the_same_inputs(toy_data, monkeypatch):
+    """lighteval 0.10's DetailsLogger fed our rows (one model response each) gives our hashes."""
+    _import_lighteval_logging()
+    import xxhash
+    from lighteval.logging import info_loggers
+    from lighteval.metrics.metrics import Metrics as LightevalMetrics
+    from lighteval.models.model_output import LoglikelihoodResponse
+    from lighteval.tasks.lighteval_task import LightevalTask
+    from lighteval.tasks.lighteval_task import LightevalTaskConfig as LightevalConfig
+    from lighteval.tasks.requests import Doc as LightevalDoc
+
+    # xxhash >= 4 refuses str, which lighteval 0.10 passes; earlier versions hashed its UTF-8 bytes
+    utf8_xxhash = type("utf8_xxhash", (), {"xxh64": staticmethod(lambda text: xxhash.xxh64(text.encode("utf-8")))})
+    monkeypatch.setattr(info_loggers, "xxhash", utf8_xxhash)
+
+    tasks = f"{MC},{GEN},{PPL}"
+    result = EvaluationPipeline.prepare(BigramLM(), tasks, custom_tasks=helpers_pipeline).run(step=1)
+    theirs = info_loggers.DetailsLogger()
+    for task_name, rows in result.details.items():
+        config = LightevalConfig(
+            name=task_name.split("|")[1], prompt_function=lambda line, task_name=None: None, hf_repo="toy",
+            hf_subset="mc", metric=[LightevalMetrics.loglikelihood_acc], evaluation_splits=["test"], suite=["custom"],
+        )  # fmt: skip
+        task = LightevalTask(task_name, config)
+        for row in rows:
+            doc = LightevalDoc(query=row.query, choices=row.choices, gold_index=row.gold_index, ctx=row.full_prompt)
+            response = LoglikelihoodResponse(
+                result=(0.0, False),
+                input_tokens=row.input_tokens,
+                generated_tokens=row.output_tokens,
+                truncated_tokens_count=row.truncated_tokens_count,
+                padded_tokens_count=row.padded_tokens_count,
+            )
+            theirs.log(task_name, task, doc, [response], {})
+    theirs.aggregate()
+
+    assert set(theirs.compiled_details) == set(result.summary_tasks) == {MC, GEN, PPL}
+    for task_name, compiled in theirs.compiled_details.items():
+        ours = result.summary_tasks[task_name]
+        assert ours["hashes"] == compiled.hashes
+        for key in ("truncated", "non_truncated", "padded", "non_padded"):
+            assert ours[key] == getattr(compiled, key), (task_name, key)
+    assert result.summary_general["hashes"] == theirs.compiled_details_over_all_tasks.hashes
+
+    result.details[MC][0].output_tokens[0].append(0)  # the model answered one token differently
+    _, changed = summarize(result.details)
+    differ = {name for name, value in changed["hashes"].items() if value != result.summary_general["hashes"][name]}
+    assert differ == {"hash_cont_tokens"}
