@@ -42,6 +42,9 @@ class GenerationPlan:
     kind: str = "generation"
     stats: PlanStats = field(default_factory=PlanStats)
     """Work of the last run over all replicas (filled by `run`: it depends on when rows stop)."""
+    doc_processed_tokens: list[float] = field(default_factory=list)
+    """Per request (in order), token positions fed in the last run; they add up to `stats.processed_tokens`."""
+    doc_useful_tokens: list[int] = field(default_factory=list)
 
 
 def make_request(
