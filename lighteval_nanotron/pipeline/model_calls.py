@@ -80,16 +80,21 @@ class GroupRun:
     useful_tokens: list[int]
 
 
-def response_tokens(response: ModelResponse) -> int:
-    """A doc's tokens as its response tells them: context once plus every continuation or generation."""
+def response_tokens(method: SamplingMethod, response: ModelResponse) -> int:
+    """A doc's tokens as its response tells them: context once plus every continuation or
+    generation (PERPLEXITY: the text, which is both input and scored output)."""
+    if method is SamplingMethod.PERPLEXITY:
+        return len(response.input_tokens)
     return len(response.input_tokens) + sum(len(tokens) for tokens in response.output_tokens)
 
 
-def _doc_tokens(model: Any, plan: Any, responses: list[ModelResponse]) -> tuple[list[float], list[int]]:
+def _doc_tokens(
+    model: Any, group: RequestGroup, plan: Any, responses: list[ModelResponse]
+) -> tuple[list[float], list[int]]:
     counted = getattr(model, "doc_tokens", None)
     if plan is not None and callable(counted):
         return counted(plan)
-    useful = [response_tokens(response) for response in responses]
+    useful = [response_tokens(group.method, response) for response in responses]
     return [float(n + r.padded_tokens_count) for n, r in zip(useful, responses)], useful
 
 
@@ -104,7 +109,7 @@ def run_requests(model: Any, prepared: PreparedRequests, progress: Any = None) -
         else:
             responses = list(getattr(model, MODEL_CALLS[group.method])(group.docs, **_kwargs(group)))
         seconds = time.perf_counter() - start
-        processed, useful = _doc_tokens(model, plan, responses) if responses else ([], [])
+        processed, useful = _doc_tokens(model, group, plan, responses) if responses else ([], [])
         runs.append(GroupRun(responses, seconds, processed, useful))
         if progress is not None:
             progress.update(len(group.docs))

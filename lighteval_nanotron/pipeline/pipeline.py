@@ -207,7 +207,6 @@ class EvaluationPipeline:
         if not is_reporting_rank(self.model):
             return None
         responses = [run.responses for run in runs]
-        costs = task_costs(self.groups, runs, {name: len(docs) for name, docs in self.docs.items()})
         scored = score_groups(
             self.metrics_by_task,
             {name: len(docs) for name, docs in self.docs.items()},
@@ -215,6 +214,7 @@ class EvaluationPipeline:
             responses,
             self.render_prompt,
         )
+        costs = task_costs(self.groups, runs, {name: len(docs) for name, docs in self.docs.items()})
         failed = dict(scored.failed)
         results = aggregate_results(self.metrics_by_task, scored.sample_values, self.bootstrap_iters, failed)
         for task, reason in failed.items():
