@@ -98,6 +98,8 @@ def test_results_merge_per_task_and_max_samples_and_respect_the_umask(toy_data, 
     )
     assert merged["config_general"]["max_samples_by_task"] == {MC: None, GEN: 2}
     assert set(merged["config_tasks"]) == set(merged["versions"]) == {MC, GEN}
+    assert merged["task_costs"][MC] == first["task_costs"][MC] and set(merged["task_costs"]) == {MC, GEN}
+    assert merged["task_costs"][GEN]["docs"] == 2
     for path in [folder / "results_7.json", *(tmp_path / "details" / "toy-bigram" / "7").iterdir()]:
         assert stat.S_IMODE(path.stat().st_mode) == 0o640, path
 
