@@ -140,3 +140,44 @@ def test_row_split_counts_a_shared_node_once_over_its_docs():
     assert row_doc_tokens(row, 4, slot_doc=[0, 1]) == {0: 2.0, 1: 2.0}
     split = row_doc_tokens(row, 8, slot_doc=[0, 0])  # both targets doc 0's: it pays for everything
     assert split == {0: 8.0, 1: 0.0}
+
+
+def test_batched_tokenization_gives_the_ids_of_one_call_per_text(tok):
+    from tokenizers import Tokenizer
+
+    from lighteval_nanotron.models.nanotron.scoring_plan import loglikelihood_rows
+    from lighteval_nanotron.models.nanotron.tokenization import TokenizerAdapter, encode_pair
+    from lighteval_nanotron.tasks import Doc
+
+    texts = ["Question: what is it?\nAnswer:", " a b", "", "x" * 300, "Answer: yes", "Question: what is it?\nAnswer:"]
+    bare = TokenizerAdapter(Tokenizer.from_str(tok.tokenizer.backend_tokenizer.to_str()))
+    for adapter in (tok, bare):
+        for flag in (True, False):
+            one_by_one = [adapter.encode(text, flag) for text in texts]
+            with adapter.batched((text, flag) for text in texts):
+                assert [adapter.encode(text, flag) for text in texts] == one_by_one
+                assert adapter._batched  # the look-ups came from the batch
+            assert not adapter._batched  # and are forgotten after the block
+    cfg = EngineConfig(max_length=64)
+    docs = [Doc("Question: one two  ", [" yes", "no ", ""], 0), Doc("", [" a"], 0), Doc("Q: z", [" b"], 0)]
+    _, specs, _, _ = loglikelihood_rows(docs, tok, lambda d: d.query, cfg, 64, unconditioned=False)
+    for doc, spec in zip(docs, specs):
+        pairs = [encode_pair(tok, doc.query, c, cfg.add_special_tokens, cfg.pairwise_tokenization) for c in doc.choices]
+        assert spec.output_tokens == [cont for _, cont in pairs] and spec.input_tokens == pairs[0][0]
+
+
+def test_random_init_skipped_draws_nothing_and_restores_torch_init():
+    import torch
+
+    from lighteval_nanotron.models.no_init import RANDOM_INITS, random_init_skipped
+
+    saved = {name: getattr(torch.nn.init, name) for name in RANDOM_INITS}
+    state = torch.random.get_rng_state()
+    with random_init_skipped():
+        torch.nn.Linear(64, 64)
+        torch.nn.Embedding(32, 8)
+        assert torch.equal(torch.random.get_rng_state(), state)  # no random draw consumed
+        assert torch.nn.LayerNorm(4).weight.eq(1).all()  # constant initialisations still run
+    assert {name: getattr(torch.nn.init, name) for name in RANDOM_INITS} == saved
+    torch.nn.Linear(4, 4)
+    assert not torch.equal(torch.random.get_rng_state(), state)

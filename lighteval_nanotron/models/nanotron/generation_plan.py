@@ -71,8 +71,11 @@ def make_request(
 def generation_requests(
     docs: Sequence[Doc], prompt_fn: Callable[[Doc], str], tok: TokenizerAdapter, cfg: EngineConfig, max_length: int
 ) -> list[GenRequest]:
-    """Every doc's prompt rendered and tokenized (the same on every rank: computed once, shared)."""
-    return [make_request(i, doc, prompt_fn(doc), tok, cfg, max_length) for i, doc in enumerate(docs)]
+    """Every doc's prompt rendered and tokenized, in one batch call (the same on every rank:
+    computed once, shared)."""
+    contexts = [prompt_fn(doc) for doc in docs]
+    with tok.batched((context, cfg.add_special_tokens) for context in contexts):
+        return [make_request(i, doc, text, tok, cfg, max_length) for i, (doc, text) in enumerate(zip(docs, contexts))]
 
 
 def build_generation_plan(

@@ -27,6 +27,7 @@ from lighteval_nanotron.models.nanotron.tokenization import (
     TokenizerAdapter,
     Window,
     encode_pair,
+    pair_texts,
     rolling_windows,
     score_window,
 )
@@ -145,13 +146,34 @@ def loglikelihood_rows(
     max_length: int,
     unconditioned: bool,
 ) -> tuple[list[ScoredSequence], list[ResponseSpec], int, int]:
-    """Sequences, response specs, number of result slots, useful tokens."""
+    """Sequences, response specs, number of result slots, useful tokens (all prompts tokenized
+    in batch calls first: `TokenizerAdapter.batched`)."""
+    contexts = [prompt_fn(doc) for doc in docs]
+    wanted = [
+        text
+        for doc, context in zip(docs, contexts)
+        for query in ([context, doc.unconditioned_query] if unconditioned else [context])
+        if query is not None
+        for choice in doc.choices or []
+        for text in pair_texts(query, choice, cfg.add_special_tokens, cfg.pairwise_tokenization)
+    ]
+    with tok.batched(wanted):
+        return _loglikelihood_rows(docs, contexts, tok, cfg, max_length, unconditioned)
+
+
+def _loglikelihood_rows(
+    docs: Sequence[Doc],
+    contexts: list[str],
+    tok: TokenizerAdapter,
+    cfg: EngineConfig,
+    max_length: int,
+    unconditioned: bool,
+) -> tuple[list[ScoredSequence], list[ResponseSpec], int, int]:
     rows: list[ScoredSequence] = []
     useful = 0
     specs: list[ResponseSpec] = []
     next_slot = 0
-    for index, doc in enumerate(docs):
-        context = prompt_fn(doc)
+    for index, (doc, context) in enumerate(zip(docs, contexts)):
         choices = list(doc.choices or [])
         doc_rows, ctx_ids, continuations, cut = _choice_rows(tok, context, choices, next_slot, index, cfg, max_length)
         spec = ResponseSpec(
@@ -179,9 +201,10 @@ def rolling_rows(
     rows: list[ScoredSequence] = []
     specs: list[ResponseSpec] = []
     stride = cfg.stride_for(max_length)
-    for index, doc in enumerate(docs):
-        text = prompt_fn(doc)
-        tokens = tok.encode(text, add_special_tokens=False)
+    texts = [prompt_fn(doc) for doc in docs]
+    with tok.batched((text, False) for text in texts):
+        encoded = [tok.encode(text, add_special_tokens=False) for text in texts]
+    for index, (text, tokens) in enumerate(zip(texts, encoded)):
         for window in rolling_windows(tokens, tok.prefix_token_id, max_length, stride):
             rows.append(_row(window, [index] * len(window.targets), index))
         specs.append(ResponseSpec(text, tokens, [tokens], [index], useful_tokens=len(tokens)))
