@@ -16,6 +16,10 @@ goes through `collectively(world, what, fn)`). Printed per repeat and as the med
 - `fixed cost`: the process minus the evaluation's own `wall_time_s` (what a run pays
   whatever its doc count).
 
+Each figure is wall seconds and CPU seconds of the process (`time.process_time`, the whole
+process from outside: `getrusage`); on a shared machine the CPU seconds move much less with
+the load than the wall seconds.
+
 `python -X importtime` on the same command shows which imports cost what.
 """
 
@@ -25,6 +29,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -35,37 +40,47 @@ from pathlib import Path
 DEFAULT_TASKS = "lighteval|arc:easy|0,lighteval|piqa|0,leaderboard|hellaswag|0"
 
 
+def _clocks() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def _since(start: tuple[float, float]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process) since `start`."""
+    wall, cpu = _clocks()
+    return wall - start[0], cpu - start[1]
+
+
 def _child(argv: list[str], report: Path) -> None:
     """Run the command in this process with its phases timed; write them to `report`."""
-    started = time.perf_counter()
+    started = _clocks()
     import lighteval_nanotron.cli.main as cli
     from lighteval_nanotron.cli import eval_cmd  # noqa: F401  (the verb's own imports)
 
-    phases: list[tuple[str, float]] = [("imports", time.perf_counter() - started)]
-    start = time.perf_counter()
+    phases: list[tuple[str, tuple[float, float]]] = [("imports", _since(started))]
+    start = _clocks()
     cli.build_parser()  # every verb's parser: what `main` does first (its imports stay cached)
-    phases.append(("building the parser (imports torch)", time.perf_counter() - start))
+    phases.append(("building the parser (imports torch)", _since(start)))
     from lighteval_nanotron.checkpoint_eval import runner
 
     timed, mesh = runner.collectively, runner.parallel_context_for
 
     def collectively(world, what, fn):
-        start = time.perf_counter()
+        start = _clocks()
         try:
             return timed(world, what, fn)
         finally:
-            phases.append((what, time.perf_counter() - start))
+            phases.append((what, _since(start)))
 
     @contextlib.contextmanager
     def parallel_context_for(*args):
-        start = time.perf_counter()
+        start = _clocks()
         with mesh(*args) as context:
-            phases.append(("the mesh (CPU patches, process group)", time.perf_counter() - start))
+            phases.append(("the mesh (CPU patches, process group)", _since(start)))
             yield context
 
     runner.collectively, runner.parallel_context_for = collectively, parallel_context_for
     code = cli.main(["eval", *argv])
-    phases.append(("main total", time.perf_counter() - started))
+    phases.append(("main total", _since(started)))
     report.write_text(json.dumps({"code": code, "phases": phases}))
 
 
@@ -76,23 +91,27 @@ def _one_run(checkpoint: str, tasks: str, max_samples: int, out: Path) -> dict:
         "--output-dir", str(out / "eval"), "--no-progress", "--loggers", "json",
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    started = time.perf_counter()
+    started, children = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(
         [sys.executable, __file__, "--child", str(report), *argv], check=True, env=env, stdout=subprocess.DEVNULL
     )
     process = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    process_cpu = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
     data = json.loads(report.read_text())
     (results,) = (out / "eval" / "results").rglob("results_*.json")
     general = json.loads(results.read_text())["config_general"]
     costs = json.loads(results.read_text()).get("task_costs", {})
     model_s = sum(cost["seconds"] for cost in costs.values())
-    phases = {"process": process}
-    for name, seconds in data["phases"]:
+    phases = {"process": (process, process_cpu)}
+    for name, (wall, cpu) in data["phases"]:
         name = "evaluating the checkpoint" if name.startswith("evaluating ") else name
         name = "loading the weights" if name.startswith("loading /") or name.startswith("loading checkpoint") else name
-        phases[name] = phases.get(name, 0.0) + seconds
-    phases["  of which model calls"] = model_s
-    phases["fixed cost"] = process - float(general["wall_time_s"])
+        before = phases.get(name, (0.0, 0.0))
+        phases[name] = (before[0] + wall, before[1] + cpu)
+    phases["  of which model calls"] = (model_s, float("nan"))
+    evaluation = phases.get("evaluating the checkpoint", (0.0, 0.0))
+    phases["fixed cost"] = (process - float(general["wall_time_s"]), process_cpu - evaluation[1])
     return phases
 
 
@@ -110,12 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     for repeat in range(ns.repeats):
         with tempfile.TemporaryDirectory() as folder:
             runs.append(_one_run(ns.checkpoint, ns.tasks, ns.max_samples, Path(folder)))
-        print(f"run {repeat + 1}: " + ", ".join(f"{k.strip()} {v:.2f}s" for k, v in runs[-1].items()), flush=True)
+        items = runs[-1].items()
+        print(f"run {repeat + 1}: " + ", ".join(f"{k.strip()} {w:.2f}s/{c:.2f}s" for k, (w, c) in items), flush=True)
     names = list(dict.fromkeys(name for run in runs for name in run))
     print(f"\nmedian of {len(runs)} runs ({ns.tasks}, max_samples {ns.max_samples}, load {os.getloadavg()[0]:.2f}):")
+    print(f"  {'phase':<40} {'wall s':>7} {'CPU s':>7}")
     for name in names:
-        values = [run[name] for run in runs if name in run]
-        print(f"  {name:<40} {statistics.median(values):6.2f} s   (min {min(values):.2f}, max {max(values):.2f})")
+        walls = [run[name][0] for run in runs if name in run]
+        cpus = [run[name][1] for run in runs if name in run]
+        print(f"  {name:<40} {statistics.median(walls):7.2f} {statistics.median(cpus):7.2f}")
     return 0
 
 
