@@ -354,6 +354,28 @@ def _timed_run(engine: Any, plans: list, device: Any) -> tuple[list, float]:
     return responses, time.perf_counter() - start
 
 
+def _timed_costs_run(engine: Any, groups: list, plans: list, device: Any) -> tuple[list, float, dict]:
+    """`_timed_run`, each group's model call timed on its own: also every task's share of the
+    mix (`pipeline.task_costs`: each call's seconds split by the token positions of its docs)."""
+    import torch.distributed as dist
+
+    from lighteval_nanotron.pipeline.model_calls import PreparedRequests, run_requests
+    from lighteval_nanotron.pipeline.task_costs import task_costs
+
+    dist.barrier()
+    start = time.perf_counter()
+    runs = run_requests(engine, PreparedRequests(groups, plans))
+    _sync(device)
+    dist.barrier()
+    seconds = time.perf_counter() - start
+    num_docs: dict[str, int] = {}
+    for group in groups:
+        for task, index in zip(group.task_names, group.doc_indices):
+            num_docs[task] = max(num_docs.get(task, 0), index + 1)
+    costs = task_costs(groups, runs, num_docs)
+    return [run.responses for run in runs], seconds, {task: cost.to_dict() for task, cost in costs.items()}
+
+
 def _summary(groups: list, responses: list) -> dict:
     """What "identical" compares: every log-prob, per-task accuracy, every generation."""
     from lighteval_nanotron.tasks.requests import SamplingMethod
@@ -465,7 +487,7 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
         plans = _prepare(engine, groups)
         setup_s = time.perf_counter() - started
         _, first_s = _timed_run(engine, plans, device)
-        responses, eval_s = _timed_run(engine, plans, device)
+        responses, eval_s, task_costs = _timed_costs_run(engine, groups, plans, device)
         stats = PlanStats()
         for plan in plans:
             stats.add(plan.stats)
@@ -504,6 +526,7 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
                 "peak_memory_mb_per_rank": max(memory),
                 "accuracy": summary["accuracy"],
                 "per_task": per_task,
+                "task_costs": task_costs,
                 **_same(summary, reference),
             }
         )
@@ -682,6 +705,18 @@ def format_task_table(record: dict) -> str:
     return "\n".join(lines)
 
 
+def format_mix_costs(record: dict) -> str:
+    """One layout's per-task share of the mix's evaluation (`task_costs`), as results files report it."""
+    from lighteval_nanotron.tracking.table import format_cost_table
+
+    costs = record["task_costs"]
+    total = sum(cost["seconds"] for cost in costs.values())
+    return (
+        f"{record['layout']} {record['setting']}, each task's share of the mix (task_costs):\n"
+        f"{format_cost_table(costs)}\nsum over tasks: {total:.2f} s of model calls; the mix: {record['eval_s']:.2f} s"
+    )
+
+
 def comparisons(records: list[dict]) -> list[str]:
     """Speed-up of `on` over the other settings (same layout) and of each layout over TP1/PP1."""
     lines = []
@@ -759,6 +794,8 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
     for record in records:
         if record["per_task"]:
             print("\n" + format_task_table(record))
+        if record.get("task_costs"):
+            print("\n" + format_mix_costs(record))
     for line in comparisons(records) + skipped:
         print(line)
     if ns.out is not None:

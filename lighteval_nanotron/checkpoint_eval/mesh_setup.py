@@ -72,7 +72,7 @@ def _prepare_backend(cpu: bool) -> str:
     if cpu:
         from lighteval_nanotron.parallel.cpu import enable_cpu_support
 
-        enable_cpu_support()
+        enable_cpu_support(trainer=False)  # evaluation only: nanotron.trainer stays unimported
         return "gloo"
     if not torch.cuda.is_available():
         raise ConfigError("No CUDA device is visible: pass --cpu to evaluate on CPU with gloo.")

@@ -32,6 +32,7 @@ from lighteval_nanotron.checkpoint_eval.mesh_setup import AGREEMENT_TIMEOUT_S, c
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.models.checkpoint_format import CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, check_model_layout, load_checkpoint_weights
+from lighteval_nanotron.parallel.cpu.imports import import_nanotron_trainer
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.pipeline.result import EvaluationResult, raise_for_failed_tasks
 
@@ -225,11 +226,12 @@ class CheckpointEvaluator:
         dtype = resolve_dtype(config.dtype, setup.checkpoints[0].path)
         self.dtype_name = str(dtype).removeprefix("torch.")
         architecture = setup.checkpoint_model
+        import_nanotron_trainer(with_wandb="wandb" in config.loggers)  # this process never trains
         self.model = collectively(
             self.world,
             "building the model",
             lambda: build_nanotron_model(
-                architecture.model_config, parallel_context, dtype, carried=architecture.carried
+                architecture.model_config, parallel_context, dtype, carried=architecture.carried, random_init=False
             ),
         )
         engine_config = EngineConfig(

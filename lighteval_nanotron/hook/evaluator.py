@@ -17,10 +17,12 @@ from lighteval_nanotron.errors import EvaluationError
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.schedule import EvalSchedule, Moment
 from lighteval_nanotron.hook.state_guard import preserve_training_state
+from lighteval_nanotron.hook.step_times import StepTimes
 from lighteval_nanotron.parallel.agreement import Verdict, agree
 from lighteval_nanotron.parallel.deadline import bounded_collectives, is_timeout
 from lighteval_nanotron.pipeline.result import raise_for_failed_tasks
-from lighteval_nanotron.tracking.table import format_results_table
+from lighteval_nanotron.tracking.scalars import COST_TRAIN_STEPS_KEY
+from lighteval_nanotron.tracking.table import format_cost_table, format_results_table
 
 _TIMEOUT_HINT = "Raise lighteval_nanotron.failure_timeout_s if evaluation is just slow."
 
@@ -64,6 +66,9 @@ class TrainingEvaluator:
         """Where the training loss goes on the reporting rank (`tracking.training_loss`), if anywhere."""
         self.wandb_run: Any = None
         """The W&B run `hook.wandb_run` opened for this training run (finished in `close`), if any."""
+        self.step_times = StepTimes()
+        self.last_costs: dict = {}
+        """`{task: cost}` (`EvaluationResult.task_costs`) of the last successful evaluation, on every rank."""
 
     # Trainer hooks -----------------------------------------------------------------------------
 
@@ -73,6 +78,7 @@ class TrainingEvaluator:
         self.maybe_evaluate(trainer, Moment.START)
 
     def post_train_step(self, trainer: Any) -> None:
+        self.step_times.record(trainer)
         self.maybe_evaluate(trainer, Moment.STEP)
 
     def post_save_checkpoint(self, trainer: Any) -> None:
@@ -187,6 +193,7 @@ class TrainingEvaluator:
                 with preserve_training_state(trainer.model, getattr(trainer, "random_states", None)):
                     result = self.pipeline.run(step=step, consumed_tokens=tokens, consumed_train_samples=samples)
                 if result is not None:
+                    self._add_cost_in_steps(result)
                     self.loggers.log(result)
                     raise_for_failed_tasks(result)
             except Exception as caught:  # noqa: BLE001 - agreed on below, so that no rank hangs
@@ -204,11 +211,22 @@ class TrainingEvaluator:
             self._fail(world, step, wall, verdict, error)
             return
         self.evaluated.append(step)
-        self.last_results = _share_results(result, world)
+        self.last_results, self.last_costs = _share_results(result, world)
         if "log" in self.config.loggers:
             table = format_results_table(self.last_results)
-            header = f"[lighteval_nanotron] step {step} ({tokens} tokens), {wall:.1f}s:"
+            if self.last_costs:
+                table += "\n\n" + format_cost_table(self.last_costs)
+            in_steps = self.step_times.in_steps(wall)
+            cost = "" if in_steps is None else f" = {in_steps:.1f} training steps"
+            header = f"[lighteval_nanotron] step {step} ({tokens} tokens), {wall:.1f}s{cost}:"
             _log_rank0(world, logging.INFO, f"{header}\n{table}")
+
+    def _add_cost_in_steps(self, result: Any) -> None:
+        """The evaluation's seconds over the mean training step, into the result (scalar, JSON)."""
+        mean = self.step_times.mean_s
+        if mean:
+            result.extra_config["mean_train_step_s"] = mean
+            result.extra_config[COST_TRAIN_STEPS_KEY] = result.wall_time_s / mean
 
     def _fail(self, world: Any, step: int, wall: float, verdict: Verdict, error: Optional[BaseException]) -> None:
         self.failures.append((step, verdict.describe()))
@@ -235,11 +253,13 @@ class TrainingEvaluator:
                 self.wandb_run = None
 
 
-def _share_results(result: Any, world: dist.ProcessGroup) -> dict:
-    """The reporting rank's `{task: {metric: value}}`, on every rank (for the log and callers)."""
-    gathered: list[Optional[dict]] = [None] * dist.get_world_size(world)
-    dist.all_gather_object(gathered, None if result is None else result.results, group=world)
-    return next((results for results in gathered if results is not None), {})
+def _share_results(result: Any, world: dist.ProcessGroup) -> tuple[dict, dict]:
+    """The reporting rank's `{task: {metric: value}}` and `{task: cost}`, on every rank (for the
+    log and callers)."""
+    gathered: list[Optional[tuple[dict, dict]]] = [None] * dist.get_world_size(world)
+    mine = None if result is None else (result.results, result.task_costs)
+    dist.all_gather_object(gathered, mine, group=world)
+    return next((shared for shared in gathered if shared is not None), ({}, {}))
 
 
 def _evaluated_steps(output_dir: str, model_name: str, tasks: list[str], max_samples: Optional[int]) -> set[int]:

@@ -12,6 +12,7 @@ tensor without a word. On CPU call `enable_cpu_support()` first.
     model, model_config = load_nanotron_checkpoint("ckpt/10", parallel_context)
 """
 
+import contextlib
 import dataclasses
 import json
 from pathlib import Path
@@ -33,6 +34,7 @@ from lighteval_nanotron.models.checkpoint_format import (
 )
 from lighteval_nanotron.models.checkpoint_integrity import check_checkpoint_integrity, model_weight_shapes
 from lighteval_nanotron.models.families import family_of_config
+from lighteval_nanotron.models.no_init import random_init_skipped
 from lighteval_nanotron.parallel.cpu import import_nanotron, is_cpu_support_enabled
 
 if TYPE_CHECKING:
@@ -73,9 +75,11 @@ def build_nanotron_model(
     parallel_config: Optional["ParallelismArgs"] = None,
     rope_theta: float = DEFAULT_ROPE_THETA,
     carried: Optional[dict[str, Any]] = None,
+    random_init: bool = True,
 ) -> "NanotronModel":
     """Build the (uninitialised) training model of `model_config`'s family, sharded over
-    `parallel_context`, ties marked.
+    `parallel_context`, ties marked. With `random_init=False` the modules' random initial draws
+    are skipped (`no_init`): only for a model whose every weight is loaded next.
 
     `parallel_config` defaults to the context's sizes with TP all-reduce and no async TP
     communication. `device` defaults to the CPU when CPU support is on or there is no CUDA.
@@ -96,12 +100,13 @@ def build_nanotron_model(
     if parallel_config is None:
         parallel_config = ParallelismArgs(dp=dp, pp=pp, tp=tp)
     training_class = family.training_class()
-    model = build_model(
-        model_builder=lambda: _instantiate(training_class, model_config, parallel_context, parallel_config),
-        parallel_context=parallel_context,
-        dtype=dtype,
-        device=device if device is not None else _default_device(),
-    )
+    with contextlib.nullcontext() if random_init else random_init_skipped():
+        model = build_model(
+            model_builder=lambda: _instantiate(training_class, model_config, parallel_context, parallel_config),
+            parallel_context=parallel_context,
+            dtype=dtype,
+            device=device if device is not None else _default_device(),
+        )
     mark_tied_parameters(model=model, parallel_context=parallel_context, parallel_config=parallel_config)
     carried = {**({ROPE_THETA_KEY: rope_theta} if rope_theta != DEFAULT_ROPE_THETA else {}), **(carried or {})}
     if carried:
@@ -209,7 +214,13 @@ def load_nanotron_checkpoint(
         dtype = read_checkpoint_dtype(root) or torch.float32
     model_config = checkpoint_model.model_config
     model = build_nanotron_model(
-        model_config, parallel_context, dtype, device, parallel_config, carried=checkpoint_model.carried
+        model_config,
+        parallel_context,
+        dtype,
+        device,
+        parallel_config,
+        carried=checkpoint_model.carried,
+        random_init=False,  # every weight is loaded next (the checkpoint's integrity is checked first)
     )
     load_checkpoint_weights(model, parallel_context, root)
     return model, model_config

@@ -9,6 +9,7 @@ once, in `prepare_requests`, and only `run(plan)` is called per evaluation.
 from __future__ import annotations
 
 import inspect
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,18 +69,51 @@ def prepare_requests(model: Any, groups: list[RequestGroup]) -> PreparedRequests
     return PreparedRequests(groups, plans)
 
 
-def run_requests(model: Any, prepared: PreparedRequests, progress: Any = None) -> list[list[ModelResponse]]:
-    """The model's responses, one list per group. Every rank must call this together.
+@dataclass
+class GroupRun:
+    """One group's responses, the seconds its model call took, and per doc the token positions
+    computed and the useful tokens (the model's own counts, else counted from the responses)."""
+
+    responses: list[ModelResponse]
+    seconds: float
+    processed_tokens: list[float]
+    useful_tokens: list[int]
+
+
+def response_tokens(method: SamplingMethod, response: ModelResponse) -> int:
+    """A doc's tokens as its response tells them: context once plus every continuation or
+    generation (PERPLEXITY: the text, which is both input and scored output)."""
+    if method is SamplingMethod.PERPLEXITY:
+        return len(response.input_tokens)
+    return len(response.input_tokens) + sum(len(tokens) for tokens in response.output_tokens)
+
+
+def _doc_tokens(
+    model: Any, group: RequestGroup, plan: Any, responses: list[ModelResponse]
+) -> tuple[list[float], list[int]]:
+    counted = getattr(model, "doc_tokens", None)
+    if plan is not None and callable(counted):
+        return counted(plan)
+    useful = [response_tokens(group.method, response) for response in responses]
+    return [float(n + r.padded_tokens_count) for n, r in zip(useful, responses)], useful
+
+
+def run_requests(model: Any, prepared: PreparedRequests, progress: Any = None) -> list[GroupRun]:
+    """The model's responses, one run per group. Every rank must call this together.
     `progress` (a tqdm bar, if any) advances by each group's docs as the group is done."""
-    responses = []
+    runs = []
     for group, plan in zip(prepared.groups, prepared.plans, strict=True):
+        start = time.perf_counter()
         if plan is not None:
-            responses.append(list(model.run(plan)))
+            responses = list(model.run(plan))
         else:
-            responses.append(list(getattr(model, MODEL_CALLS[group.method])(group.docs, **_kwargs(group))))
+            responses = list(getattr(model, MODEL_CALLS[group.method])(group.docs, **_kwargs(group)))
+        seconds = time.perf_counter() - start
+        processed, useful = _doc_tokens(model, group, plan, responses) if responses else ([], [])
+        runs.append(GroupRun(responses, seconds, processed, useful))
         if progress is not None:
             progress.update(len(group.docs))
-    return responses
+    return runs
 
 
 def is_reporting_rank(model: Any) -> bool:

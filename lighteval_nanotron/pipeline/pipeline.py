@@ -27,6 +27,7 @@ from lighteval_nanotron.pipeline.requests import RequestGroup, group_requests
 from lighteval_nanotron.pipeline.result import EvaluationResult
 from lighteval_nanotron.pipeline.scoring import aggregate_results, score_groups
 from lighteval_nanotron.pipeline.summary import summarize
+from lighteval_nanotron.pipeline.task_costs import task_costs
 from lighteval_nanotron.tasks import LightevalTask, PromptManager, Registry
 from lighteval_nanotron.tasks.requests import Doc
 
@@ -207,9 +208,10 @@ class EvaluationPipeline:
         start_time, start = time.time(), time.perf_counter()
         total_docs = sum(len(group.docs) for group in self.groups)
         with evaluation_progress(total_docs, step, self.show_progress) as progress:
-            responses = run_requests(self.model, self.prepared, progress)
+            runs = run_requests(self.model, self.prepared, progress)
         if not is_reporting_rank(self.model):
             return None
+        responses = [run.responses for run in runs]
         scored = score_groups(
             self.metrics_by_task,
             {name: len(docs) for name, docs in self.docs.items()},
@@ -217,6 +219,7 @@ class EvaluationPipeline:
             responses,
             self.render_prompt,
         )
+        costs = task_costs(self.groups, runs, {name: len(docs) for name, docs in self.docs.items()})
         failed = dict(scored.failed)
         results = aggregate_results(self.metrics_by_task, scored.sample_values, self.bootstrap_iters, failed)
         for task, reason in failed.items():
@@ -245,4 +248,5 @@ class EvaluationPipeline:
             max_samples=self.max_samples,
             failed_tasks={name: failed[name] for name in self.tasks if name in failed},
             extra_config=dict(self.prompt_settings),
+            task_costs={name: costs[name].to_dict() for name in evaluated},
         )

@@ -13,6 +13,7 @@ from lighteval_nanotron import __version__
 from lighteval_nanotron.errors import EvaluationError
 
 ALL_TASKS_KEY = "all"
+TASK_COSTS_KEY = "task_costs"
 
 
 @dataclass
@@ -67,6 +68,9 @@ class EvaluationResult:
     failed_tasks: dict[str, str] = field(default_factory=dict)
     """`{task: reason}` of the tasks that failed (a metric raised, non-finite model outputs): they
     have no results or details; the other tasks' results are complete."""
+    task_costs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per evaluated task: `seconds` (its share of the model calls' time, `pipeline.task_costs`),
+    `docs`, `docs_per_s`, `processed_tokens`, `useful_tokens`."""
 
     @property
     def task_results(self) -> dict[str, dict[str, float]]:
@@ -102,7 +106,7 @@ class EvaluationResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The results file content, in lighteval's layout (details are stored separately), plus
-        `failed_tasks` when a task failed."""
+        `task_costs` (what each task cost) and `failed_tasks` when a task failed."""
         content = {
             "config_general": self.config_general,
             "results": self.results,
@@ -111,6 +115,8 @@ class EvaluationResult:
             "summary_tasks": self.summary_tasks,
             "summary_general": self.summary_general,
         }
+        if self.task_costs:
+            content[TASK_COSTS_KEY] = self.task_costs
         return {**content, "failed_tasks": self.failed_tasks} if self.failed_tasks else content
 
 

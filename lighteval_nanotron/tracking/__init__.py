@@ -22,7 +22,7 @@ from lighteval_nanotron.tracking.paths import (
     step_results_file,
 )
 from lighteval_nanotron.tracking.scalars import result_scalars
-from lighteval_nanotron.tracking.table import format_results_table
+from lighteval_nanotron.tracking.table import format_cost_table, format_results_table
 from lighteval_nanotron.tracking.tensorboard_logger import TensorBoardLogger
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "details_table",
     "evaluated_steps",
     "evaluated_tasks_by_step",
+    "format_cost_table",
     "format_results_table",
     "result_scalars",
     "results_dir",

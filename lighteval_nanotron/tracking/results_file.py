@@ -14,10 +14,10 @@ import math
 from typing import Any
 
 from lighteval_nanotron.metrics import average_over_tasks
-from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY
+from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, TASK_COSTS_KEY
 from lighteval_nanotron.pipeline.summary import general_summary
 
-PER_TASK_SECTIONS = ("results", "versions", "config_tasks", "summary_tasks")
+PER_TASK_SECTIONS = ("results", "versions", "config_tasks", "summary_tasks", TASK_COSTS_KEY)
 MAX_SAMPLES_BY_TASK = "max_samples_by_task"
 NON_FINITE_KEY = "non_finite_values"
 FAILED_TASKS_KEY = "failed_tasks"

@@ -1,4 +1,6 @@
-"""The scalars a metrics backend receives: `eval/<task>/<metric>` plus the evaluation's wall time."""
+"""The scalars a metrics backend receives: `eval/<task>/<metric>`, the evaluation's wall time,
+each task's model seconds as `eval_time/<task>`, and (from the training hook) the evaluation's
+cost in training steps as `eval/cost_train_steps`."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import numbers
 from lighteval_nanotron.pipeline.result import EvaluationResult
 
 STDERR_SUFFIX = "_stderr"
+COST_TRAIN_STEPS_KEY = "eval_cost_train_steps"
+"""`extra_config` key the hook fills: evaluation seconds / mean seconds per training step."""
 
 
 def result_scalars(result: EvaluationResult, prefix: str = "eval") -> dict[str, float]:
@@ -21,4 +25,9 @@ def result_scalars(result: EvaluationResult, prefix: str = "eval") -> dict[str, 
                 continue
             scalars[f"{prefix}/{task}/{metric}"] = float(value)
     scalars[f"{prefix}/wall_time_s"] = float(result.wall_time_s)
+    for task, cost in result.task_costs.items():
+        scalars[f"{prefix}_time/{task}"] = float(cost["seconds"])
+    cost_in_steps = result.extra_config.get(COST_TRAIN_STEPS_KEY)
+    if cost_in_steps is not None:
+        scalars[f"{prefix}/cost_train_steps"] = float(cost_in_steps)
     return scalars

@@ -13,10 +13,40 @@ def _fmt(value: object) -> str:
     return f"{float(value):.4f}" if isinstance(value, numbers.Real) else str(value)
 
 
+def _aligned(rows: list[tuple[str, ...]], left: int) -> list[str]:
+    """Markdown-style lines; the first `left` columns left-aligned, the others right-aligned."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for index, row in enumerate(rows):
+        cells = [cell.ljust(w) if i < left else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))]
+        lines.append("| " + " | ".join(cells) + " |")
+        if index == 0:
+            lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return lines
+
+
+def format_cost_table(task_costs: Mapping[str, Mapping[str, float]]) -> str:
+    """One row per task: model seconds, docs, docs/s, token positions computed, useful tokens."""
+    rows = [("Task", "Seconds", "Docs", "Docs/s", "Tokens", "Useful")]
+    for task, cost in task_costs.items():
+        rows.append(
+            (
+                task,
+                f"{cost['seconds']:.2f}",
+                str(cost["docs"]),
+                f"{cost['docs_per_s']:.1f}",
+                str(cost["processed_tokens"]),
+                str(cost["useful_tokens"]),
+            )
+        )
+    return "\n".join(_aligned(rows, left=1))
+
+
 def format_results_table(result: EvaluationResult | Mapping[str, Mapping[str, float]]) -> str:
     """One row per (task, metric): value and standard error, columns aligned.
 
-    Given an `EvaluationResult`, a first line names the step and the wall time.
+    Given an `EvaluationResult`, a first line names the step and the wall time, and the
+    per-task cost table (`format_cost_table`) follows.
     """
     results = result.results if isinstance(result, EvaluationResult) else result
     rows = [("Task", "Metric", "Value", "Stderr")]
@@ -26,15 +56,10 @@ def format_results_table(result: EvaluationResult | Mapping[str, Mapping[str, fl
                 continue
             stderr = scores.get(metric + STDERR_SUFFIX)
             rows.append((task, metric, _fmt(value), "" if stderr is None else "± " + _fmt(stderr)))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = []
-    for index, row in enumerate(rows):
-        cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
-        cells += [row[2].rjust(widths[2]), row[3].rjust(widths[3])]
-        lines.append("| " + " | ".join(cells) + " |")
-        if index == 0:
-            lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    lines = _aligned(rows, left=2)
     if isinstance(result, EvaluationResult):
         step = "no step" if result.step is None else f"step {result.step}"
         lines.insert(0, f"Evaluation of {result.model_name} at {step} ({result.wall_time_s:.1f}s)")
+        if result.task_costs:
+            lines += ["", format_cost_table(result.task_costs)]
     return "\n".join(lines)

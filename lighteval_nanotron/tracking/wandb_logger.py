@@ -35,8 +35,9 @@ def import_wandb() -> Any:
 
 
 class WandbLogger(EvaluationLogger):
-    """Logs `eval/<task>/<metric>` with `train/step` and `train/consumed_tokens` in the same row,
-    `eval/*` being declared against `train/step` (and `train/consumed_tokens` available as x-axis)."""
+    """Logs `eval/<task>/<metric>` (and `eval_time/<task>`) with `train/step` and
+    `train/consumed_tokens` in the same row, `eval/*` and `eval_time/*` being declared against
+    `train/step` (and `train/consumed_tokens` available as x-axis)."""
 
     def __init__(
         self,
@@ -60,6 +61,7 @@ class WandbLogger(EvaluationLogger):
         run.define_metric(STEP_KEY)
         run.define_metric(TOKENS_KEY, step_metric=STEP_KEY)
         run.define_metric(f"{prefix}/*", step_metric=STEP_KEY)
+        run.define_metric(f"{prefix}_time/*", step_metric=STEP_KEY)  # each task's seconds
 
     def log(self, result: EvaluationResult) -> None:
         row = result_scalars(result, self.prefix)

@@ -44,6 +44,12 @@ def _check_layout(tmp_path, tp: int, pp: int, dp: int, model_config=None) -> Non
         assert content["config_general"]["training_step"] == step
         assert content["config_general"]["consumed_tokens"] == step * 2 * dp * 32  # mbs 2, seq 32
         assert_finite_results(content, TASKS)
+        # the evaluation's cost in training steps, and what each task cost
+        general = content["config_general"]
+        assert general["mean_train_step_s"] > 0
+        assert general["eval_cost_train_steps"] == pytest.approx(general["wall_time_s"] / general["mean_train_step_s"])
+        assert list(content["task_costs"]) == TASKS
+        assert all(content["task_costs"][task]["docs"] == 4 for task in TASKS)  # max_samples 4
     assert (tmp_path / "eval" / "details" / "hook-test" / "2").is_dir()
     assert found[2]["config_general"]["config"]["general"]["consumed_train_samples"] == 2 * 2 * dp  # mbs 2
 
@@ -52,6 +58,12 @@ def _check_layout(tmp_path, tp: int, pp: int, dp: int, model_config=None) -> Non
         tags = [tag for tag in scalars if tag.startswith(f"eval/{task}/")]
         assert tags, scalars.keys()
         assert all(sorted(scalars[tag]) == [2, 4] for tag in tags)
+    assert sorted(scalars["eval/cost_train_steps"]) == [2, 4]
+    assert all(sorted(scalars[f"eval_time/{task}"]) == [2, 4] for task in TASKS)
+    (rank0,) = [report for rank, report in enumerate(hooked) if rank == 0]
+    assert len(rank0["eval_log"]) == 2 and all(" training steps:" in line for line in rank0["eval_log"])
+    assert all(line.count("| Docs/s") == 1 for line in rank0["eval_log"])  # the per-task cost table
+    assert all(list(report["last_costs"]) == TASKS for report in hooked)
 
 
 def test_dp2_training_with_evaluation(tmp_path):

@@ -103,6 +103,7 @@ def train_worker(config_path: str, wandb_mode: Optional[str] = "disabled") -> Di
     from tests.helpers.setup_counts import count_setup_work
 
     setup_counts = count_setup_work()
+    info = _Collect(level=20)
 
     class RecordingTrainer(EvaluatingTrainer):
         def training_step(self, dataloader):
@@ -124,6 +125,8 @@ def train_worker(config_path: str, wandb_mode: Optional[str] = "disabled") -> Di
         "failures": list(evaluator.failures) if evaluator else [],
         "setup_counts": dict(setup_counts),
         "reporting": bool(evaluator and evaluator.pipeline and evaluator.pipeline.model.is_reporting_rank),
+        "eval_log": [message for message in info.messages if message.startswith("[lighteval_nanotron] step ")],
+        "last_costs": dict(evaluator.last_costs) if evaluator else {},
     }
 
 
@@ -155,15 +158,18 @@ def tensorboard_scalars(log_dir: Path) -> Dict[str, List[int]]:
 
 
 class _Collect:
-    """A logging handler that keeps the hook's ERROR messages (formatted) in a list."""
+    """A logging handler that keeps the hook's messages (formatted) at `level` and above in a list."""
 
-    def __init__(self) -> None:
+    def __init__(self, level: int = 40) -> None:
         import logging
 
         self.messages: List[str] = []
-        handler = logging.Handler(level=logging.ERROR)
+        handler = logging.Handler(level=level)
         handler.emit = lambda record: self.messages.append(record.getMessage())
-        logging.getLogger("lighteval_nanotron.hook").addHandler(handler)
+        hook_logger = logging.getLogger("lighteval_nanotron.hook")
+        hook_logger.addHandler(handler)
+        if hook_logger.getEffectiveLevel() > level:
+            hook_logger.setLevel(level)
 
 
 def train_logging_worker(config_path: str) -> Dict[str, Any]:

@@ -107,3 +107,77 @@ def test_packed_prefix_trees_keep_every_sequence_and_share_prefixes(share):
         ]
     total = sum(len(row.input_ids) for row in rows)
     assert total < sum(s.token_length for s in sequences) if share else total == sum(s.token_length for s in sequences)
+
+
+@pytest.mark.parametrize("pack_rows, shared_context, dp", [(True, True, 1), (True, True, 2), (False, False, 1)])
+def test_per_doc_token_positions_add_up_to_the_plans(tok, pack_rows, shared_context, dp):
+    """Each doc's share of the rows (packed, prefixes shared, padding) sums to the plan's count."""
+    from lighteval_nanotron.models.nanotron.scoring_plan import build_batches, loglikelihood_rows
+    from lighteval_nanotron.tasks import Doc
+
+    cfg = EngineConfig(max_length=64, pack_rows=pack_rows, shared_context=shared_context, pack_width=48)
+    fewshot = "Q: one two three four five six seven\nA: yes\n"
+    docs = [Doc(f"{fewshot}Q: item {i} {'x ' * i}\nA:", [" yes", " no", " maybe so"], 0) for i in range(7)]
+    docs += [Doc(f"Other {i}:", [" a", " b"], 1) for i in range(3)]
+    rows, specs, _, useful = loglikelihood_rows(docs, tok, lambda d: d.query, cfg, 64, unconditioned=False)
+    _, stats = build_batches(rows, specs, cfg, dp, 0, pad_multiple=8, pad_id=0)
+    per_doc = [spec.processed_tokens for spec in specs]
+    assert sum(per_doc) == pytest.approx(stats.processed_tokens, rel=1e-12)
+    assert sum(spec.useful_tokens for spec in specs) == useful
+    assert all(tokens > 0 for tokens in per_doc)
+    if not shared_context:  # no prefix shared across docs: every doc computed at least its useful tokens
+        assert all(spec.processed_tokens >= spec.useful_tokens for spec in specs)
+    else:  # the shared few-shot prefix is paid once for several docs
+        assert sum(per_doc[:7]) < sum(len(spec.input_tokens) for spec in specs[:7]) * 3
+
+
+def test_row_split_counts_a_shared_node_once_over_its_docs():
+    from lighteval_nanotron.models.nanotron.doc_tokens import row_doc_tokens
+    from lighteval_nanotron.models.nanotron.packing import ModelRow
+
+    # nodes 0-1 shared by docs 0 and 1; node 2 doc 0's, node 3 doc 1's; 4 padding positions
+    row = ModelRow((5, 6, 7, 8), (0, 0, 1, 1), (0, 1, 2, 2), (2, 3), (1, 1), (0, 1), (0, 1))
+    assert row_doc_tokens(row, 4, slot_doc=[0, 1]) == {0: 2.0, 1: 2.0}
+    split = row_doc_tokens(row, 8, slot_doc=[0, 0])  # both targets doc 0's: it pays for everything
+    assert split == {0: 8.0, 1: 0.0}
+
+
+def test_batched_tokenization_gives_the_ids_of_one_call_per_text(tok):
+    from tokenizers import Tokenizer
+
+    from lighteval_nanotron.models.nanotron.scoring_plan import loglikelihood_rows
+    from lighteval_nanotron.models.nanotron.tokenization import TokenizerAdapter, encode_pair
+    from lighteval_nanotron.tasks import Doc
+
+    texts = ["Question: what is it?\nAnswer:", " a b", "", "x" * 300, "Answer: yes", "Question: what is it?\nAnswer:"]
+    bare = TokenizerAdapter(Tokenizer.from_str(tok.tokenizer.backend_tokenizer.to_str()))
+    for adapter in (tok, bare):
+        for flag in (True, False):
+            one_by_one = [adapter.encode(text, flag) for text in texts]
+            with adapter.batched((text, flag) for text in texts):
+                assert [adapter.encode(text, flag) for text in texts] == one_by_one
+                assert adapter._batched  # the look-ups came from the batch
+            assert not adapter._batched  # and are forgotten after the block
+    cfg = EngineConfig(max_length=64)
+    docs = [Doc("Question: one two  ", [" yes", "no ", ""], 0), Doc("", [" a"], 0), Doc("Q: z", [" b"], 0)]
+    _, specs, _, _ = loglikelihood_rows(docs, tok, lambda d: d.query, cfg, 64, unconditioned=False)
+    for doc, spec in zip(docs, specs):
+        pairs = [encode_pair(tok, doc.query, c, cfg.add_special_tokens, cfg.pairwise_tokenization) for c in doc.choices]
+        assert spec.output_tokens == [cont for _, cont in pairs] and spec.input_tokens == pairs[0][0]
+
+
+def test_random_init_skipped_draws_nothing_and_restores_torch_init():
+    import torch
+
+    from lighteval_nanotron.models.no_init import RANDOM_INITS, random_init_skipped
+
+    saved = {name: getattr(torch.nn.init, name) for name in RANDOM_INITS}
+    state = torch.random.get_rng_state()
+    with random_init_skipped():
+        torch.nn.Linear(64, 64)
+        torch.nn.Embedding(32, 8)
+        assert torch.equal(torch.random.get_rng_state(), state)  # no random draw consumed
+        assert torch.nn.LayerNorm(4).weight.eq(1).all()  # constant initialisations still run
+    assert {name: getattr(torch.nn.init, name) for name in RANDOM_INITS} == saved
+    torch.nn.Linear(4, 4)
+    assert not torch.equal(torch.random.get_rng_state(), state)

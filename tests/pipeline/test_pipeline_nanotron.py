@@ -26,3 +26,13 @@ def test_evaluate_a_nanotron_model_on_one_and_two_data_parallel_ranks(tiny_check
         assert reporting[0][task] == pytest.approx(scores, rel=1e-4, abs=1e-6), task
     written = json.loads(results_file(tmp_path / "b", "tiny", 7).read_text())
     assert written["results"]["custom|toy_mc|0"] == pytest.approx(reference["custom|toy_mc|0"], rel=1e-4)
+
+    # what each task cost: split from the engine's own per-doc counts, the same work at DP1 and DP2
+    costs = {run: json.loads((tmp_path / run / "results" / "tiny" / "results_7.json").read_text()) for run in "ab"}
+    one, two = (costs[run]["task_costs"] for run in "ab")
+    assert list(one) == list(two) == [task for task in reference if task != "all"]
+    for task, cost in two.items():
+        assert cost["docs"] == costs["b"]["config_tasks"][task]["effective_num_docs"] == one[task]["docs"]
+        assert cost["useful_tokens"] == one[task]["useful_tokens"] > 0
+        assert cost["processed_tokens"] > 0 and cost["seconds"] > 0
+    assert sum(cost["seconds"] for cost in two.values()) <= costs["b"]["config_general"]["wall_time_s"]

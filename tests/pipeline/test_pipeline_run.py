@@ -40,6 +40,27 @@ def test_scores_of_all_three_sampling_methods(toy_data):
     assert model.calls == ["loglikelihood", "loglikelihood", "loglikelihood_rolling", "greedy_until"]
 
 
+def test_every_task_gets_its_cost_in_json_table_and_scalars(toy_data):
+    from lighteval_nanotron.tracking import format_results_table, result_scalars
+
+    model = PlanningBigramLM()  # plans without per-doc counts of its own: counted from the responses
+    result = _prepare(model).run(step=3)
+    costs = json.loads(json.dumps(result.to_dict()))["task_costs"]
+    assert list(costs) == [MC, GEN, PPL, PMI]
+    assert {task: cost["docs"] for task, cost in costs.items()} == {MC: 4, GEN: 3, PPL: 3, PMI: 4}  # GEN: 2 methods
+    assert sum(cost["seconds"] for cost in costs.values()) <= result.wall_time_s
+    for cost in costs.values():
+        assert cost["seconds"] > 0 and cost["docs_per_s"] == pytest.approx(cost["docs"] / cost["seconds"])
+        assert cost["processed_tokens"] >= cost["useful_tokens"] > 0
+    assert costs[PPL]["useful_tokens"] == sum(len(model.tokenizer.encode(row["text"])) for row in PPL_ROWS)
+    table = format_results_table(result)
+    assert "| Task" in table.split("\n\n")[1] and f"{costs[GEN]['seconds']:.2f}" in table.split("\n\n")[1]
+    scalars = result_scalars(result)
+    assert {tag: value for tag, value in scalars.items() if tag.startswith("eval_time/")} == {
+        f"eval_time/{task}": cost["seconds"] for task, cost in costs.items()
+    }
+
+
 def test_fewshot_draws_for_every_task_are_recorded(toy_data):
     result = _prepare(BigramLM(), max_samples=2, fewshot_draws="lighteval").run()
     records = [config["fewshot_sampling"] for config in result.to_dict()["config_tasks"].values()]
@@ -59,6 +80,7 @@ def test_results_dict_has_lighteval_layout(toy_data):
         "config_tasks",
         "summary_tasks",
         "summary_general",
+        "task_costs",
     ]
     general = content["config_general"]
     assert general["model_name"] == "toy-bigram"
@@ -156,3 +178,19 @@ def test_errors_are_named_and_raised_early(toy_data):
     _prepare(_NoPMI(), MC)  # fine without a PMI metric
     with pytest.raises(EvaluationError, match="2 GENERATIVE responses for 3 requests"):
         _prepare(_Lossy(), GEN).run()
+
+
+def test_model_seconds_are_split_by_token_positions_and_add_up():
+    from lighteval_nanotron.pipeline.model_calls import GroupRun
+    from lighteval_nanotron.pipeline.requests import RequestGroup
+    from lighteval_nanotron.pipeline.task_costs import task_costs
+    from lighteval_nanotron.tasks.requests import SamplingMethod
+
+    scoring = RequestGroup(SamplingMethod.LOGPROBS, task_names=["a", "b", "a", "b"])
+    generation = RequestGroup(SamplingMethod.GENERATIVE, task_names=["b", "c"])
+    runs = [GroupRun([], 2.0, [10.0, 30.0, 10.0, 30.0], [8, 20, 8, 20]), GroupRun([], 3.0, [5.0, 10.0], [5, 9])]
+    costs = task_costs([scoring, generation], runs, {"a": 2, "b": 3, "c": 1})
+    assert sum(cost.seconds for cost in costs.values()) == pytest.approx(5.0)
+    assert costs["a"].seconds == pytest.approx(0.5) and costs["c"].seconds == pytest.approx(2.0)
+    assert costs["b"].seconds == pytest.approx(1.5 + 1.0) and costs["b"].docs_per_s == pytest.approx(3 / 2.5)
+    assert (costs["b"].processed_tokens, costs["b"].useful_tokens) == (65, 45)

@@ -105,6 +105,8 @@ def test_results_merge_per_task_and_max_samples_and_respect_the_umask(toy_data, 
     assert merged["summary_general"]["num_samples"] == (
         first["summary_general"]["num_samples"] + merged["summary_tasks"][GEN]["num_samples"]
     )
+    assert merged["task_costs"][MC] == first["task_costs"][MC] and set(merged["task_costs"]) == {MC, GEN}
+    assert merged["task_costs"][GEN]["docs"] == 2
     for written in [path, *details_folder(tmp_path, "toy-bigram", 7).iterdir()]:
         assert stat.S_IMODE(written.stat().st_mode) == 0o640, written
 

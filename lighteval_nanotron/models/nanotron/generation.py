@@ -45,10 +45,17 @@ class _Decoding:
     rows: list[int] = field(default_factory=list)  # request of each row fed at the current step
     stats: PlanStats = field(default_factory=PlanStats)
     non_finite: set[int] = field(default_factory=set)  # requests that met NaN/inf logits (output stage only)
+    processed: list[int] = field(default_factory=list)  # token positions fed for each request
 
     @classmethod
     def start(cls, requests: list[GenRequest]) -> "_Decoding":
-        return cls(requests, [[] for _ in requests], [False] * len(requests), active=list(range(len(requests))))
+        return cls(
+            requests,
+            [[] for _ in requests],
+            [False] * len(requests),
+            active=list(range(len(requests))),
+            processed=[0] * len(requests),
+        )
 
 
 @dataclass
@@ -176,6 +183,8 @@ def _step(rt: Runtime, link: StageLink, st: _Decoding) -> None:
             rows=rows * int(st.step == 0),
         )
     )
+    for row in st.rows:
+        st.processed[row] += seq
     st.step += 1
     if logits is None:
         st.awaiting_feedback = True
@@ -192,13 +201,16 @@ def _step(rt: Runtime, link: StageLink, st: _Decoding) -> None:
     _apply(st, feedback)
 
 
-def _local_generations(rt: Runtime, plan: GenerationPlan) -> tuple[dict[int, list[int]], PlanStats, set[int]] | None:
+def _local_generations(
+    rt: Runtime, plan: GenerationPlan
+) -> tuple[dict[int, list[int]], PlanStats, set[int], dict[int, int]] | None:
     if rt.stage is None:
         return None
     link = rt.new_link()
     queue = [_Decoding.start(batch) for batch in plan.batches]
     finished: dict[int, list[int]] = {}
     non_finite: set[int] = set()
+    processed: dict[int, int] = {}
     stats = PlanStats()
     while queue:
         st = queue.pop(0)
@@ -208,13 +220,14 @@ def _local_generations(rt: Runtime, plan: GenerationPlan) -> tuple[dict[int, lis
         if all(st.done):
             finished.update({r.index: g for r, g in zip(st.requests, st.generated)})
             non_finite.update(st.requests[row].index for row in st.non_finite)
+            processed.update({r.index: fed for r, fed in zip(st.requests, st.processed)})
             stats.add(st.stats)
             continue
         _step(rt, link, st)
         rt.sync_pipeline()
         queue.append(st)
     link.flush()
-    return (finished, stats, non_finite) if rt.mesh.holds_results else None
+    return (finished, stats, non_finite, processed) if rt.mesh.holds_results else None
 
 
 def _cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
@@ -230,14 +243,19 @@ def run_generation(rt: Runtime, plan: GenerationPlan) -> list[ModelResponse]:
         return []
     tokens: dict[int, list[int]] = {}
     non_finite: set[int] = set()
+    processed: dict[int, int] = {}
     stats = PlanStats(docs=len(plan.requests))
     for part in gathered:
         if part is not None:
             tokens.update(part[0])
             stats.add(part[1])
             non_finite.update(part[2])
-    stats.useful_tokens = sum(len(r.input_ids) + max(0, len(tokens[r.index]) - 1) for r in plan.requests)
+            processed.update(part[3])
+    useful = [len(r.input_ids) + max(0, len(tokens[r.index]) - 1) for r in plan.requests]
+    stats.useful_tokens = sum(useful)
     plan.stats = stats
+    plan.doc_useful_tokens = useful
+    plan.doc_processed_tokens = [float(processed[r.index]) for r in plan.requests]
     return [
         ModelResponse(
             input=r.context,

@@ -42,6 +42,9 @@ class GenerationPlan:
     kind: str = "generation"
     stats: PlanStats = field(default_factory=PlanStats)
     """Work of the last run over all replicas (filled by `run`: it depends on when rows stop)."""
+    doc_processed_tokens: list[float] = field(default_factory=list)
+    """Per request (in order), token positions fed in the last run; they add up to `stats.processed_tokens`."""
+    doc_useful_tokens: list[int] = field(default_factory=list)
 
 
 def make_request(
@@ -68,8 +71,11 @@ def make_request(
 def generation_requests(
     docs: Sequence[Doc], prompt_fn: Callable[[Doc], str], tok: TokenizerAdapter, cfg: EngineConfig, max_length: int
 ) -> list[GenRequest]:
-    """Every doc's prompt rendered and tokenized (the same on every rank: computed once, shared)."""
-    return [make_request(i, doc, prompt_fn(doc), tok, cfg, max_length) for i, doc in enumerate(docs)]
+    """Every doc's prompt rendered and tokenized, in one batch call (the same on every rank:
+    computed once, shared)."""
+    contexts = [prompt_fn(doc) for doc in docs]
+    with tok.batched((context, cfg.add_special_tokens) for context in contexts):
+        return [make_request(i, doc, text, tok, cfg, max_length) for i, (doc, text) in enumerate(zip(docs, contexts))]
 
 
 def build_generation_plan(

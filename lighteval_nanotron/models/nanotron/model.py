@@ -128,6 +128,14 @@ class NanotronLightevalModel(LightevalModel):
                 return run_generation(self.runtime, plan)
             return run_scoring(self.runtime, plan)
 
+    def doc_tokens(self, plan: Plan) -> tuple[list[float], list[int]]:
+        """Per doc of the plan (in order), after `run(plan)`: the token positions computed for it
+        (its share of packed rows and padding: `doc_tokens.row_doc_tokens`; all replicas) and
+        its useful tokens (context once plus what is scored or generated)."""
+        if isinstance(plan, GenerationPlan):
+            return list(plan.doc_processed_tokens), list(plan.doc_useful_tokens)
+        return [spec.processed_tokens for spec in plan.specs], [spec.useful_tokens for spec in plan.specs]
+
     def loglikelihood(self, docs: list[Doc], unconditioned: bool = False) -> list[ModelResponse]:
         return self.run(self.prepare_loglikelihood(docs, unconditioned))
 

@@ -21,11 +21,13 @@ from lighteval_nanotron.models.nanotron.batching import (
     round_up,
 )
 from lighteval_nanotron.models.nanotron.config import EngineConfig
+from lighteval_nanotron.models.nanotron.doc_tokens import row_doc_tokens, slot_docs
 from lighteval_nanotron.models.nanotron.packing import ModelRow, ScoredSequence, chain_row, packed_rows, tree_rows
 from lighteval_nanotron.models.nanotron.tokenization import (
     TokenizerAdapter,
     Window,
     encode_pair,
+    pair_texts,
     rolling_windows,
     score_window,
 )
@@ -86,6 +88,9 @@ class ResponseSpec:
     unconditioned_slots: list[int] | None = None
     truncated_tokens_count: int = 0
     padded_tokens_count: int = 0
+    useful_tokens: int = 0
+    processed_tokens: float = 0.0
+    """This doc's share of the plan's token positions, over all replicas (`doc_tokens`)."""
 
 
 @dataclass
@@ -151,26 +156,48 @@ def loglikelihood_rows(
     max_length: int,
     unconditioned: bool,
 ) -> tuple[list[ScoredSequence], list[ResponseSpec], int, int]:
-    """Sequences, response specs, number of result slots, useful tokens."""
+    """Sequences, response specs, number of result slots, useful tokens (all prompts tokenized
+    in batch calls first: `TokenizerAdapter.batched`)."""
+    contexts = [prompt_fn(doc) for doc in docs]
+    wanted = [
+        text
+        for doc, context in zip(docs, contexts)
+        for query in ([context, doc.unconditioned_query] if unconditioned else [context])
+        if query is not None
+        for choice in doc.choices or []
+        for text in pair_texts(query, choice, cfg.add_special_tokens, cfg.pairwise_tokenization)
+    ]
+    with tok.batched(wanted):
+        return _loglikelihood_rows(docs, contexts, tok, cfg, max_length, unconditioned)
+
+
+def _loglikelihood_rows(
+    docs: Sequence[Doc],
+    contexts: list[str],
+    tok: TokenizerAdapter,
+    cfg: EngineConfig,
+    max_length: int,
+    unconditioned: bool,
+) -> tuple[list[ScoredSequence], list[ResponseSpec], int, int]:
     rows: list[ScoredSequence] = []
     useful = 0
     specs: list[ResponseSpec] = []
     next_slot = 0
-    for index, doc in enumerate(docs):
-        context = prompt_fn(doc)
+    for index, (doc, context) in enumerate(zip(docs, contexts)):
         choices = list(doc.choices or [])
         doc_rows, ctx_ids, continuations, cut = _choice_rows(tok, context, choices, next_slot, index, cfg, max_length)
         spec = ResponseSpec(
             context, ctx_ids, continuations, list(range(next_slot, next_slot + len(choices))), None, cut
         )
         next_slot += len(choices)
-        useful += useful_tokens(doc_rows)
+        spec.useful_tokens = useful_tokens(doc_rows)
         if unconditioned and doc.unconditioned_query is not None:
             extra, _, _, _ = _choice_rows(tok, doc.unconditioned_query, choices, next_slot, index, cfg, max_length)
-            useful += useful_tokens(extra)
+            spec.useful_tokens += useful_tokens(extra)
             doc_rows += extra
             spec.unconditioned_slots = list(range(next_slot, next_slot + len(choices)))
             next_slot += len(choices)
+        useful += spec.useful_tokens
         rows += doc_rows
         specs.append(spec)
     return rows, specs, next_slot, useful
@@ -184,12 +211,13 @@ def rolling_rows(
     rows: list[ScoredSequence] = []
     specs: list[ResponseSpec] = []
     stride = cfg.stride_for(max_length)
-    for index, doc in enumerate(docs):
-        text = prompt_fn(doc)
-        tokens = tok.encode(text, add_special_tokens=False)
+    texts = [prompt_fn(doc) for doc in docs]
+    with tok.batched((text, False) for text in texts):
+        encoded = [tok.encode(text, add_special_tokens=False) for text in texts]
+    for index, (text, tokens) in enumerate(zip(texts, encoded)):
         for window in rolling_windows(tokens, tok.prefix_token_id, max_length, stride):
             rows.append(_row(window, [index] * len(window.targets), index))
-        specs.append(ResponseSpec(text, tokens, [tokens], [index]))
+        specs.append(ResponseSpec(text, tokens, [tokens], [index], useful_tokens=len(tokens)))
     return rows, specs, len(docs), sum(len(spec.input_tokens) for spec in specs)
 
 
@@ -256,6 +284,7 @@ def build_batches(
     longest = round_up(max((row.token_length for row in rows), default=1), pad_multiple)
     mine: list[ScoringBatch] = []
     stats = PlanStats(docs=len(specs))
+    slot_doc = slot_docs([spec.slots + (spec.unconditioned_slots or []) for spec in specs])
     for replica in range(dp_size):
         ordered = replica_items(dataset, dp_size, replica, cfg.sort_by_length, assignment=owner)
         fixed = None if cfg.pad_per_batch else longest
@@ -266,6 +295,8 @@ def build_batches(
             for row in batch_rows:
                 for doc_index in row.doc_indices:
                     specs[doc_index].padded_tokens_count += width - row.token_length
+                for doc_index, tokens in row_doc_tokens(row, width, slot_doc).items():
+                    specs[doc_index].processed_tokens += tokens
             batch = _to_batch(batch_rows, width, pad_id)
             stats.add(_batch_stats(batch_rows, batch, width, cfg))
             if replica == dp_rank:

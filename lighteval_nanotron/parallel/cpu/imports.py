@@ -68,3 +68,22 @@ def import_nanotron() -> ModuleType:
     nanotron_logging = importlib.import_module("nanotron.logging")
     nanotron_logging.LoggingArgs = sys.modules[_CONFIG_MODULE].LoggingArgs
     return config
+
+
+def import_nanotron_trainer(with_wandb: bool = True) -> ModuleType:
+    """`nanotron.trainer` (the model builder needs its `mark_tied_parameters`); idempotent.
+
+    It imports `wandb` when installed (a second or more) only to log training scalars. A process
+    that evaluates and never trains passes `with_wandb=False`: `wandb` then looks absent while
+    `nanotron.trainer` is imported (its `wandb` is None for this process); it stays importable
+    for anything else (our W&B logger imports it itself).
+    """
+    if "nanotron.trainer" in sys.modules or with_wandb or "wandb" in sys.modules:
+        import_nanotron()
+        return importlib.import_module("nanotron.trainer")
+    import_nanotron()
+    sys.modules["wandb"] = None  # type: ignore[assignment]  # `import wandb` raises ImportError
+    try:
+        return importlib.import_module("nanotron.trainer")
+    finally:
+        del sys.modules["wandb"]
