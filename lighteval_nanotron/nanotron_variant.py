@@ -19,8 +19,10 @@ from lighteval_nanotron.errors import UnsupportedModelError
 SUPPORTED_VARIANTS = ("0.4",)
 """Variants the engine, builder and converter are verified with (docs/engine.md, "Nanotron versions")."""
 
+QWEN2_FEATURE = "a Qwen2 model (models/qwen.py)"
+"""The feature by which an installed Nanotron can build Qwen2 (GitHub main has it, 0.4 does not)."""
 _MAIN_FEATURES = {
-    "models/qwen.py": "a Qwen2 model (models/qwen.py)",
+    "models/qwen.py": QWEN2_FEATURE,
     "nn/attention.py": "pluggable attention implementations (nn/attention.py)",
 }
 _MAIN_CONFIG_KEYS = ("rope_interleaved", "_attn_implementation", "z_loss_enabled")
@@ -46,6 +48,11 @@ def installed_nanotron() -> NanotronVariant:
     text = models_config.read_text(encoding="utf-8") if models_config.is_file() else ""
     features += [f"LlamaConfig.{key}" for key in _MAIN_CONFIG_KEYS if f"{key}:" in text]
     return NanotronVariant("main" if features else "0.4", tuple(features), root)
+
+
+def has_qwen2() -> bool:
+    """True when the installed Nanotron has Qwen2 (`Qwen2Config`, `Qwen2ForTraining`)."""
+    return QWEN2_FEATURE in installed_nanotron().features
 
 
 def require_supported_nanotron() -> NanotronVariant:
