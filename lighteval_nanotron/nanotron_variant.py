@@ -19,13 +19,13 @@ from lighteval_nanotron.errors import UnsupportedModelError
 SUPPORTED_VARIANTS = ("0.4",)
 """Variants the engine, builder and converter are verified with (docs/engine.md, "Nanotron versions")."""
 
-QWEN2_FEATURE = "a Qwen2 model (models/qwen.py)"
-"""The feature by which an installed Nanotron can build Qwen2 (GitHub main has it, 0.4 does not)."""
 _MAIN_FEATURES = {
-    "models/qwen.py": QWEN2_FEATURE,
+    "models/qwen.py": "a Qwen2 model (models/qwen.py)",
     "nn/attention.py": "pluggable attention implementations (nn/attention.py)",
 }
 _MAIN_CONFIG_KEYS = ("rope_interleaved", "_attn_implementation", "z_loss_enabled")
+QWEN2_FEATURE = _MAIN_FEATURES["models/qwen.py"]
+"""The feature by which an installed Nanotron can build Qwen2 (GitHub main has it, 0.4 does not)."""
 
 
 @dataclass(frozen=True)
