@@ -13,6 +13,7 @@ tensor without a word. On CPU call `enable_cpu_support()` first.
 """
 
 import dataclasses
+import inspect
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -123,6 +124,19 @@ def _instantiate(training_class: type, model_config: Any, parallel_context: Any,
     )
 
 
+def save_checkpoint_metadata(parallel_context: "ParallelContext", root: Path) -> None:
+    """Write Nanotron's `checkpoint_metadata.json` (on world rank 0): 0.4's `save_meta` takes a
+    `checkpoint_metadata` dict, current Nanotron's a `TrainingMetadata` (here: nothing trained yet)."""
+    import_nanotron()
+    from nanotron.serialize import metadata
+
+    if "training_metadata" in inspect.signature(metadata.save_meta).parameters:
+        untrained = metadata.TrainingMetadata(consumed_train_samples=0, last_train_step=0, data_stages=[])
+        metadata.save_meta(parallel_context=parallel_context, root_folder=root, training_metadata=untrained)
+    else:
+        metadata.save_meta(parallel_context=parallel_context, root_folder=root, checkpoint_metadata={})
+
+
 def save_nanotron_checkpoint(
     model: "NanotronModel",
     model_config: Any,
@@ -136,7 +150,6 @@ def save_nanotron_checkpoint(
     `Config` is given, `config.yaml`. Returns the folder.
     """
     import_nanotron()
-    from nanotron.serialize.metadata import save_meta
     from nanotron.serialize.weights import save_weights
 
     root = Path(path)
@@ -144,7 +157,7 @@ def save_nanotron_checkpoint(
         root.mkdir(parents=True, exist_ok=True)
     dist.barrier(parallel_context.world_pg)
     save_weights(model=model, parallel_context=parallel_context, root_folder=root)
-    save_meta(parallel_context=parallel_context, root_folder=root, checkpoint_metadata={})
+    save_checkpoint_metadata(parallel_context, root)
     if dist.get_rank(parallel_context.world_pg) == 0:
         (root / MODEL_CONFIG_FILE).write_text(json.dumps(dataclasses.asdict(model_config), indent=2))
         if training_config is not None:
