@@ -25,9 +25,9 @@ from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
 from lighteval_nanotron.hook.training_config import SECTION, TrainingConfigWithEvaluation
 from lighteval_nanotron.hook.wandb_run import training_wandb
-from lighteval_nanotron.parallel.cpu import ensure_flash_attn
+from lighteval_nanotron.parallel.cpu import ensure_cuda_extensions
 
-ensure_flash_attn()  # Llama imports flash-attn at module level: the stand-in on CPU machines only
+ensure_cuda_extensions()  # Nanotron's models import flash-attn (main: grouped_gemm too): stand-ins on CPU only
 
 from nanotron.trainer import DistributedTrainer  # noqa: E402
 
