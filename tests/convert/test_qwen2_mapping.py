@@ -61,7 +61,8 @@ def test_attention_weights_are_fused_q_then_k_then_v():
     assert torch.equal(gate_up[:128], hf["model.layers.0.mlp.gate_proj.weight"])
     assert torch.equal(weights["model.lm_head.pp_block.weight"], hf["lm_head.weight"])
     tied = dict(iter_hf_to_nanotron(tiny_hf_qwen2(tie=True).state_dict(), {**config, "tie_word_embeddings": True}))
-    assert tied["model.lm_head.pp_block.weight"] is tied["model.token_position_embeddings.pp_block.token_embedding.weight"]
+    embedding = tied["model.token_position_embeddings.pp_block.token_embedding.weight"]
+    assert tied["model.lm_head.pp_block.weight"] is embedding
 
 
 def _main_moe(weights: dict, prefix: str, x: torch.Tensor, top_k: int) -> torch.Tensor:
@@ -106,7 +107,7 @@ def test_mapped_experts_compute_what_transformers_computes(tmp_path, source):
     ("build", "overrides", "message"),
     [
         (tiny_hf_qwen2_moe, {"norm_topk_prob": True}, "norm_topk_prob: true is not supported"),
-        (tiny_hf_qwen2, {"use_sliding_window": True, "sliding_window": 64, "max_window_layers": 0}, "sliding_window=64"),
+        (tiny_hf_qwen2, {"use_sliding_window": True, "sliding_window": 64, "max_window_layers": 0}, "window=64"),
         (tiny_hf_qwen2_moe, {"use_sliding_window": True, "sliding_window": 64, "max_window_layers": 3}, "< max_pos"),
         (tiny_hf_qwen2_moe, {"hidden_act": "gelu"}, "hidden_act='gelu' is not supported"),
     ],

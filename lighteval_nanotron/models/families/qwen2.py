@@ -184,6 +184,11 @@ def _layer(module: Any, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tenso
     flat = hidden.transpose(0, 1).reshape(rows * seq, width)
     positions = torch.arange(seq, device=hidden.device).repeat(rows, 1)
     cu_seqlens = torch.arange(0, rows * seq + 1, seq, dtype=torch.int32, device=hidden.device)
-    out = module(hidden_states=flat, position_ids=positions, cu_seqlens=cu_seqlens)["hidden_states"]
+    attn, logged = module.attn, module.attn.log_attn_probs
+    attn.log_attn_probs = False  # a training diagnostic (flash-attn returning the probabilities): not while evaluating
+    try:
+        out = module(hidden_states=flat, position_ids=positions, cu_seqlens=cu_seqlens)["hidden_states"]
+    finally:
+        attn.log_attn_probs = logged
     return out.view(rows, seq, width).transpose(0, 1)
 
