@@ -104,6 +104,9 @@ def engine_and_nanotron_forward(checkpoint: str) -> list[tuple[list[float], list
     model, _ = load_nanotron_checkpoint(checkpoint, context)
     engine = NanotronLightevalModel(model, context, tiny_tokenizer(), EngineConfig(max_length=MAX_LENGTH))
     tok, prompt = TokenizerAdapter(tiny_tokenizer()), PromptManager().prepare_prompt
+    for module in model.modules():  # main's default `log_attn_probs: true` asks flash-attn for the probabilities
+        if hasattr(module, "log_attn_probs"):
+            module.log_attn_probs = False
     pairs = []
     for doc, response in zip(engine_docs(), engine.loglikelihood(engine_docs()), strict=True):
         model.eval()
@@ -129,7 +132,9 @@ def nanotron_checkpoint(request, tmp_path_factory) -> Path:
 
 def test_checkpoint_is_read_as_qwen2(nanotron_checkpoint):
     from lighteval_nanotron.models.checkpoint_format import read_checkpoint_model
+    from lighteval_nanotron.parallel.cpu import enable_cpu_support
 
+    enable_cpu_support()
     checkpoint_model = read_checkpoint_model(nanotron_checkpoint)
     assert checkpoint_model.family.name == "qwen2" and checkpoint_model.carried == {}
     assert checkpoint_model.model_config.rope_theta == 50000.0
