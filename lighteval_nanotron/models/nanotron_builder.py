@@ -13,7 +13,6 @@ tensor without a word. On CPU call `enable_cpu_support()` first.
 """
 
 import dataclasses
-import inspect
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -34,6 +33,7 @@ from lighteval_nanotron.models.checkpoint_format import (
 )
 from lighteval_nanotron.models.checkpoint_integrity import check_checkpoint_integrity, model_weight_shapes
 from lighteval_nanotron.models.families import family_of_config
+from lighteval_nanotron.nanotron_variant import installed_nanotron
 from lighteval_nanotron.parallel.cpu import import_nanotron, is_cpu_support_enabled
 
 if TYPE_CHECKING:
@@ -124,19 +124,6 @@ def _instantiate(training_class: type, model_config: Any, parallel_context: Any,
     )
 
 
-def save_checkpoint_metadata(parallel_context: "ParallelContext", root: Path) -> None:
-    """Write Nanotron's `checkpoint_metadata.json` (on world rank 0): 0.4's `save_meta` takes a
-    `checkpoint_metadata` dict, current Nanotron's a `TrainingMetadata` (here: nothing trained yet)."""
-    import_nanotron()
-    from nanotron.serialize import metadata
-
-    if "training_metadata" in inspect.signature(metadata.save_meta).parameters:
-        untrained = metadata.TrainingMetadata(consumed_train_samples=0, last_train_step=0, data_stages=[])
-        metadata.save_meta(parallel_context=parallel_context, root_folder=root, training_metadata=untrained)
-    else:
-        metadata.save_meta(parallel_context=parallel_context, root_folder=root, checkpoint_metadata={})
-
-
 def save_nanotron_checkpoint(
     model: "NanotronModel",
     model_config: Any,
@@ -164,6 +151,23 @@ def save_nanotron_checkpoint(
             training_config.save_as_yaml(root / TRAINING_CONFIG_FILE)
     dist.barrier(parallel_context.world_pg)
     return root
+
+
+def save_checkpoint_metadata(parallel_context: "ParallelContext", root: Path) -> None:
+    """Nanotron's `checkpoint_metadata.json` for weights not produced by training (step 0): 0.4 takes
+    a free-form dict, current Nanotron (GitHub main) a `TrainingMetadata` with its data stages."""
+    import_nanotron()
+    from nanotron.serialize.metadata import save_meta
+
+    if installed_nanotron().name != "main":
+        save_meta(parallel_context=parallel_context, root_folder=root, checkpoint_metadata={})
+        return
+    from nanotron.serialize.metadata import DataStageMetadata, TrainingMetadata
+
+    stage = DataStageMetadata(name="converted", start_training_step=1, consumed_train_samples=0)
+    metadata = TrainingMetadata(consumed_train_samples=0, last_train_step=0, consumed_tokens_total=0,
+                                last_stage_idx=0, data_stages=[stage])  # fmt: skip
+    save_meta(parallel_context=parallel_context, root_folder=root, training_metadata=metadata)
 
 
 def check_weight_shapes(model: "NanotronModel", path: Union[str, Path]) -> None:

@@ -15,14 +15,15 @@ pipeline P2P and the decoding helpers on the CPU with gloo-safe sends (`model_pa
 packages, or the stand-ins where the policy of `stand_ins` allows them). See docs/cpu.md.
 """
 
-from lighteval_nanotron.nanotron_variant import installed_nanotron
+import os
+
 from lighteval_nanotron.parallel.cpu.flash_attn_fallback import (
     ensure_flash_attn,
     install_flash_attn_fallback,
     is_fallback_installed,
 )
 from lighteval_nanotron.parallel.cpu.grouped_gemm_fallback import ensure_grouped_gemm, install_grouped_gemm_fallback
-from lighteval_nanotron.parallel.cpu.imports import import_nanotron
+from lighteval_nanotron.parallel.cpu.imports import ensure_cuda_extensions, import_nanotron
 
 _ENABLED = False
 
@@ -34,21 +35,14 @@ def enable_cpu_support() -> None:
         return
     install_flash_attn_fallback(force=True)
     install_grouped_gemm_fallback(force=True)
+    # current Nanotron's TP linears assert this CUDA stream setting; it means nothing on the CPU
+    os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
     import_nanotron()
     from lighteval_nanotron.parallel.cpu import model_patches, trainer_patches
 
     model_patches.apply_model_patches()
     trainer_patches.apply_trainer_patches()
     _ENABLED = True
-
-
-def ensure_cuda_extensions() -> None:
-    """flash-attn, and grouped_gemm where the installed Nanotron imports it (GitHub main), importable
-    before Nanotron's models are: the real packages, or the stand-ins (ConfigError on a CUDA machine
-    without them unless asked for; see `ensure_flash_attn`, `ensure_grouped_gemm`)."""
-    ensure_flash_attn()
-    if installed_nanotron().name == "main":
-        ensure_grouped_gemm()
 
 
 def is_cpu_support_enabled() -> bool:
