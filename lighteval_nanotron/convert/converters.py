@@ -29,7 +29,6 @@ from lighteval_nanotron.convert.nanotron_files import read_nanotron_weights
 from lighteval_nanotron.convert.nanotron_writer import write_nanotron_checkpoint
 from lighteval_nanotron.errors import CheckpointError
 from lighteval_nanotron.models.checkpoint_format import ROPE_THETA_KEY, CheckpointModel, read_checkpoint_model
-from lighteval_nanotron.parallel.cpu import enable_cpu_support
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -92,10 +91,7 @@ class _Target:
 
 def _target(hf_config: Mapping[str, Any]) -> _Target:
     """The conversion target of a Hugging Face config (Llama, Starcoder2, Qwen2), checked by the
-    checkpoint-format reader; CheckpointError / UnsupportedModelError before any weight is read.
-    Conversion runs Nanotron on the CPU, which current Nanotron needs even for its config classes
-    (they import flash-attn): `enable_cpu_support` comes first."""
-    enable_cpu_support()
+    checkpoint-format reader; CheckpointError / UnsupportedModelError before any weight is read."""
     mapping = _own_mapping(hf_config)
     if mapping is not None:
         model_config, rope_theta = mapping.nanotron_config_from_hf(hf_config)

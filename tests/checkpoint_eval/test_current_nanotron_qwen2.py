@@ -43,9 +43,6 @@ def save_with_nanotron(folder: str, moe: bool) -> None:
     import dataclasses
     import json
 
-    from lighteval_nanotron.parallel.cpu import enable_cpu_support
-
-    enable_cpu_support()
     import torch
     from nanotron.config import Config, GeneralArgs, ModelArgs, ParallelismArgs, RandomInit, TokenizerArgs
     from nanotron.models import build_model
@@ -132,9 +129,7 @@ def nanotron_checkpoint(request, tmp_path_factory) -> Path:
 
 def test_checkpoint_is_read_as_qwen2(nanotron_checkpoint):
     from lighteval_nanotron.models.checkpoint_format import read_checkpoint_model
-    from lighteval_nanotron.parallel.cpu import enable_cpu_support
 
-    enable_cpu_support()
     checkpoint_model = read_checkpoint_model(nanotron_checkpoint)
     assert checkpoint_model.family.name == "qwen2" and checkpoint_model.carried == {}
     assert checkpoint_model.model_config.rope_theta == 50000.0

@@ -30,9 +30,6 @@ def test_expert_parallel_shards_are_refused(tmp_path):
 
 @requires_qwen2
 def test_recorded_moe_config_is_read_and_written_back():
-    from lighteval_nanotron.parallel.cpu import enable_cpu_support
-
-    enable_cpu_support()
     fields = _moe_fields()
     checkpoint_model = CheckpointModel.from_fields(fields)
     config = checkpoint_model.model_config
@@ -54,9 +51,6 @@ def test_recorded_moe_config_is_read_and_written_back():
     ids=["sliding-window", "interpolation", "unpacked-qkv"],
 )
 def test_options_the_engine_cannot_run_are_refused(overrides, message):
-    from lighteval_nanotron.parallel.cpu import enable_cpu_support
-
-    enable_cpu_support()
     with pytest.raises(UnsupportedModelError, match=message):
         CheckpointModel.from_fields({**_moe_fields(), **overrides})
 
