@@ -1,7 +1,9 @@
 """A tiny Qwen2 (dense and MoE) built, randomly initialised and saved by current Nanotron's own code
 (`build_model`, `init_model_randomly`, `save_weights`, `save_meta`, `Config.save_as_yaml`, and
 `model_config.json` as its trainer writes it) evaluates with `lighteval-nanotron eval` at TP1, PP2
-and TP2 with the same results, and the engine equals Nanotron's own Qwen2 forward. Needs GitHub main."""
+and TP2 with the same results, and the engine equals Nanotron's own Qwen2 forward; so does a tiny
+MoE Qwen2 trained 2 steps and saved by main's `DistributedTrainer` (from its random init, on the
+synthetic batches of `parallel.cpu.data` given as Qwen2 takes them). Needs GitHub main."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ TOLERANCE = 1e-4
 MAX_LENGTH = 256
 
 
-def _tiny_qwen2_config(moe: bool):
+def _tiny_qwen2_config(moe: bool, **overrides):
     from lighteval_nanotron.parallel.cpu import import_nanotron
     from tests.helpers.tiny_model import VOCAB_SIZE
 
@@ -34,7 +36,7 @@ def _tiny_qwen2_config(moe: bool):
         hidden_size=64, intermediate_size=96, num_hidden_layers=3 if moe else 2, num_attention_heads=4,
         num_key_value_heads=2, vocab_size=VOCAB_SIZE, max_position_embeddings=512, rope_theta=50000.0,
         attention_bias=True, tie_word_embeddings=not moe, bos_token_id=VOCAB_SIZE - 1, eos_token_id=VOCAB_SIZE - 1,
-        moe_config=moe_config,
+        moe_config=moe_config, **overrides,
     )  # fmt: skip
 
 
@@ -84,6 +86,41 @@ def save_with_nanotron(folder: str, moe: bool) -> None:
     tiny_tokenizer().save_pretrained(root)
 
 
+def _qwen2_batches(batches):
+    """Llama-style micro-batches (`input_mask`) as Qwen2ForTraining takes them (`position_ids`)."""
+    import torch
+
+    for batch in batches:
+        mask = batch.pop("input_mask")
+        if torch.is_tensor(mask):
+            batch["input_ids"] = batch["input_ids"].contiguous()  # main's embedding views it flat
+            mask = torch.arange(mask.shape[1]).repeat(mask.shape[0], 1)
+        batch["position_ids"] = mask
+        yield batch
+
+
+def train_with_nanotron(folder: str) -> str:
+    """Rank function (world 1): an MoE Qwen2 from main's random init, 2 steps of main's trainer."""
+    from lighteval_nanotron.parallel.cpu.data import synthetic_dataloader_for
+    from lighteval_nanotron.parallel.cpu.training import build_training_config
+    from tests.helpers.tiny_model import tiny_tokenizer
+
+    root = Path(folder)
+    tiny_tokenizer().save_pretrained(root / "tokenizer")
+    model_config = _tiny_qwen2_config(True, log_attn_probs=False)  # the CPU flash-attn cannot return probabilities
+    config = build_training_config(model_config, root / "checkpoints", train_steps=2, checkpoint_interval=2,
+                                   tokenizer_path=str(root / "tokenizer"), init_std=0.3)  # fmt: skip
+    config.save_as_yaml(root / "train.yaml")
+    from nanotron.trainer import DistributedTrainer
+
+    trainer = DistributedTrainer(str(root / "train.yaml"))
+    stages = trainer.config.data_stages
+    trainer.train({stage.name: _qwen2_batches(synthetic_dataloader_for(trainer)) for stage in stages})
+    saved = root / "checkpoints" / "2"
+    tiny_tokenizer().save_pretrained(saved)
+    return str(saved)
+
+
 def engine_and_nanotron_forward(checkpoint: str) -> list[tuple[list[float], list[float]]]:
     """Rank function (TP1/PP1): each doc's choice log-probs from the engine and from Nanotron main's
     own `Qwen2Model.forward` (`[batch * seq]` ids with position ids, flash varlen attention)."""
@@ -120,11 +157,14 @@ def engine_and_nanotron_forward(checkpoint: str) -> list[tuple[list[float], list
     return pairs
 
 
-@pytest.fixture(scope="module", params=["dense", "moe"])
+@pytest.fixture(scope="module", params=["dense", "moe", "moe-trained"])
 def nanotron_checkpoint(request, tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp(f"main_qwen2_{request.param}") / "ckpt"
-    run_distributed(save_with_nanotron, 1, str(folder), request.param == "moe", timeout=120)
-    return folder
+    folder = tmp_path_factory.mktemp(f"main_qwen2_{request.param}")
+    if request.param == "moe-trained":
+        (saved,) = run_distributed(train_with_nanotron, 1, str(folder), timeout=300)
+        return Path(saved)
+    run_distributed(save_with_nanotron, 1, str(folder / "ckpt"), request.param == "moe", timeout=120)
+    return folder / "ckpt"
 
 
 def test_checkpoint_is_read_as_qwen2(nanotron_checkpoint):
@@ -152,7 +192,7 @@ def _logprobs(folder: Path, out: Path, layout: tuple, world: int) -> dict:
     argv = ["eval", str(folder), "--cpu", "--tasks", TASKS, "--max-samples", "4", "--data-dir", "bundled",
             "--output-dir", str(out), *layout]  # fmt: skip
     assert run_distributed(_cli_main, world, argv, timeout=240) == [0] * world
-    (step_dir,) = (out / "details" / "qwen2" / "ckpt").iterdir()
+    (step_dir,) = [path for path in (out / "details").rglob("*") if path.is_dir() and any(path.glob("*.parquet"))]
     return {task: [row["logprobs"] for row in rows] for task, rows in read_details(step_dir).items()}
 
 
