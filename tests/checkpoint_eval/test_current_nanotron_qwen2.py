@@ -40,7 +40,7 @@ def _tiny_qwen2_config(moe: bool, **overrides):
     )  # fmt: skip
 
 
-def save_with_nanotron(folder: str, moe: bool) -> None:
+def save_with_nanotron(folder: str, moe: bool, overrides: dict) -> None:
     """Rank function (world 1): the checkpoint as Nanotron main's own code writes it."""
     import dataclasses
     import json
@@ -59,7 +59,7 @@ def save_with_nanotron(folder: str, moe: bool) -> None:
 
     root = Path(folder)
     context = parallel_context(1, 1, 1)
-    model_config = _tiny_qwen2_config(moe)
+    model_config = _tiny_qwen2_config(moe, **overrides)
     parallel = ParallelismArgs(dp=1, pp=1, tp=1)
     config = Config(
         general=GeneralArgs(project="qwen2", run="ckpt", seed=7),
@@ -157,13 +157,14 @@ def engine_and_nanotron_forward(checkpoint: str) -> list[tuple[list[float], list
     return pairs
 
 
-@pytest.fixture(scope="module", params=["dense", "moe", "moe-trained"])
+@pytest.fixture(scope="module", params=["dense", "dense-no-rope", "moe", "moe-trained"])
 def nanotron_checkpoint(request, tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp(f"main_qwen2_{request.param}")
     if request.param == "moe-trained":
         (saved,) = run_distributed(train_with_nanotron, 1, str(folder), timeout=300)
         return Path(saved)
-    run_distributed(save_with_nanotron, 1, str(folder / "ckpt"), request.param == "moe", timeout=120)
+    overrides = {"no_rope_layer": 2} if request.param == "dense-no-rope" else {}  # layer 1 without rotary
+    run_distributed(save_with_nanotron, 1, str(folder / "ckpt"), request.param == "moe", overrides, timeout=120)
     return folder / "ckpt"
 
 
