@@ -76,9 +76,9 @@ def _prepare_backend(cpu: bool) -> str:
         return "gloo"
     if not torch.cuda.is_available():
         raise ConfigError("No CUDA device is visible: pass --cpu to evaluate on CPU with gloo.")
-    from lighteval_nanotron.parallel.cpu import ensure_flash_attn
+    from lighteval_nanotron.parallel.cpu import ensure_cuda_extensions
 
-    ensure_flash_attn()
+    ensure_cuda_extensions()
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     return "nccl"
 

@@ -1,4 +1,4 @@
-"""`lighteval-nanotron convert`: turn a Hugging Face (Llama, Starcoder2) or GGUF (Llama) checkpoint into a
+"""`lighteval-nanotron convert`: turn a Hugging Face (Llama, Starcoder2, Qwen2) or GGUF (Llama) checkpoint into a
 Nanotron checkpoint.
 
 Usage:
@@ -23,13 +23,13 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the `convert` verb (sub-verbs `hf` and `gguf`) to the `lighteval-nanotron` parser."""
     parser = subparsers.add_parser(
         "convert",
-        help="convert a Hugging Face (Llama, Starcoder2) or GGUF (Llama) checkpoint into a Nanotron checkpoint",
+        help="convert a Hugging Face (Llama, Starcoder2, Qwen2) or GGUF (Llama) checkpoint into a Nanotron checkpoint",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     formats = parser.add_subparsers(dest="source_format", required=True, metavar="FORMAT")
 
-    hf = formats.add_parser("hf", help="a Hugging Face Llama or Starcoder2 folder (config.json + safetensors)")
+    hf = formats.add_parser("hf", help="a Hugging Face Llama, Starcoder2 or Qwen2 (-MoE) folder (config.json + safetensors)")
     hf.add_argument("src", type=Path, help="Hugging Face model folder")
     hf.add_argument("dst", type=Path, help="new Nanotron checkpoint folder")
     hf.add_argument("--dtype", choices=DTYPE_CHOICES, default=None, help="weight dtype (default: the source's)")

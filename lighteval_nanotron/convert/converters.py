@@ -1,6 +1,7 @@
-"""Hugging Face (Llama, Starcoder2) / GGUF (Llama) checkpoints -> Nanotron 0.4 checkpoint folders,
-and Llama back to HF weights. Each family's mapping is one module (`llama_mapping`,
-`starcoder2_mapping`); every converted folder is checked by the same checkpoint-format reader."""
+"""Hugging Face (Llama, Starcoder2, Qwen2 / Qwen2-MoE) / GGUF (Llama) checkpoints -> Nanotron
+checkpoint folders (Qwen2: current Nanotron's), and Llama back to HF weights. Each family's mapping
+is one module (`llama_mapping`, `starcoder2_mapping`, `qwen2_mapping`); every converted folder is
+checked by the same checkpoint-format reader."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 import torch
 
-from lighteval_nanotron.convert import starcoder2_mapping
+from lighteval_nanotron.convert import qwen2_mapping, starcoder2_mapping
 from lighteval_nanotron.convert.gguf_source import GGUFWeights, hf_config_from_gguf, open_gguf
 from lighteval_nanotron.convert.gguf_tokenizer import tokenizer_from_gguf
 from lighteval_nanotron.convert.hf_source import SafetensorsWeights, read_hf_config, tokenizer_files
@@ -67,44 +68,65 @@ def _source_dtype(hf_config: dict[str, Any], weights: Mapping[str, torch.Tensor]
     return first if first in DTYPES.values() else torch.float32
 
 
-def _config_from_hf(hf_config: Mapping[str, Any]) -> tuple[dict[str, Any], float]:
-    """Nanotron model config fields and RoPE base of a Hugging Face config (Llama or Starcoder2)."""
-    if starcoder2_mapping.is_hf_starcoder2(hf_config):
-        return starcoder2_mapping.nanotron_config_from_hf(hf_config)
-    return nanotron_config_from_hf(hf_config)  # refuses anything but Llama, naming what is supported
+_OWN_MAPPINGS = (
+    (starcoder2_mapping.is_hf_starcoder2, starcoder2_mapping),
+    (qwen2_mapping.is_hf_qwen2, qwen2_mapping),
+)
+"""Families whose config fields carry everything (no carried RoPE base): (recogniser, mapping module)."""
 
 
-def _write(
-    dst: Path, hf_config: dict[str, Any], hf_weights: Mapping[str, torch.Tensor], dtype: torch.dtype
-) -> tuple[int, float]:
-    model_config, rope_theta = _config_from_hf(hf_config)
-    if starcoder2_mapping.is_hf_starcoder2(hf_config):
-        checkpoint_model = CheckpointModel.from_fields(model_config, "The converted config")
-        weights = starcoder2_mapping.iter_hf_to_nanotron(hf_weights, model_config)
+def _own_mapping(hf_config: Mapping[str, Any]) -> Any:
+    return next((mapping for recognises, mapping in _OWN_MAPPINGS if recognises(hf_config)), None)
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What a Hugging Face config converts to: the checkpoint model, its config fields, RoPE base."""
+
+    checkpoint_model: CheckpointModel
+    model_config: dict[str, Any]
+    rope_theta: float
+    mapping: Any  # the family's mapping module (None: Llama)
+
+
+def _target(hf_config: Mapping[str, Any]) -> _Target:
+    """The conversion target of a Hugging Face config (Llama, Starcoder2, Qwen2), checked by the
+    checkpoint-format reader; CheckpointError / UnsupportedModelError before any weight is read."""
+    mapping = _own_mapping(hf_config)
+    if mapping is not None:
+        model_config, rope_theta = mapping.nanotron_config_from_hf(hf_config)
+        fields = model_config
     else:
+        model_config, rope_theta = nanotron_config_from_hf(hf_config)  # refuses anything else, naming what is supported
         fields = {**model_config, ROPE_THETA_KEY: rope_theta}
-        checkpoint_model = CheckpointModel.from_fields(fields, "The converted config")
-        weights = iter_hf_to_nanotron(hf_weights, LlamaShape.from_nanotron_config(model_config))
-    return write_nanotron_checkpoint(dst, checkpoint_model, weights, dtype), rope_theta
+    return _Target(CheckpointModel.from_fields(fields, "The converted config"), model_config, rope_theta, mapping)
+
+
+def _write(dst: Path, target: _Target, hf_weights: Mapping[str, torch.Tensor], dtype: torch.dtype) -> int:
+    if target.mapping is not None:
+        weights = target.mapping.iter_hf_to_nanotron(hf_weights, target.model_config)
+    else:
+        weights = iter_hf_to_nanotron(hf_weights, LlamaShape.from_nanotron_config(target.model_config))
+    return write_nanotron_checkpoint(dst, target.checkpoint_model, weights, dtype)
 
 
 def convert_hf_to_nanotron(src: Path, dst: Path, dtype: str | None = None) -> ConversionSummary:
-    """Convert a Hugging Face Llama or Starcoder2 folder (config.json + safetensors) into a Nanotron
-    checkpoint at `dst`.
+    """Convert a Hugging Face Llama, Starcoder2 or Qwen2 (-MoE) folder (config.json + safetensors)
+    into a Nanotron checkpoint at `dst` (Qwen2 needs current Nanotron installed).
 
     `dtype` defaults to the source's dtype. Tokenizer files found in `src` are copied to `dst`.
     """
     src = Path(src)
     hf_config = read_hf_config(src)
-    _config_from_hf(hf_config)  # reject unsupported models before reading weights
+    target = _target(hf_config)  # unsupported models are refused before any weight is read
     hf_weights = SafetensorsWeights(src)
-    target = parse_dtype(dtype) if dtype else _source_dtype(hf_config, hf_weights)
+    weight_dtype = parse_dtype(dtype) if dtype else _source_dtype(hf_config, hf_weights)
     dst = _prepare_destination(dst)
-    num_parameters, rope_theta = _write(dst, hf_config, hf_weights, target)
+    num_parameters = _write(dst, target, hf_weights, weight_dtype)
     files = tokenizer_files(src)
     for path in files:
         shutil.copy2(path, dst / path.name)
-    return ConversionSummary(dst, num_parameters, target, rope_theta, tokenizer_saved=bool(files))
+    return ConversionSummary(dst, num_parameters, weight_dtype, target.rope_theta, tokenizer_saved=bool(files))
 
 
 def convert_gguf_to_nanotron(
@@ -114,11 +136,11 @@ def convert_gguf_to_nanotron(
 
     The tokenizer is rebuilt from the GGUF metadata, or copied from the Hugging Face folder `tokenizer`.
     """
-    target = parse_dtype(dtype)
+    weight_dtype = parse_dtype(dtype)
     reader = open_gguf(src)
     hf_config = hf_config_from_gguf(reader)
-    nanotron_config_from_hf(hf_config)
-    hf_weights = GGUFWeights(reader, hf_config, target)
+    target = _target(hf_config)
+    hf_weights = GGUFWeights(reader, hf_config, weight_dtype)
     if tokenizer is None:
         hf_tokenizer, files = tokenizer_from_gguf(reader), []
     else:
@@ -126,12 +148,12 @@ def convert_gguf_to_nanotron(
         if not any(path.name == "tokenizer.json" for path in files):
             raise CheckpointError(f"No tokenizer.json in {tokenizer}: pass a Hugging Face tokenizer folder.")
     dst = _prepare_destination(dst)
-    num_parameters, rope_theta = _write(dst, hf_config, hf_weights, target)
+    num_parameters = _write(dst, target, hf_weights, weight_dtype)
     if hf_tokenizer is not None:
         hf_tokenizer.save_pretrained(dst)
     for path in files:
         shutil.copy2(path, dst / path.name)
-    return ConversionSummary(dst, num_parameters, target, rope_theta, tokenizer_saved=True)
+    return ConversionSummary(dst, num_parameters, weight_dtype, target.rope_theta, tokenizer_saved=True)
 
 
 def nanotron_to_hf(folder: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:

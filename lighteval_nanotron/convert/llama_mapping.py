@@ -67,8 +67,9 @@ def nanotron_config_from_hf(hf_config: Mapping[str, Any]) -> tuple[dict[str, Any
     architectures = hf_config.get("architectures") or []
     if hf_config.get("model_type") != "llama" and "LlamaForCausalLM" not in architectures:
         raise CheckpointError(
-            f"Only Llama and Starcoder2 checkpoints can be converted, got model_type={hf_config.get('model_type')!r} "
-            f"architectures={architectures}. Convert a LlamaForCausalLM or Starcoder2ForCausalLM checkpoint."
+            f"Only Llama, Starcoder2 and Qwen2 checkpoints can be converted, got "
+            f"model_type={hf_config.get('model_type')!r} architectures={architectures}. Convert a LlamaForCausalLM, "
+            "Starcoder2ForCausalLM, Qwen2ForCausalLM or Qwen2MoeForCausalLM checkpoint."
         )
     for flag in ("attention_bias", "mlp_bias"):
         if hf_config.get(flag):

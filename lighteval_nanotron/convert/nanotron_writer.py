@@ -1,4 +1,4 @@
-"""Write full Nanotron 0.4 Llama weights as a checkpoint folder with Nanotron's own `save_weights`.
+"""Write full Nanotron weights (any family) as a checkpoint folder with Nanotron's own `save_weights`.
 
 The model is built at TP1/PP1/DP1 in a one-process gloo group (an in-memory store, no port), the
 weights are copied in and saved; Nanotron's loader reshards such a checkpoint to any layout.
@@ -18,7 +18,7 @@ import torch.distributed as dist
 from lighteval_nanotron.convert.nanotron_files import write_configs
 from lighteval_nanotron.errors import CheckpointError, LayoutError
 from lighteval_nanotron.models.checkpoint_format import CheckpointModel
-from lighteval_nanotron.models.nanotron_builder import build_nanotron_model
+from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, save_checkpoint_metadata
 from lighteval_nanotron.parallel.cpu import enable_cpu_support
 
 _RANK_ENV = {"WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0"}
@@ -84,13 +84,12 @@ def write_nanotron_checkpoint(
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     with single_process_context() as parallel_context:
-        from nanotron.serialize.metadata import save_meta
         from nanotron.serialize.weights import save_weights
 
         model = build_nanotron_model(checkpoint_model.model_config, parallel_context, dtype, torch.device("cpu"))
         copy_full_weights(model, weights)
         save_weights(model=model, parallel_context=parallel_context, root_folder=folder)
-        save_meta(parallel_context=parallel_context, root_folder=folder, checkpoint_metadata={})
+        save_checkpoint_metadata(parallel_context, folder)
         num_parameters = sum(param.numel() for param in model.parameters())
     write_configs(folder, checkpoint_model, dtype)
     return num_parameters

@@ -2,28 +2,52 @@
 
 Nanotron 0.4's wheel ships no `run_train.py`; this is the part of it that builds the loader, as
 Nanotron's example does (tokenize and cut into rows, as its `clm_process`, then
-`get_train_dataloader`), plus a CPU synthetic stream.
+`get_train_dataloader`), plus a CPU synthetic stream. Current Nanotron (GitHub main) takes one
+loader per data stage (`config.data_stages`); here only synthetic stages are built for it (its own
+`run_train.py` builds dataset stages).
 """
 
-from typing import Any, Iterator
+from typing import Any, Iterator, Union
+
+from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.hook.trainer_state import consumed_train_samples
+from lighteval_nanotron.nanotron_variant import installed_nanotron
 
 
-def build_dataloader(trainer: Any, cpu: bool) -> Iterator[Any]:
-    """The loader for `trainer.config.data`: synthetic when `data.dataset` is null, else the HF dataset."""
+def build_dataloader(trainer: Any, cpu: bool) -> Union[Iterator[Any], dict]:
+    """The loader for `trainer.config.data`: synthetic when `data.dataset` is null, else the HF
+    dataset; with GitHub main, {stage name: synthetic loader} for its `data_stages`."""
+    if installed_nanotron().name == "main":
+        return _synthetic_stages(trainer, cpu)
     data = trainer.config.data
     if data is None or data.dataset is None:
-        return _synthetic(trainer, cpu)
+        return _synthetic(trainer, cpu, data.seed if data is not None else trainer.config.general.seed)
     return _hf_dataset(trainer)
 
 
-def _synthetic(trainer: Any, cpu: bool) -> Iterator[Any]:
+def _synthetic_stages(trainer: Any, cpu: bool) -> dict:
+    stages = trainer.config.data_stages or []
+    with_datasets = [stage.name for stage in stages if stage.data.dataset is not None]
+    if with_datasets or not stages:
+        raise ConfigError(
+            f"With current Nanotron (GitHub main) lighteval_nanotron's run_train builds synthetic data stages only; "
+            f"the stages {', '.join(with_datasets) or '(none)'} have datasets. Train with Nanotron's own run_train.py "
+            "and the EvaluatingTrainer (docs/hook.md)."
+        )
+    loader = _synthetic(trainer, cpu, stages[0].data.seed)
+    return {stage.name: loader for stage in stages}
+
+
+def _synthetic(trainer: Any, cpu: bool, seed: int) -> Iterator[Any]:
     config, model = trainer.config, trainer.unwrapped_model
-    seed = config.data.seed if config.data is not None else config.general.seed
     if cpu:
         from lighteval_nanotron.parallel.cpu.data import synthetic_dataloader_for
 
         return synthetic_dataloader_for(trainer, seed=seed)
-    from nanotron.dataloader import dummy_infinite_data_generator
+    if installed_nanotron().name == "main":
+        from nanotron.data.dataloader import dummy_infinite_data_generator
+    else:
+        from nanotron.dataloader import dummy_infinite_data_generator
 
     return dummy_infinite_data_generator(
         micro_batch_size=trainer.micro_batch_size,
@@ -54,7 +78,7 @@ def _hf_dataset(trainer: Any) -> Iterator[Any]:
         input_pp_rank=model.input_pp_rank,
         output_pp_rank=model.output_pp_rank,
         micro_batch_size=trainer.micro_batch_size,
-        consumed_train_samples=trainer.consumed_train_samples,
+        consumed_train_samples=consumed_train_samples(trainer),
         dataloader_num_workers=config.data.num_loading_workers,
         seed_worker=config.data.seed,
         dataloader_drop_last=True,

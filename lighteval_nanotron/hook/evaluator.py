@@ -18,6 +18,7 @@ from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.schedule import EvalSchedule, Moment
 from lighteval_nanotron.hook.state_guard import preserve_training_state
 from lighteval_nanotron.hook.step_times import StepTimes
+from lighteval_nanotron.hook.trainer_state import consumed_train_samples, start_step
 from lighteval_nanotron.parallel.agreement import Verdict, agree
 from lighteval_nanotron.parallel.deadline import bounded_collectives, is_timeout
 from lighteval_nanotron.pipeline.result import raise_for_failed_tasks
@@ -36,7 +37,7 @@ def default_model_name(trainer: Any) -> str:
 
 def consumed_samples(trainer: Any, moment: Moment) -> int:
     """Samples trained on so far. In `post_train_step` the trainer has not yet counted the step."""
-    samples = trainer.consumed_train_samples
+    samples = consumed_train_samples(trainer)
     if moment is Moment.STEP:
         samples += trainer.global_batch_size
     return int(samples)
@@ -88,7 +89,7 @@ class TrainingEvaluator:
         """Record the loss Nanotron just logged (reporting rank; it is on the output stage)."""
         if self.loss_log is None or not isinstance(loss_avg, torch.Tensor):
             return
-        tokens = int(trainer.consumed_train_samples * trainer.config.tokens.sequence_length)
+        tokens = int(consumed_train_samples(trainer) * trainer.config.tokens.sequence_length)
         self.loss_log.append(int(trainer.iteration_step), tokens, float(loss_avg.item()))
 
     def post_training(self, trainer: Any) -> None:
@@ -161,7 +162,7 @@ class TrainingEvaluator:
     def _remaining_steps(self, trainer: Any) -> list[int]:
         checkpoints = trainer.config.checkpoints
         steps = self.schedule.planned_steps(
-            trainer.start_iteration_step,
+            start_step(trainer),
             trainer.config.tokens.train_steps,
             checkpoints.checkpoint_interval if checkpoints is not None else None,
         )

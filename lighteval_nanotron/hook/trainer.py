@@ -25,9 +25,9 @@ from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
 from lighteval_nanotron.hook.training_config import SECTION, TrainingConfigWithEvaluation
 from lighteval_nanotron.hook.wandb_run import training_wandb
-from lighteval_nanotron.parallel.cpu import ensure_flash_attn
+from lighteval_nanotron.parallel.cpu import ensure_cuda_extensions
 
-ensure_flash_attn()  # Llama imports flash-attn at module level: the stand-in on CPU machines only
+ensure_cuda_extensions()  # Nanotron's models import flash-attn (main: grouped_gemm too): stand-ins on CPU only
 
 from nanotron.trainer import DistributedTrainer  # noqa: E402
 
@@ -58,8 +58,9 @@ class EvaluatingTrainer(DistributedTrainer):
             self.evaluator.wandb_run = run
             self.evaluator.pre_training(self)
 
-    def train_step_logs(self, outputs: Any, loss_avg: Any) -> None:
-        super().train_step_logs(outputs=outputs, loss_avg=loss_avg)
+    def train_step_logs(self, outputs: Any, loss_avg: Any, **kwargs: Any) -> None:
+        """(GitHub main also passes `z_loss_avg` and `tbi_logs`.)"""
+        super().train_step_logs(outputs=outputs, loss_avg=loss_avg, **kwargs)
         if self.evaluator is not None:
             self.evaluator.train_step_logs(self, loss_avg)
 
@@ -107,8 +108,8 @@ def attach_evaluation(trainer: Any, config: Optional[EvaluationConfig] = None) -
     original_train_step_logs = trainer.train_step_logs
 
     @functools.wraps(original_train_step_logs)
-    def train_step_logs(outputs: Any, loss_avg: Any) -> None:
-        original_train_step_logs(outputs=outputs, loss_avg=loss_avg)
+    def train_step_logs(outputs: Any, loss_avg: Any, **kwargs: Any) -> None:
+        original_train_step_logs(outputs=outputs, loss_avg=loss_avg, **kwargs)
         evaluator.train_step_logs(trainer, loss_avg)
 
     trainer.pre_training = pre_training

@@ -1,18 +1,21 @@
-"""What a Nanotron 0.4 checkpoint folder holds, read from its files without building a model.
+"""What a Nanotron checkpoint folder (0.4 or current main) holds, read from its files without
+building a model.
 
     config.yaml                 nanotron.config.Config (model section: the model config, model.dtype)
     model_config.json           the model config as JSON
     checkpoint_metadata.json    checkpoint version and layout (written last by Nanotron)
     model/<module path>/model_<param>[_pp-rank-P-of-N_tp-rank-T-of-M].safetensors
+                                (main adds `_exp-rank-E-of-K` for expert-parallel shards: refused)
 
 The model config is the fields of one model family's config class (`models.families`: Llama,
-Starcoder2) plus, for a config class without them, the family's carried fields: 0.4's Llama has
-no `rope_theta` (its rotary embeddings use 10000) nor `rope_interleaved` (it always rotates
-interleaved pairs); current Nanotron records both, and `lighteval-nanotron convert` writes
-`rope_theta` for models with another RoPE base (SmolLM2: 100000). Current Nanotron's other new
-Llama keys are inert for evaluation (`_attn_implementation`, `z_loss_*`) or must be off
-(`attention_bias`). `read_checkpoint_model` reads all of it into one `CheckpointModel`;
-`build_nanotron_model(..., carried=...)` applies the carried fields to the built model.
+Starcoder2, and with current Nanotron Qwen2, whose `moe_config` is a nested mapping) plus, for a
+config class without them, the family's carried fields: 0.4's Llama has no `rope_theta` (its rotary
+embeddings use 10000) nor `rope_interleaved` (it always rotates interleaved pairs); current Nanotron
+records both, and `lighteval-nanotron convert` writes `rope_theta` for models with another RoPE base
+(SmolLM2: 100000). Current Nanotron's other new Llama keys are inert for evaluation
+(`_attn_implementation`, `z_loss_*`) or must be off (`attention_bias`). `read_checkpoint_model`
+reads all of it into one `CheckpointModel`; `build_nanotron_model(..., carried=...)` applies the
+carried fields to the built model.
 """
 
 from __future__ import annotations
@@ -42,7 +45,9 @@ ROPE_INTERLEAVED_KEY = "rope_interleaved"
 DEFAULT_ROPE_THETA = 10000.0
 """The RoPE base Nanotron 0.4's Llama always uses; its model config records `rope_theta` only when it differs."""
 
-_WEIGHT_FILE = re.compile(r"model_(?P<param>.+?)(?:_pp-rank-\d+-of-\d+_tp-rank-\d+-of-\d+)?\.safetensors")
+_WEIGHT_FILE = re.compile(
+    r"model_(?P<param>.+?)(?:_pp-rank-\d+-of-\d+_tp-rank-\d+-of-\d+(?P<expert>_exp-rank-\d+-of-\d+)?)?\.safetensors"
+)
 
 
 @dataclass(frozen=True)
@@ -170,6 +175,11 @@ def weight_files(path: str | Path) -> dict[str, list[Path]]:
     files: dict[str, list[Path]] = defaultdict(list)
     for file in sorted(root.rglob("*.safetensors")):
         match = _WEIGHT_FILE.fullmatch(file.name)
+        if match is not None and match["expert"]:
+            raise CheckpointError(
+                f"{file} is an expert-parallel shard: the checkpoint was saved with expert_parallel_size > 1, "
+                "which lighteval_nanotron does not load. Save (or reshard) it with expert_parallel_size: 1."
+            )
         if match is not None:
             files[".".join(file.relative_to(root).parent.parts + (match["param"],))].append(file)
     return dict(files)

@@ -35,6 +35,7 @@ from lighteval_nanotron.models.checkpoint_format import (
 from lighteval_nanotron.models.checkpoint_integrity import check_checkpoint_integrity, model_weight_shapes
 from lighteval_nanotron.models.families import family_of_config
 from lighteval_nanotron.models.no_init import random_init_skipped
+from lighteval_nanotron.nanotron_variant import installed_nanotron
 from lighteval_nanotron.parallel.cpu import import_nanotron, is_cpu_support_enabled
 
 if TYPE_CHECKING:
@@ -141,7 +142,6 @@ def save_nanotron_checkpoint(
     `Config` is given, `config.yaml`. Returns the folder.
     """
     import_nanotron()
-    from nanotron.serialize.metadata import save_meta
     from nanotron.serialize.weights import save_weights
 
     root = Path(path)
@@ -149,13 +149,30 @@ def save_nanotron_checkpoint(
         root.mkdir(parents=True, exist_ok=True)
     dist.barrier(parallel_context.world_pg)
     save_weights(model=model, parallel_context=parallel_context, root_folder=root)
-    save_meta(parallel_context=parallel_context, root_folder=root, checkpoint_metadata={})
+    save_checkpoint_metadata(parallel_context, root)
     if dist.get_rank(parallel_context.world_pg) == 0:
         (root / MODEL_CONFIG_FILE).write_text(json.dumps(dataclasses.asdict(model_config), indent=2))
         if training_config is not None:
             training_config.save_as_yaml(root / TRAINING_CONFIG_FILE)
     dist.barrier(parallel_context.world_pg)
     return root
+
+
+def save_checkpoint_metadata(parallel_context: "ParallelContext", root: Path) -> None:
+    """Nanotron's `checkpoint_metadata.json` for weights not produced by training (step 0): 0.4 takes
+    a free-form dict, current Nanotron (GitHub main) a `TrainingMetadata` with its data stages."""
+    import_nanotron()
+    from nanotron.serialize.metadata import save_meta
+
+    if installed_nanotron().name != "main":
+        save_meta(parallel_context=parallel_context, root_folder=root, checkpoint_metadata={})
+        return
+    from nanotron.serialize.metadata import DataStageMetadata, TrainingMetadata
+
+    stage = DataStageMetadata(name="converted", start_training_step=1, consumed_train_samples=0)
+    metadata = TrainingMetadata(consumed_train_samples=0, last_train_step=0, consumed_tokens_total=0,
+                                last_stage_idx=0, data_stages=[stage])  # fmt: skip
+    save_meta(parallel_context=parallel_context, root_folder=root, training_metadata=metadata)
 
 
 def check_weight_shapes(model: "NanotronModel", path: Union[str, Path]) -> None:

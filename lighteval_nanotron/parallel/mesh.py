@@ -118,8 +118,8 @@ class Mesh:
     @property
     def reporting_world_rank(self) -> int:
         """World rank of DP 0 / TP 0 of the output stage: where results land with `gather_to="reporting"`."""
-        matrix = self.parallel_context.world_rank_matrix  # [ep, pp, dp, tp]
-        return int(matrix[0, self.output_pp_rank, 0, 0])
+        matrix = self.parallel_context.world_rank_matrix  # [ep, pp, dp, tp] (0.4), [ep, pp, dp, cp, tp] (main)
+        return int(matrix[(0, self.output_pp_rank) + (0,) * (matrix.ndim - 2)])
 
     @property
     def is_reporting_rank(self) -> bool:

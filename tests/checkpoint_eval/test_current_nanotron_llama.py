@@ -26,6 +26,7 @@ from lighteval_nanotron.models.checkpoint_format import CheckpointModel, read_ch
 from tests.checkpoint_eval.details_check import max_logprob_difference, read_details
 from tests.checkpoint_eval.tiny_hf import ROPE_THETA, tiny_hf_llama
 from tests.helpers.distributed import run_distributed
+from tests.helpers.nanotron_versions import skip_on_main
 from tests.helpers.tiny_model import tiny_tokenizer
 
 MAIN_KEYS = {"_attn_implementation": "sdpa", "attention_bias": False, "z_loss_enabled": False,
@@ -65,6 +66,7 @@ def main_checkpoint(tmp_path_factory):
     return _write_main_checkpoint(folder), folder
 
 
+@skip_on_main("checks how Nanotron 0.4 carries main's keys beside its LlamaConfig; with main they are its config's fields")
 def test_main_llama_keys_are_read_and_carried(main_checkpoint):
     _, folder = main_checkpoint
     recorded = json.loads((folder / "model_config.json").read_text())

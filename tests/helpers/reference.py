@@ -2,7 +2,8 @@
 
 It reads the safetensors files directly (no Nanotron code) and computes what Nanotron 0.4's Llama
 computes: RMSNorm, fused qkv (all q heads, then k, then v) with grouped-query attention, rotary
-embeddings on interleaved pairs with theta 10000 (0.4 has no rope_theta), causal softmax
+embeddings on interleaved pairs with theta 10000 (0.4 has no rope_theta; a config that records
+`rope_theta` / `rope_interleaved`, as current Nanotron's does, gets those), causal softmax
 attention, SiLU-gated MLP (fused gate then up), final norm, lm_head (tied to the embedding when
 `tie_word_embeddings`). Everything in float64 by default, so it is a reference for fp32 and bf16.
 
@@ -42,13 +43,18 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor
     return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight
 
 
-def _rotary(x: torch.Tensor, theta: float = 10000.0) -> torch.Tensor:
-    """x [batch, seq, heads, dim]; rotate consecutive pairs (2i, 2i+1) by position * theta^(-2i/dim)."""
+def _rotary(x: torch.Tensor, theta: float = 10000.0, interleaved: bool = True) -> torch.Tensor:
+    """x [batch, seq, heads, dim]; rotate pairs by position * theta^(-2i/dim): consecutive pairs
+    (2i, 2i+1) when `interleaved`, else (i, i + dim/2) (the two halves, as Hugging Face)."""
     _, seq, _, dim = x.shape
     inv_freq = 1.0 / theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
     angles = torch.outer(torch.arange(seq, dtype=torch.float64), inv_freq)
     rotation = torch.polar(torch.ones_like(angles), angles)[None, :, None, :]
-    pairs = torch.view_as_complex(x.to(torch.float64).reshape(*x.shape[:-1], dim // 2, 2).contiguous())
+    x64 = x.to(torch.float64)
+    if not interleaved:
+        halves = torch.complex(x64[..., : dim // 2], x64[..., dim // 2 :]) * rotation
+        return torch.cat([halves.real, halves.imag], dim=-1).to(x.dtype)
+    pairs = torch.view_as_complex(x64.reshape(*x.shape[:-1], dim // 2, 2).contiguous())
     return torch.view_as_real(pairs * rotation).reshape(x.shape).to(x.dtype)
 
 
@@ -58,8 +64,9 @@ def _attention(x: torch.Tensor, w: Dict[str, torch.Tensor], prefix: str, config:
     head_dim = hidden // n_q
     qkv = x @ w[f"{prefix}.qkv_proj.weight"].T
     q, k, v = qkv.split([n_q * head_dim, n_kv * head_dim, n_kv * head_dim], dim=-1)
-    q = _rotary(q.reshape(batch, seq, n_q, head_dim))
-    k = _rotary(k.reshape(batch, seq, n_kv, head_dim))
+    rope = dict(theta=float(config.get("rope_theta", 10000.0)), interleaved=bool(config.get("rope_interleaved", True)))
+    q = _rotary(q.reshape(batch, seq, n_q, head_dim), **rope)
+    k = _rotary(k.reshape(batch, seq, n_kv, head_dim), **rope)
     v = v.reshape(batch, seq, n_kv, head_dim)
     k = k.repeat_interleave(n_q // n_kv, dim=2)
     v = v.repeat_interleave(n_q // n_kv, dim=2)

@@ -194,5 +194,9 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_starcoder2_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Path of the session's tiny random Starcoder2 checkpoint (grouped-query, TP1/PP1, fp32, tokenizer included)."""
+    from tests.helpers.nanotron_versions import ON_MAIN, STARCODER2_CONFIG_ON_MAIN
+
+    if ON_MAIN:
+        pytest.skip(STARCODER2_CONFIG_ON_MAIN)
     folder = tmp_path_factory.getbasetemp() / "tiny_starcoder2_checkpoint"
     return make_tiny_checkpoint(folder, tiny_starcoder2_config())

@@ -11,6 +11,8 @@ from typing import Any, Dict, List, Optional
 import torch
 import yaml
 
+from tests.helpers.nanotron_versions import in_installed_schema
+
 REPO = Path(__file__).resolve().parents[2]
 TINY_CONFIG = REPO / "configs" / "tiny_cpu_train.yaml"
 TOKENIZER = REPO / "configs" / "tiny_tokenizer"
@@ -81,7 +83,7 @@ def write_config(
     else:
         del content["lighteval_nanotron"]
     path = folder / name
-    path.write_text(yaml.safe_dump(content))
+    path.write_text(yaml.safe_dump(in_installed_schema(content)))
     return path
 
 
@@ -107,9 +109,10 @@ def train_worker(config_path: str, wandb_mode: Optional[str] = "disabled") -> Di
 
     class RecordingTrainer(EvaluatingTrainer):
         def training_step(self, dataloader):
-            outputs, loss = super().training_step(dataloader)
+            returned = super().training_step(dataloader)  # (outputs, loss); main adds z-loss and logs
+            loss = returned[1]
             self.losses.append(None if loss is None else float(loss.item()))
-            return outputs, loss
+            return returned
 
     trainer = RecordingTrainer(config_path)
     trainer.losses = []

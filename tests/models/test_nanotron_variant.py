@@ -1,12 +1,14 @@
-"""The installed Nanotron is told apart by its features, in one place; a variant the project does
-not support is refused by the CLI with one `error:` line naming it."""
+"""The installed Nanotron is told apart by its features, in one place: 0.4 and GitHub main are
+supported; anything else (a tree with some of main's features but not all) is refused by the CLI
+with one `error:` line naming what it has and lacks."""
 
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from lighteval_nanotron.nanotron_variant import SUPPORTED_VARIANTS, installed_nanotron
+
+from lighteval_nanotron.nanotron_variant import SUPPORTED_VARIANTS, installed_nanotron, variant_at
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -16,24 +18,39 @@ def test_the_test_environment_has_a_supported_nanotron():
     assert variant.name in SUPPORTED_VARIANTS and (variant.location / "models" / "llama.py").is_file()
 
 
-def _package_with_main_features(root: Path) -> Path:
-    """A `nanotron` package tree with the files by which GitHub main differs from 0.4."""
+def _package(root: Path, files: dict) -> Path:
+    """A `nanotron` package tree under `root` with `files` (path -> text)."""
     package = root / "nanotron"
-    for folder in ("models", "nn", "config"):
-        (package / folder).mkdir(parents=True)
-    (package / "__init__.py").write_text('__version__ = "0.4"\n')
-    (package / "models" / "qwen.py").write_text("")
-    (package / "config" / "models_config.py").write_text("class LlamaConfig:\n    rope_interleaved: bool = False\n")
-    return root
+    for path, text in {"__init__.py": '__version__ = "0.4"\n', **files}.items():
+        (package / path).parent.mkdir(parents=True, exist_ok=True)
+        (package / path).write_text(text)
+    return package
 
 
-def test_current_nanotron_main_is_refused_with_one_error_line(tmp_path):
-    site = _package_with_main_features(tmp_path)
-    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{REPO}", "HF_HUB_OFFLINE": "1"}
+COMMON = {"models/llama.py": "", "trainer.py": ""}
+MAIN_CONFIG = "class LlamaConfig:\n    rope_interleaved: bool = False\n    _attn_implementation: str = 'sdpa'\n" \
+              "    z_loss_enabled: bool = False\n"  # fmt: skip
+MAIN_FILES = {"models/qwen.py": "", "nn/attention.py": "", "nn/moe.py": "", "logging/__init__.py": ""}
+
+
+def test_each_layout_is_told_apart(tmp_path):
+    v04 = _package(tmp_path / "a", {**COMMON, "config/models_config.py": "class LlamaConfig: ...\n",
+                                    "dataloader.py": "", "logging.py": ""})  # fmt: skip
+    main = _package(tmp_path / "b", {**COMMON, **MAIN_FILES, "config/models_config.py": MAIN_CONFIG})
+    partial = _package(tmp_path / "c", {**COMMON, "models/qwen.py": "", "config/models_config.py": MAIN_CONFIG})
+    assert variant_at(v04).name == "0.4" and variant_at(v04).features == ()
+    assert variant_at(main).name == "main" and "a Qwen2 model (models/qwen.py)" in variant_at(main).features
+    assert variant_at(partial).name == "unknown"
+    assert "mixture-of-experts layers (nn/moe.py)" in variant_at(partial).missing
+
+
+def test_an_unknown_nanotron_is_refused_with_one_error_line(tmp_path):
+    _package(tmp_path, {**COMMON, "models/qwen.py": "", "config/models_config.py": MAIN_CONFIG})
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}", "HF_HUB_OFFLINE": "1"}
     command = [sys.executable, "-m", "lighteval_nanotron", "eval", str(tmp_path / "ckpt"), "--cpu", "--tasks",
                "lighteval|arc:easy|0"]  # fmt: skip
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert done.returncode != 0 and len(errors) == 1, done.stderr[-3000:]
-    assert "is GitHub main, not 0.4" in errors[0] and "a Qwen2 model (models/qwen.py)" in errors[0]
-    assert "LlamaConfig.rope_interleaved" in errors[0] and "Traceback" not in done.stderr
+    assert "neither the 0.4 release nor GitHub main" in errors[0] and "a Qwen2 model (models/qwen.py)" in errors[0]
+    assert "lacks" in errors[0] and "nn/moe.py" in errors[0] and "Traceback" not in done.stderr

@@ -3,6 +3,9 @@
     family = family_of_model(trainer.model)          # UnsupportedModelError for anything else
     family = family_of_fields(model_config_json)     # from a checkpoint's recorded config
 
+A family the installed Nanotron cannot build (Qwen2 under 0.4) is still recognised, and refused
+with its `unavailable_reason`, naming the Nanotron it needs.
+
 Adding a family: one module here with a `ModelFamily` subclass, listed in `FAMILIES`
 (see docs/engine.md, "Model families").
 """
@@ -17,9 +20,10 @@ import torch
 from lighteval_nanotron.errors import UnsupportedModelError
 from lighteval_nanotron.models.families.base import ChainBlock, DecoderLayer, ModelFamily, Rotary
 from lighteval_nanotron.models.families.llama import LlamaFamily
+from lighteval_nanotron.models.families.qwen2 import Qwen2Family
 from lighteval_nanotron.models.families.starcoder2 import Starcoder2Family
 
-FAMILIES: tuple[type[ModelFamily], ...] = (LlamaFamily, Starcoder2Family)
+FAMILIES: tuple[type[ModelFamily], ...] = (LlamaFamily, Starcoder2Family, Qwen2Family)
 
 
 def supported_description(with_configs: bool = False) -> str:
@@ -27,8 +31,10 @@ def supported_description(with_configs: bool = False) -> str:
     e.g. `llama (LlamaForTraining, LlamaModel), starcoder2 (...)`."""
     described = []
     for family in FAMILIES:
-        names = ", ".join((family.config_class().__name__,) * with_configs + family.model_class_names)
-        described.append(f"{family.name} ({names})")
+        unavailable = family.unavailable_reason() is not None
+        config_name = family.config_class_name if unavailable else family.config_class().__name__
+        names = ", ".join((config_name,) * with_configs + family.model_class_names)
+        described.append(f"{family.name} ({names}{'; needs current Nanotron' if unavailable else ''})")
     return ", ".join(described)
 
 
@@ -60,7 +66,7 @@ def family_of_model(model: Any) -> type[ModelFamily]:
 def family_of_config(config: Any) -> type[ModelFamily]:
     """The family of a Nanotron model config object."""
     for family in FAMILIES:
-        if isinstance(config, family.config_class()):
+        if family.unavailable_reason() is None and isinstance(config, family.config_class()):
             return family
     raise UnsupportedModelError(
         f"Model config class {type(config).__name__} is not supported by lighteval_nanotron. "
@@ -72,6 +78,9 @@ def family_of_fields(fields: Mapping[str, Any], where: str = "the model config")
     """The family whose config recorded fields (a checkpoint's model config) describe."""
     for family in FAMILIES:
         if family.recognises_fields(fields):
+            reason = family.unavailable_reason()
+            if reason is not None:
+                raise UnsupportedModelError(f"{where} describes a {family.name} model: {reason}")
             return family
     markers = [key for key in sorted(fields) if key.startswith("is_") and key.endswith("_config") and fields[key]]
     described = f"a {markers[0]}: true model" if markers else f"a model config with keys {', '.join(sorted(fields))}"
@@ -87,6 +96,7 @@ __all__ = [
     "DecoderLayer",
     "LlamaFamily",
     "ModelFamily",
+    "Qwen2Family",
     "Rotary",
     "Starcoder2Family",
     "family_of_config",

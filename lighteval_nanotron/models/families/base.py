@@ -78,6 +78,17 @@ class DecoderLayer(ABC):
     def mlp(self, hidden: torch.Tensor) -> torch.Tensor: ...
 
 
+def dataclass_from_fields(config_class: type, fields: Mapping[str, Any], where: str) -> Any:
+    """`config_class(**fields)`; CheckpointError naming `where` and the keys the class does not know."""
+    unknown = sorted(set(fields) - {field.name for field in dataclasses.fields(config_class)})
+    if unknown:
+        raise CheckpointError(
+            f"{where} has keys that the installed Nanotron's {config_class.__name__} does not know: "
+            f"{', '.join(unknown)}. Install the Nanotron that wrote the checkpoint (see docs/engine.md)."
+        )
+    return config_class(**fields)
+
+
 class ModelFamily(ABC):
     """One Nanotron architecture. Subclasses set the class attributes and implement the methods."""
 
@@ -91,8 +102,15 @@ class ModelFamily(ABC):
     inert_fields: ClassVar[dict[str, Any]] = {}
     """Recorded fields (of newer Nanotron configs) that do not change the logits, with the one value
     they must have (None: any value), e.g. `z_loss_enabled` (training loss only)."""
+    config_class_name: ClassVar[str] = ""
+    """The config class's name, for messages when the installed Nanotron lacks the family."""
 
     # Config side ---------------------------------------------------------------------------------
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        """Why the installed Nanotron cannot build this family (it lacks its model), or None."""
+        return None
 
     @classmethod
     @abstractmethod
@@ -113,14 +131,7 @@ class ModelFamily(ABC):
     @classmethod
     def config_from_fields(cls, fields: Mapping[str, Any], where: str) -> Any:
         """The model config from recorded fields; CheckpointError naming `where` for unknown keys."""
-        config_class = cls.config_class()
-        unknown = sorted(set(fields) - {field.name for field in dataclasses.fields(config_class)})
-        if unknown:
-            raise CheckpointError(
-                f"{where} has keys that the installed Nanotron's {config_class.__name__} does not know: "
-                f"{', '.join(unknown)}. Install the Nanotron that wrote the checkpoint (see docs/engine.md)."
-            )
-        return config_class(**fields)
+        return dataclass_from_fields(cls.config_class(), fields, where)
 
     @classmethod
     @abstractmethod

@@ -77,6 +77,17 @@ class LlamaFamily(ModelFamily):
         return "rms_norm_eps" in fields and markers <= {"is_llama_config"}
 
     @classmethod
+    def unsupported_reason(cls, config: Any) -> str | None:
+        """attention_bias=True (a field of current Nanotron's LlamaConfig, inert under 0.4): Nanotron's
+        Llama builds its qkv projection without bias either way (main ignores the flag)."""
+        if not getattr(config, "attention_bias", False):
+            return None
+        return (
+            "Llama with attention_bias=True is not supported: Nanotron's Llama has no qkv bias (current "
+            "Nanotron ignores the flag), so the built model would not be the one the weights come from."
+        )
+
+    @classmethod
     def layout_sizes(cls, config: Any) -> dict[str, int]:
         return {
             "num_attention_heads": config.num_attention_heads,

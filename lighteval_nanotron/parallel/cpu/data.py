@@ -75,5 +75,5 @@ def synthetic_dataloader_for(trainer, seed: int = 0) -> Iterator[Dict[str, Union
         vocab_size=trainer.model_config.vocab_size,
         batch_accumulation_per_replica=tokens.batch_accumulation_per_replica,
         seed=seed,
-        start_step=trainer.start_iteration_step,
+        start_step=trainer.iteration_step,  # the step it resumes from (0.4 and main set it in __init__)
     )

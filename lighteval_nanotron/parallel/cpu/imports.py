@@ -1,4 +1,8 @@
-"""Make Nanotron 0.4 importable.
+"""Make Nanotron importable (0.4, or current GitHub main).
+
+Current Nanotron imports flash-attn and grouped_gemm (CUDA-only packages) from `nanotron.config`
+on: `import_nanotron` first makes them importable (`ensure_cuda_extensions`: the real packages, or
+the stand-ins where their policy allows, e.g. on a machine without CUDA).
 
 The 0.4 wheel has an import cycle: `nanotron/logging.py:38` imports `LoggingArgs` from
 `nanotron.config.config`, which (through `config.lighteval_config` -> `parallelism_config` ->
@@ -16,7 +20,9 @@ import sys
 from types import ModuleType
 from typing import Optional, Sequence
 
-from lighteval_nanotron.nanotron_variant import require_supported_nanotron
+from lighteval_nanotron.nanotron_variant import installed_nanotron, require_supported_nanotron
+from lighteval_nanotron.parallel.cpu.flash_attn_fallback import ensure_flash_attn
+from lighteval_nanotron.parallel.cpu.grouped_gemm_fallback import ensure_grouped_gemm
 
 _CONFIG_MODULE = "nanotron.config.config"
 
@@ -49,6 +55,15 @@ class _PreseedFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
+def ensure_cuda_extensions() -> None:
+    """flash-attn, and grouped_gemm where the installed Nanotron imports it (GitHub main), importable
+    before Nanotron's models are: the real packages, or the stand-ins (ConfigError on a CUDA machine
+    without them unless asked for; see `ensure_flash_attn`, `ensure_grouped_gemm`)."""
+    ensure_flash_attn()
+    if installed_nanotron().name == "main":
+        ensure_grouped_gemm()
+
+
 def import_nanotron() -> ModuleType:
     """Import Nanotron's config and logging modules in an order that works; idempotent.
 
@@ -58,7 +73,8 @@ def import_nanotron() -> ModuleType:
     """
     if _CONFIG_MODULE in sys.modules and "nanotron.logging" in sys.modules:
         return importlib.import_module("nanotron.config")
-    require_supported_nanotron()
+    if require_supported_nanotron().name == "main":
+        ensure_cuda_extensions()
     finder = _PreseedFinder()
     sys.meta_path.insert(0, finder)
     try:

@@ -1,4 +1,5 @@
-"""Patches that let Nanotron 0.4's Llama and Starcoder2 build and run on CPU (see docs/cpu.md).
+"""Patches that let Nanotron 0.4's Llama and Starcoder2, and current Nanotron's Qwen2, build and run
+on CPU (see docs/cpu.md).
 
 Each patch replaces one attribute and records the original in `ORIGINALS`, so that applying it
 twice is a no-op and tests can check what is active. Import this module only after
@@ -12,6 +13,7 @@ from nanotron.generation import decode
 from nanotron.models import llama, starcoder2
 from nanotron.parallel.context import ParallelContext
 
+from lighteval_nanotron.nanotron_variant import has_qwen2
 from lighteval_nanotron.parallel.cpu.devices import on_cpu
 from lighteval_nanotron.parallel.cpu.p2p import CpuP2P
 
@@ -59,9 +61,21 @@ def apply_model_patches() -> None:
     replace(decode, "micro_batcher", on_cpu(decode.micro_batcher))
     replace(decode, "micro_splitter", on_cpu(decode.micro_splitter))
     replace(decode, "broadcast_tensors", on_cpu(decode.broadcast_tensors))
+    if has_qwen2():
+        apply_qwen2_patches()
     if not torch.cuda.is_available():
         replace(torch.cuda, "synchronize", _noop)
         replace(torch.cuda, "reset_peak_memory_stats", _noop)
+
+
+def apply_qwen2_patches() -> None:
+    """Current Nanotron's Qwen2 (GitHub main): its pipeline P2P, and the MoE router, whose float32
+    weight `nn/moe.py` makes on "cuda", on the CPU."""
+    from nanotron.models import qwen
+    from nanotron.nn import moe
+
+    replace(qwen, "P2P", CpuP2P)
+    replace(moe.Router, "__init__", on_cpu(moe.Router.__init__))
 
 
 def _noop(*args: Any, **kwargs: Any) -> None:

@@ -1,4 +1,6 @@
-"""A complete Nanotron 0.4 training `Config` for small CPU runs (tests, the demo).
+"""A complete Nanotron training `Config` for small CPU runs (tests, the demo), for 0.4 or current
+Nanotron (GitHub main: its optimizer section names an `optimizer_factory`, its data comes in
+`data_stages`).
 
     config = build_training_config(model_config, checkpoints_path="ckpt", tp=2, pp=2, dp=1, train_steps=5)
     config.save_as_yaml("train.yaml")     # DistributedTrainer("train.yaml") reads it back
@@ -14,6 +16,7 @@ from typing import Any, Optional, Union
 
 import torch
 
+from lighteval_nanotron.nanotron_variant import installed_nanotron
 from lighteval_nanotron.parallel.cpu.imports import import_nanotron
 
 
@@ -42,7 +45,7 @@ def build_training_config(
     The model starts from the weights of `init_checkpoint_path` when given (any layout, e.g. a
     checkpoint of `save_nanotron_checkpoint`), else from Nanotron's random init with `init_std`
     (which depends on the layout)."""
-    import_nanotron()
+    config_module = import_nanotron()
     from nanotron.config import (
         CheckpointsArgs,
         Config,
@@ -60,6 +63,29 @@ def build_training_config(
     )
 
     init_method = ExistingCheckpointInit(Path(init_checkpoint_path)) if init_checkpoint_path else RandomInit(init_std)
+    adam = dict(adam_eps=1e-8, adam_beta1=0.9, adam_beta2=0.95, torch_adam_is_fused=False)
+    schedule = LRSchedulerArgs(
+        learning_rate=learning_rate,
+        lr_warmup_steps=1,
+        lr_warmup_style="linear",
+        lr_decay_style="cosine",
+        min_decay_lr=learning_rate / 10,
+    )
+    optimizer = dict(
+        zero_stage=0,
+        weight_decay=0.0,
+        clip_grad=1.0,
+        accumulate_grad_in_fp32=dtype != torch.float32,  # 0.4 asserts non-fp32 params for it
+        learning_rate_scheduler=schedule,
+    )
+    data = DataArgs(dataset=None, seed=seed)
+    if installed_nanotron().name == "main":
+        optimizer["optimizer_factory"] = config_module.AdamWOptimizerArgs(**adam)
+        stages = [config_module.DatasetStageArgs(name="synthetic", start_training_step=1, data=data)]
+        data_section = {"data_stages": stages}
+    else:
+        optimizer.update(adam)
+        data_section = {"data": data}
     return Config(
         general=GeneralArgs(project=project, run="cpu", seed=seed, ignore_sanity_checks=True),
         parallelism=ParallelismArgs(
@@ -80,22 +106,6 @@ def build_training_config(
             micro_batch_size=micro_batch_size,
             batch_accumulation_per_replica=batch_accumulation_per_replica,
         ),
-        optimizer=OptimizerArgs(
-            zero_stage=0,
-            weight_decay=0.0,
-            clip_grad=1.0,
-            accumulate_grad_in_fp32=dtype != torch.float32,  # 0.4 asserts non-fp32 params for it
-            adam_eps=1e-8,
-            adam_beta1=0.9,
-            adam_beta2=0.95,
-            torch_adam_is_fused=False,
-            learning_rate_scheduler=LRSchedulerArgs(
-                learning_rate=learning_rate,
-                lr_warmup_steps=1,
-                lr_warmup_style="linear",
-                lr_decay_style="cosine",
-                min_decay_lr=learning_rate / 10,
-            ),
-        ),
-        data=DataArgs(dataset=None, seed=seed),
+        optimizer=OptimizerArgs(**optimizer),
+        **data_section,
     )
