@@ -8,8 +8,8 @@ import numpy as np
 import torch
 
 from lighteval_nanotron.models.nanotron.runtime import Runtime
-from lighteval_nanotron.models.nanotron.scoring_plan import ResponseSpec, ScoringBatch, ScoringPlan
-from lighteval_nanotron.models.nanotron.tree_attention import TreeAttention, ancestor_mask
+from lighteval_nanotron.models.nanotron.scoring_plan import PrefixForward, ResponseSpec, ScoringBatch, ScoringPlan
+from lighteval_nanotron.models.nanotron.tree_attention import PrefixKeys, TreeAttention, ancestor_mask
 from lighteval_nanotron.parallel.pipeline import run_stage
 from lighteval_nanotron.parallel.vocab_parallel import target_logprobs
 from lighteval_nanotron.tasks.requests import ModelResponse
@@ -60,6 +60,37 @@ def _add_slot_scores(payload: SlotScores, sums: np.ndarray, missed: np.ndarray) 
     np.logical_or.at(missed, slots, np.frombuffer(missed_bytes, dtype=np.uint8).astype(bool))
 
 
+def _run_prefixes(rt: Runtime, link, prefixes: PrefixForward) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+    """This stage's keys/values of every node of the prefix micro-batches (per layer, flattened
+    and concatenated in batch order); no logits are computed."""
+    captured: list[dict[int, tuple[torch.Tensor, torch.Tensor]]] = []
+    nothing = torch.zeros(0, dtype=torch.long)
+    for batch in prefixes.batches:
+        mask = torch.ones(batch.input_ids.shape, dtype=torch.bool, device=rt.device)
+        x = batch.input_ids.to(rt.device) if rt.stage.is_first else None
+        capture: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        parents = batch.parents.to(rt.device)
+        tree = TreeAttention(batch.depths.to(rt.device), ancestor_mask(parents), capture=capture)
+        run_stage(rt.stage, link, x, mask, tree, (nothing, nothing))
+        captured.append(capture)
+        rt.sync_pipeline()
+    if len(captured) == 1:
+        return captured[0]
+    return {
+        layer: tuple(torch.cat([c[layer][i] for c in captured]) for i in range(2)) for layer in captured[0]
+    }
+
+
+def _prefix_keys(
+    store: dict[int, tuple[torch.Tensor, torch.Tensor]], prefixes: PrefixForward, batch: ScoringBatch, device
+) -> PrefixKeys:
+    """The prefixes `batch` reads, in key order, and which of its nodes see which of their positions."""
+    nodes = [prefixes.nodes[c] for c in batch.context_ids]
+    columns = torch.cat([torch.full((len(n),), c, dtype=torch.long) for c, n in zip(batch.context_ids, nodes)])
+    allowed = batch.contexts.to(device)[:, :, None] == columns.to(device)[None, None, :]
+    return PrefixKeys(store, torch.cat(nodes).to(device), allowed)
+
+
 def _local_scores(rt: Runtime, plan: ScoringPlan) -> SlotScores | None:
     """Run this replica's micro-batches; its slots' results on TP 0 of the output stage."""
     sums = torch.zeros(plan.num_slots, dtype=torch.float64)
@@ -68,13 +99,15 @@ def _local_scores(rt: Runtime, plan: ScoringPlan) -> SlotScores | None:
         return None
     link = rt.new_link()
     select_ok = rt.config.logits_at_targets
+    store = _run_prefixes(rt, link, plan.prefixes) if plan.prefixes.batches else {}
     for batch in plan.batches:
         mask = torch.ones(batch.input_ids.shape, dtype=torch.bool, device=rt.device)
         x = batch.input_ids.to(rt.device) if rt.stage.is_first else None
         tree = None
         if batch.parents is not None:
             parents = batch.parents.to(rt.device)
-            tree = TreeAttention(batch.depths.to(rt.device), ancestor_mask(parents))
+            prefix = _prefix_keys(store, plan.prefixes, batch, rt.device) if batch.context_ids else None
+            tree = TreeAttention(batch.depths.to(rt.device), ancestor_mask(parents), prefix=prefix)
         select = (batch.read_positions, batch.read_rows) if select_ok and batch.read_rows.numel() else None
         logits = run_stage(rt.stage, link, x, mask, tree, select)
         if logits is not None:
