@@ -392,6 +392,26 @@ def task_family(task: str) -> str:
     return f"{suite}|mmlu:*|{shots}" if name.startswith("mmlu:") else task
 
 
+TASK_KINDS = ("multi-token", "single-token", "few-shot", "generative", "rolling")
+"""Kinds of the per-task table: log-likelihood with a multi-token continuation, with single-token
+continuations only (0-shot), few-shot log-likelihood, greedy generation, rolling log-likelihood."""
+
+
+def task_kind(task: str, groups: list, plans: list) -> str:
+    """The kind of one task family from its request groups and prepared plans (see `TASK_KINDS`)."""
+    from lighteval_nanotron.tasks.requests import SamplingMethod
+
+    methods = {group.method for group in groups}
+    if SamplingMethod.GENERATIVE in methods:
+        return "generative"
+    if SamplingMethod.PERPLEXITY in methods:
+        return "rolling"
+    if int(task.split("|")[-1]) > 0:
+        return "few-shot"
+    longest = max((len(tokens) for plan in plans for spec in plan.specs for tokens in spec.output_tokens), default=1)
+    return "single-token" if longest <= 1 else "multi-token"
+
+
 def _per_task_records(engine: Any, docs: dict, fields: dict, peak_sum: float, device: Any) -> list[dict]:
     """Each task family evaluated alone (its own plans, after the mix warmed the model): seconds,
     docs/s, tokens and FLOP/s against the matmul peak of all ranks."""
@@ -413,7 +433,7 @@ def _per_task_records(engine: Any, docs: dict, fields: dict, peak_sum: float, de
         records.append(
             {
                 "task": family,
-                "kind": "+".join(group.method.value for group in groups),
+                "kind": task_kind(family, groups, plans),
                 "docs": stats.docs,
                 "eval_s": seconds,
                 "docs_per_s": stats.docs / seconds,
@@ -679,6 +699,12 @@ def format_task_table(record: dict) -> str:
         lines.append(" ".join(fmt.format(row[key]).rjust(w) for (key, fmt, _), w in zip(TASK_COLUMNS, widths)))
     total = sum(r["eval_s"] for r in record["per_task"])
     lines.append(f"sum over tasks alone: {total:.2f} s; the mix in one evaluation: {record['eval_s']:.2f} s")
+    kinds = [row for row in rows if row["task"].startswith("all ")]
+    lines.append(
+        "model FLOP/s per task kind vs the measured matmul peak "
+        f"({record['peak_flop_per_s_per_rank']:.3g} FLOP/s per rank x {record['ranks']}): "
+        + ", ".join(f"{row['kind']} {row['flop_per_s']:.3g} ({100 * row['peak_ratio']:.0f}%)" for row in kinds)
+    )
     return "\n".join(lines)
 
 
