@@ -117,3 +117,20 @@ def test_prefix_positions_processed_once_per_task_with_identical_results(tiny_ch
     assert_same(dp2[0], off, generations=False)
     # each replica computes the prefix once for the rows it reads it from
     assert dp2[0]["stats"].shared_prefix_tokens == 2 * stats.shared_prefix_tokens
+
+
+def test_a_docs_choices_start_a_new_row_together():
+    from lighteval_nanotron.models.nanotron.packing import packed_rows
+
+    sequences = []
+    for doc in range(6):  # a 6-token context and three 2-token choices: 12 nodes per doc
+        context = (10 * doc + 1,) + tuple(range(100 + 10 * doc, 105 + 10 * doc))
+        sequences += [
+            ScoredSequence(context + (c, c + 1), (5, 6), (c, c + 1), (3 * doc + k,) * 2, doc)
+            for k, c in enumerate((500, 600, 700))
+        ]
+    rows = [row for part in packed_rows(sequences, width=34, share=True) for row in part]
+    assert all(len(set(row.doc_indices)) == len(row.doc_indices) for row in rows)
+    docs = [doc for row in rows for doc in row.doc_indices]
+    assert sorted(docs) == list(range(6))  # every doc in exactly one row: its context computed once
+    assert sum(row.token_length for row in rows) == 6 * 12 and all(row.token_length <= 34 for row in rows)

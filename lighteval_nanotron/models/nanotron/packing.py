@@ -188,17 +188,36 @@ def _cuts(sequences: Sequence[ScoredSequence], order: list[int], width: int, sha
     return cuts
 
 
+def _doc_costs(sequences: Sequence[ScoredSequence], order: list[int], share: bool) -> dict[int, int]:
+    """At the first of each run of neighbours of one doc (index into `order`): the nodes the rest
+    of the run adds after its first sequence (at most; a doc's context shared by its choices)."""
+    costs, start = {}, 0
+    for k in range(1, len(order) + 1):
+        if k == len(order) or sequences[order[k]].doc_index != sequences[order[start]].doc_index:
+            run = [sequences[i] for i in order[start:k]]
+            costs[start] = sum(
+                b.token_length - (_common_prefix(a.input_ids, b.input_ids) if share else 0)
+                for a, b in zip(run, run[1:])
+            )
+            start = k
+    return costs
+
+
 def packed_rows(sequences: Sequence[ScoredSequence], width: int, share: bool, parts: int = 1) -> list[list[ModelRow]]:
     """Sequences in token order (so shared prefixes are neighbours) cut into `parts` contiguous
     parts of about equal work (one per data-parallel replica), each filled into prefix trees of at
-    most `max(width, longest sequence)` nodes, next-fit."""
+    most `max(width, longest sequence)` nodes, next-fit by doc: a doc's neighbouring sequences
+    (its choices) start a new row together when they do not all fit, so its context is not
+    computed again in the next row (unless they fill more than a row on their own)."""
     width = max([width] + [s.token_length for s in sequences])
     order = sorted(range(len(sequences)), key=lambda i: (sequences[i].context, sequences[i].input_ids, i))
     cuts = _cuts(sequences, order, width, share, parts) if parts > 1 else set()
+    doc_costs = _doc_costs(sequences, order, share)
     groups: list[list[ModelRow]] = [[] for _ in range(parts)]
     tree, part = _Tree(share), 0
     for k, i in enumerate(order):
-        if len(tree) and (k in cuts or len(tree) + tree.new_nodes(sequences[i]) > width):
+        new = tree.new_nodes(sequences[i])
+        if len(tree) and (k in cuts or len(tree) + new + doc_costs.get(k, 0) > width):
             groups[part].append(tree.row())
             tree = _Tree(share)
         part += int(k in cuts)
