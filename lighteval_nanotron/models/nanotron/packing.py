@@ -203,14 +203,38 @@ def _doc_costs(sequences: Sequence[ScoredSequence], order: list[int], share: boo
     return costs
 
 
+BALANCED_ROWS = 16
+"""Packings of at most this many rows are rebalanced (see `packed_rows`)."""
+
+
 def packed_rows(sequences: Sequence[ScoredSequence], width: int, share: bool, parts: int = 1) -> list[list[ModelRow]]:
     """Sequences in token order (so shared prefixes are neighbours) cut into `parts` contiguous
     parts of about equal work (one per data-parallel replica), each filled into prefix trees of at
     most `max(width, longest sequence)` nodes, next-fit by doc: a doc's neighbouring sequences
     (its choices) start a new row together when they do not all fit, so its context is not
-    computed again in the next row (unless they fill more than a row on their own)."""
+    computed again in the next row (unless they fill more than a row on their own). A packing of
+    few rows is refilled with the narrowest width giving no more rows, so its last row is not
+    much shorter than the others (a micro-batch pads every row to its longest)."""
     width = max([width] + [s.token_length for s in sequences])
     order = sorted(range(len(sequences)), key=lambda i: (sequences[i].context, sequences[i].input_ids, i))
+    groups = _next_fit(sequences, order, width, share, parts)
+    rows = sum(len(group) for group in groups)
+    if rows <= 1 or rows > BALANCED_ROWS:
+        return groups
+    nodes = sum(row.token_length for group in groups for row in group)
+    lo, hi = max(-(-nodes // rows), max(s.token_length for s in sequences)), width
+    while lo < hi:  # the narrowest width in [nodes / rows, width] that needs no more rows
+        mid = (lo + hi) // 2
+        if sum(len(group) for group in _next_fit(sequences, order, mid, share, parts)) <= rows:
+            hi = mid
+        else:
+            lo = mid + 1
+    return _next_fit(sequences, order, hi, share, parts)
+
+
+def _next_fit(
+    sequences: Sequence[ScoredSequence], order: list[int], width: int, share: bool, parts: int
+) -> list[list[ModelRow]]:
     cuts = _cuts(sequences, order, width, share, parts) if parts > 1 else set()
     doc_costs = _doc_costs(sequences, order, share)
     groups: list[list[ModelRow]] = [[] for _ in range(parts)]
