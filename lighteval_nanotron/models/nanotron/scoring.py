@@ -15,24 +15,38 @@ from lighteval_nanotron.parallel.vocab_parallel import target_logprobs
 from lighteval_nanotron.tasks.requests import ModelResponse
 
 
-def _score_batch(
-    rt: Runtime, batch: ScoringBatch, logits: torch.Tensor, selected: bool, sums: torch.Tensor, misses: torch.Tensor
-) -> None:
-    """Add this batch's target log-probs to `sums` and non-greedy counts to `misses` (by slot)."""
+def _score_batch(rt: Runtime, batch: ScoringBatch, logits: torch.Tensor, sums: torch.Tensor, misses: torch.Tensor) -> None:
+    """Add this batch's target log-probs to `sums` and non-greedy counts to `misses` (by slot),
+    from the logits `[seq, rows, vocab / tp]` of every position (`logits_at_targets` off)."""
     if batch.targets.numel() == 0:
         return
     device = logits.device
-    if selected:  # logits [m, 1, vocab / tp] of the read (row, position) pairs only
-        read = batch.target_read
-        if read.numel() == logits.shape[0] and torch.equal(read, torch.arange(read.numel())):
-            picked = logits[:, 0]  # one target per read position, in order: no copy
-        else:
-            picked = logits[read.to(device), 0]
-    else:
-        picked = logits[batch.positions.to(device), batch.rows.to(device)]  # [n, vocab / tp]
+    picked = logits[batch.positions.to(device), batch.rows.to(device)]  # [n, vocab / tp]
     logprobs, greedy = target_logprobs(picked, batch.targets.to(device), rt.mesh.tp_group)
     sums.index_add_(0, batch.slots, logprobs.double().cpu())
     misses.index_add_(0, batch.slots, (~greedy).long().cpu())
+
+
+def _chunk_scorer(rt: Runtime, batch: ScoringBatch, sums: torch.Tensor, misses: torch.Tensor):
+    """`consume` for `run_stage`: the log-probs of the targets read from one chunk of the
+    selected positions' logits `[c, 1, vocab / tp]` (the chunk's first position given)."""
+    read = batch.target_read
+    order = torch.argsort(read, stable=True)
+    sorted_read = read[order]
+
+    def consume(logits: torch.Tensor, start: int) -> None:
+        lo, hi = torch.searchsorted(sorted_read, torch.tensor([start, start + logits.shape[0]])).tolist()
+        targets = order[lo:hi]
+        local = read[targets] - start
+        if local.numel() == logits.shape[0] and torch.equal(local, torch.arange(local.numel())):
+            picked = logits[:, 0]  # one target per position, in order: no copy
+        else:
+            picked = logits[local.to(logits.device), 0]
+        logprobs, greedy = target_logprobs(picked, batch.targets[targets].to(logits.device), rt.mesh.tp_group)
+        sums.index_add_(0, batch.slots[targets], logprobs.double().cpu())
+        misses.index_add_(0, batch.slots[targets], (~greedy).long().cpu())
+
+    return consume
 
 
 SlotScores = tuple  # (slots: bytes | None, sums: bytes, missed: bytes)
@@ -109,9 +123,10 @@ def _local_scores(rt: Runtime, plan: ScoringPlan) -> SlotScores | None:
             prefix = _prefix_keys(store, plan.prefixes, batch, rt.device) if batch.context_ids else None
             tree = TreeAttention(batch.depths.to(rt.device), ancestor_mask(parents), prefix=prefix)
         select = (batch.read_positions, batch.read_rows) if select_ok and batch.read_rows.numel() else None
-        logits = run_stage(rt.stage, link, x, mask, tree, select)
+        consume = _chunk_scorer(rt, batch, sums, misses) if select is not None else None
+        logits = run_stage(rt.stage, link, x, mask, tree, select, consume)
         if logits is not None:
-            _score_batch(rt, batch, logits, select is not None, sums, misses)
+            _score_batch(rt, batch, logits, sums, misses)
         rt.sync_pipeline()
     link.flush()
     return slot_scores(plan, sums, misses) if rt.mesh.holds_results else None

@@ -110,6 +110,7 @@ class TreeAttention:
     prefix: PrefixKeys | None = None
     capture: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None
     _block_plan: list[tuple[int, int, int, bool]] | None = field(default=None, init=False, repr=False)
+    _mask_cache: list[torch.Tensor] | None = field(default=None, init=False, repr=False)
 
     def run_layer(self, layer: DecoderLayer, hidden: torch.Tensor, index: int) -> torch.Tensor:
         """One decoder layer on `[seq, rows, hidden]` (its submodules, masked attention)."""
@@ -143,22 +144,41 @@ class TreeAttention:
             k = torch.cat((pk[None].expand(rows, -1, -1, -1), k), dim=2)
             v = torch.cat((pv[None].expand(rows, -1, -1, -1), v), dim=2)
         blocks = self._blocks()
+        masks = self._masks(compute)
         if blocks is None:
-            mask = self.allowed if self.prefix is None else torch.cat((self.prefix.allowed, self.allowed), dim=-1)
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None])
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=masks[0])
         else:
             out = q.new_empty(q.shape)
-            for start, end, lo, reads_prefix in blocks:
+            for (start, end, lo, reads_prefix), mask in zip(blocks, masks):
                 keys = slice(context + lo, context + end)
-                mask = self.allowed[:, None, start:end, lo:end]
                 bk, bv = k[:, :, keys], v[:, :, keys]
                 if reads_prefix:
                     bk = torch.cat((k[:, :, :context], bk), dim=2)
                     bv = torch.cat((v[:, :, :context], bv), dim=2)
-                    mask = torch.cat((self.prefix.allowed[:, None, start:end], mask), dim=-1)
                 out[:, :, start:end] = F.scaled_dot_product_attention(q[:, :, start:end], bk, bv, attn_mask=mask)
         out = out.to(hidden.dtype).transpose(1, 2).reshape(rows, seq, nq * dim).transpose(0, 1)
         return layer.attention_out(out)
+
+    def _masks(self, dtype: torch.dtype) -> list[torch.Tensor]:
+        """Additive masks (0 where allowed, -inf elsewhere) of the dense call or of each block,
+        `[rows, 1, queries, keys]`, built at the first layer and reused by every other one
+        (SDPA turns a boolean mask into this at every call)."""
+        if self._mask_cache is not None:
+            return self._mask_cache
+        blocks = self._blocks()
+        if blocks is None:
+            bools = [self.allowed if self.prefix is None else torch.cat((self.prefix.allowed, self.allowed), dim=-1)]
+        else:
+            bools = []
+            for start, end, lo, reads_prefix in blocks:
+                mask = self.allowed[:, start:end, lo:end]
+                if reads_prefix:
+                    mask = torch.cat((self.prefix.allowed[:, start:end], mask), dim=-1)
+                bools.append(mask)
+        self._mask_cache = [
+            torch.zeros(m.shape, dtype=dtype, device=m.device).masked_fill_(~m, float("-inf"))[:, None] for m in bools
+        ]
+        return self._mask_cache
 
     def _blocks(self) -> list[tuple[int, int, int, bool]] | None:
         """Block-sparse plan for long rows whose queries are the keys themselves (packed trees,
