@@ -412,9 +412,19 @@ def task_kind(task: str, groups: list, plans: list) -> str:
     return "single-token" if longest <= 1 else "multi-token"
 
 
-def _per_task_records(engine: Any, docs: dict, fields: dict, peak_sum: float, device: Any) -> list[dict]:
+def _peak_now(fields: dict, device: Any, dtype: Any) -> float:
+    """The matmul peak summed over all ranks, measured now (0.5 s): on a shared machine the
+    load changes between tasks, so each task is compared with the peak measured next to it."""
+    import torch.distributed as dist
+
+    peaks: list = [None] * dist.get_world_size()
+    dist.all_gather_object(peaks, _matmul_peak(fields, device, dtype, seconds=0.5))
+    return sum(peaks)
+
+
+def _per_task_records(engine: Any, docs: dict, fields: dict, device: Any, dtype: Any) -> list[dict]:
     """Each task family evaluated alone (its own plans, after the mix warmed the model): seconds,
-    docs/s, tokens and FLOP/s against the matmul peak of all ranks."""
+    docs/s, tokens and FLOP/s against the matmul peak of all ranks measured right before it."""
     from lighteval_nanotron.models.nanotron.scoring_plan import PlanStats
     from lighteval_nanotron.pipeline.requests import group_requests
 
@@ -425,6 +435,7 @@ def _per_task_records(engine: Any, docs: dict, fields: dict, peak_sum: float, de
     for family, family_docs in families.items():
         groups = group_requests(family_docs)
         plans = _prepare(engine, groups)
+        peak_sum = _peak_now(fields, device, dtype)
         _, seconds = _timed_run(engine, plans, device)
         stats = PlanStats()
         for plan in plans:
@@ -442,7 +453,10 @@ def _per_task_records(engine: Any, docs: dict, fields: dict, peak_sum: float, de
                 "useful_fraction": stats.useful_tokens / max(1, stats.processed_tokens),
                 "flops": flops,
                 "flop_per_s": flops / seconds,
+                "peak_flop_per_s": peak_sum,
                 "peak_ratio": flops / seconds / peak_sum,
+                "shared_prefix_tokens": stats.shared_prefix_tokens,
+                "shared_prefix_reads": stats.shared_prefix_reads,
             }
         )
     return records
@@ -495,7 +509,7 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
         dist.all_gather_object(memory, _peak_memory_mb(device))
         flops = _model_flops(stats, fields)
         per_task = (
-            _per_task_records(engine, docs, fields, sum(peaks), device)
+            _per_task_records(engine, docs, fields, device, dtype)
             if name == "on" and not args["no_per_task"]
             else []
         )
@@ -653,7 +667,10 @@ TASK_COLUMNS = (
     ("processed_tokens", "{:>9}", "tokens"),
     ("useful_fraction", "{:>7.3f}", "useful"),
     ("flop_per_s", "{:>9.3g}", "FLOP/s"),
+    ("peak_flop_per_s", "{:>9.3g}", "peak"),
     ("peak_ratio", "{:>6.2f}", "%peak"),
+    ("shared_prefix_tokens", "{:>7}", "prefix"),
+    ("shared_prefix_reads", "{:>7}", "reads"),
 )
 
 
@@ -664,11 +681,11 @@ def per_task_rows(record: dict) -> list[dict]:
     kinds: dict[str, list[dict]] = {}
     for row in rows:
         kinds.setdefault(row["kind"], []).append(row)
-    peak_sum = record["peak_flop_per_s_per_rank"] * record["ranks"]
     for kind, members in kinds.items():
         seconds, flops = sum(r["eval_s"] for r in members), sum(r["flops"] for r in members)
         processed, useful = sum(r["processed_tokens"] for r in members), sum(r["useful_tokens"] for r in members)
         docs = sum(r["docs"] for r in members)
+        peak_sum = sum(r["peak_flop_per_s"] * r["eval_s"] for r in members) / seconds  # time-weighted
         rows.append(
             {
                 "task": f"all {kind}",
@@ -681,7 +698,10 @@ def per_task_rows(record: dict) -> list[dict]:
                 "useful_fraction": useful / max(1, processed),
                 "flops": flops,
                 "flop_per_s": flops / seconds,
+                "peak_flop_per_s": peak_sum,
                 "peak_ratio": flops / seconds / peak_sum,
+                "shared_prefix_tokens": sum(r["shared_prefix_tokens"] for r in members),
+                "shared_prefix_reads": sum(r["shared_prefix_reads"] for r in members),
             }
         )
     return rows
@@ -701,9 +721,11 @@ def format_task_table(record: dict) -> str:
     lines.append(f"sum over tasks alone: {total:.2f} s; the mix in one evaluation: {record['eval_s']:.2f} s")
     kinds = [row for row in rows if row["task"].startswith("all ")]
     lines.append(
-        "model FLOP/s per task kind vs the measured matmul peak "
-        f"({record['peak_flop_per_s_per_rank']:.3g} FLOP/s per rank x {record['ranks']}): "
-        + ", ".join(f"{row['kind']} {row['flop_per_s']:.3g} ({100 * row['peak_ratio']:.0f}%)" for row in kinds)
+        "model FLOP/s per task kind vs the matmul peak measured next to each task (all ranks): "
+        + ", ".join(
+            f"{row['kind']} {row['flop_per_s']:.3g} / {row['peak_flop_per_s']:.3g} ({100 * row['peak_ratio']:.0f}%)"
+            for row in kinds
+        )
     )
     return "\n".join(lines)
 

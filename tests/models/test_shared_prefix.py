@@ -39,9 +39,12 @@ def test_split_takes_one_prefix_per_task_and_keeps_every_token():
     assert {s.context for s in split[-2:]} == {-1}
 
 
-def test_one_docs_choices_or_a_short_common_prefix_are_not_split_out():
+def test_one_docs_choices_a_short_common_prefix_or_a_group_within_one_row_are_not_split_out():
     one_doc = _choices(tuple(range(100, 140)), (5,), 0, 0)
     assert split_shared_prefixes(one_doc, 16)[1] == []
+    two_docs = one_doc + _choices(tuple(range(100, 140)), (6,), 1, 2)  # 40 + 4 x 2 nodes
+    assert split_shared_prefixes(two_docs, 16, row_width=46)[1] == []
+    assert len(split_shared_prefixes(two_docs, 16, row_width=45)[1]) == 1
     short = _choices(tuple(range(100, 110)), (5,), 0, 0) + _choices(tuple(range(100, 110)), (6,), 1, 2)
     assert split_shared_prefixes(short, 16)[1] == []
 
@@ -113,6 +116,8 @@ def test_prefix_positions_processed_once_per_task_with_identical_results(tiny_ch
     assert stats.useful_tokens == before.useful_tokens
     pp2 = _run(tiny_checkpoint, 1, 2, 1, **small_rows)
     assert_same(pp2[-1], off, generations=False)
+    tp2 = _run(tiny_checkpoint, 2, 1, 1, **small_rows)
+    assert_same(tp2[1], off, generations=False)
     dp2 = _run(tiny_checkpoint, 1, 1, 2, **small_rows)
     assert_same(dp2[0], off, generations=False)
     # each replica computes the prefix once for the rows it reads it from

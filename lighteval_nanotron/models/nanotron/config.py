@@ -52,9 +52,9 @@ class EngineConfig:
 
     shared_prefix: bool = True
     """With `shared_context`: a prefix of at least `shared_prefix_min_tokens` tokens shared by
-    several docs (a task's few-shot examples) is computed once per evaluation, and every row
-    reads its keys and values, instead of once per packed row. Off: once per row (packed) or
-    per doc."""
+    several docs (a task's few-shot examples; with `pack_rows`, docs filling more than one row)
+    is computed once per evaluation, and every row reads its keys and values, instead of once
+    per packed row. Off: once per row (packed) or per doc."""
 
     shared_prefix_min_tokens: int = 16
     """Shortest prefix `shared_prefix` takes out of the docs' sequences."""

@@ -249,11 +249,13 @@ def model_rows(
     (`shared_context`), or sequences packed into trees of `pack_width` tokens, one contiguous
     token-ordered part per replica (`pack_rows`; with `shared_context` identical prefixes, e.g.
     few-shot examples, are shared across docs). With `shared_context` and `shared_prefix`, a
-    prefix of at least `shared_prefix_min_tokens` shared by several docs is taken out of their
-    sequences (computed once per evaluation, see `shared_prefix`)."""
+    prefix of at least `shared_prefix_min_tokens` shared by several docs (packed: by more than
+    one row holds) is taken out of their sequences (computed once per evaluation, see
+    `shared_prefix`)."""
     prefixes: list[tuple[int, ...]] = []
     if cfg.shared_context and cfg.shared_prefix:
-        sequences, prefixes = split_shared_prefixes(sequences, cfg.shared_prefix_min_tokens)
+        width = cfg.pack_width if cfg.pack_rows else None
+        sequences, prefixes = split_shared_prefixes(sequences, cfg.shared_prefix_min_tokens, width)
     rows, owner = _rows(sequences, cfg, dp_size)
     return rows, owner, prefixes
 

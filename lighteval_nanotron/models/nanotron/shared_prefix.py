@@ -8,7 +8,9 @@ are read by every node that follows it, in every row. Pure and deterministic.
 Groups: sequences in token order; neighbours whose common prefix (capped at each one's first
 read position, whose logits must be computed in its row) is shorter than `min_tokens` never
 share. A run of neighbours is one group with the run's smallest common prefix, or is split at
-its weakest links when that saves more positions (saving: prefix length x (docs - 1)).
+its weakest links when that saves more positions (saving: prefix length x (docs - 1)). A group
+whose nodes fit in one packed row (`row_width`) stays in its sequences: the row shares the
+prefix already, and computing it apart would add a forward for nothing.
 """
 
 from __future__ import annotations
@@ -50,11 +52,21 @@ def _groups(links: list[int], docs: list[int], lo: int, hi: int, min_tokens: int
     return parts if split_value > value else whole
 
 
+def _nodes(ordered: list[ScoredSequence], first: int, last: int) -> int:
+    """Prefix-tree nodes of `ordered[first..last]` (neighbours in token order)."""
+    run = ordered[first : last + 1]
+    return run[0].token_length + sum(
+        b.token_length - next((n for n, (x, y) in enumerate(zip(a.input_ids, b.input_ids)) if x != y), len(a.input_ids))
+        for a, b in zip(run, run[1:])
+    )
+
+
 def split_shared_prefixes(
-    sequences: Sequence[ScoredSequence], min_tokens: int
+    sequences: Sequence[ScoredSequence], min_tokens: int, row_width: int | None = None
 ) -> tuple[list[ScoredSequence], list[tuple[int, ...]]]:
     """The sequences (those in a group: what follows their group's prefix, with `context` =
-    the prefix's index) in their input order, and the prefixes' tokens."""
+    the prefix's index) in their input order, and the prefixes' tokens. `row_width`: groups
+    of at most that many nodes are left in their sequences (None: none is)."""
     order = sorted(range(len(sequences)), key=lambda i: (sequences[i].input_ids, i))
     ordered = [sequences[i] for i in order]
     links = [_common(a, b) for a, b in zip(ordered, ordered[1:])]
@@ -64,6 +76,8 @@ def split_shared_prefixes(
         if k == len(ordered) - 1 or links[k] < min_tokens:
             groups += _groups(links, docs, start, k, min_tokens)
             start = k + 1
+    if row_width is not None:
+        groups = [group for group in groups if _nodes(ordered, group[0], group[1]) > row_width]
     out = list(sequences)
     prefixes: list[tuple[int, ...]] = []
     for first, last, length in groups:
