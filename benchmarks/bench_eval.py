@@ -414,9 +414,39 @@ def task_family(task: str) -> str:
     return f"{suite}|mmlu:*|{shots}" if name.startswith("mmlu:") else task
 
 
-def _per_task_records(engine: Any, docs: dict, fields: dict, peak_sum: float, device: Any) -> list[dict]:
+TASK_KINDS = ("multi-token", "single-token", "few-shot", "generative", "rolling")
+"""Kinds of the per-task table: log-likelihood with a multi-token continuation, with single-token
+continuations only (0-shot), few-shot log-likelihood, greedy generation, rolling log-likelihood."""
+
+
+def task_kind(task: str, groups: list, plans: list) -> str:
+    """The kind of one task family from its request groups and prepared plans (see `TASK_KINDS`)."""
+    from lighteval_nanotron.tasks.requests import SamplingMethod
+
+    methods = {group.method for group in groups}
+    if SamplingMethod.GENERATIVE in methods:
+        return "generative"
+    if SamplingMethod.PERPLEXITY in methods:
+        return "rolling"
+    if int(task.split("|")[-1]) > 0:
+        return "few-shot"
+    longest = max((len(tokens) for plan in plans for spec in plan.specs for tokens in spec.output_tokens), default=1)
+    return "single-token" if longest <= 1 else "multi-token"
+
+
+def _peak_now(fields: dict, device: Any, dtype: Any) -> float:
+    """The matmul peak summed over all ranks, measured now (0.5 s): on a shared machine the
+    load changes between tasks, so each task is compared with the peak measured next to it."""
+    import torch.distributed as dist
+
+    peaks: list = [None] * dist.get_world_size()
+    dist.all_gather_object(peaks, _matmul_peak(fields, device, dtype, seconds=0.5))
+    return sum(peaks)
+
+
+def _per_task_records(engine: Any, docs: dict, fields: dict, device: Any, dtype: Any) -> list[dict]:
     """Each task family evaluated alone (its own plans, after the mix warmed the model): seconds,
-    docs/s, tokens and FLOP/s against the matmul peak of all ranks."""
+    docs/s, tokens and FLOP/s against the matmul peak of all ranks measured right before it."""
     from lighteval_nanotron.models.nanotron.scoring_plan import PlanStats
     from lighteval_nanotron.pipeline.requests import group_requests
 
@@ -427,6 +457,7 @@ def _per_task_records(engine: Any, docs: dict, fields: dict, peak_sum: float, de
     for family, family_docs in families.items():
         groups = group_requests(family_docs)
         plans = _prepare(engine, groups)
+        peak_sum = _peak_now(fields, device, dtype)
         _, seconds = _timed_run(engine, plans, device)
         stats = PlanStats()
         for plan in plans:
@@ -435,7 +466,7 @@ def _per_task_records(engine: Any, docs: dict, fields: dict, peak_sum: float, de
         records.append(
             {
                 "task": family,
-                "kind": "+".join(group.method.value for group in groups),
+                "kind": task_kind(family, groups, plans),
                 "docs": stats.docs,
                 "eval_s": seconds,
                 "docs_per_s": stats.docs / seconds,
@@ -444,7 +475,10 @@ def _per_task_records(engine: Any, docs: dict, fields: dict, peak_sum: float, de
                 "useful_fraction": stats.useful_tokens / max(1, stats.processed_tokens),
                 "flops": flops,
                 "flop_per_s": flops / seconds,
+                "peak_flop_per_s": peak_sum,
                 "peak_ratio": flops / seconds / peak_sum,
+                "shared_prefix_tokens": stats.shared_prefix_tokens,
+                "shared_prefix_reads": stats.shared_prefix_reads,
             }
         )
     return records
@@ -497,7 +531,7 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
         dist.all_gather_object(memory, _peak_memory_mb(device))
         flops = _model_flops(stats, fields)
         per_task = (
-            _per_task_records(engine, docs, fields, sum(peaks), device)
+            _per_task_records(engine, docs, fields, device, dtype)
             if name == "on" and not args["no_per_task"]
             else []
         )
@@ -656,7 +690,10 @@ TASK_COLUMNS = (
     ("processed_tokens", "{:>9}", "tokens"),
     ("useful_fraction", "{:>7.3f}", "useful"),
     ("flop_per_s", "{:>9.3g}", "FLOP/s"),
+    ("peak_flop_per_s", "{:>9.3g}", "peak"),
     ("peak_ratio", "{:>6.2f}", "%peak"),
+    ("shared_prefix_tokens", "{:>7}", "prefix"),
+    ("shared_prefix_reads", "{:>7}", "reads"),
 )
 
 
@@ -667,11 +704,11 @@ def per_task_rows(record: dict) -> list[dict]:
     kinds: dict[str, list[dict]] = {}
     for row in rows:
         kinds.setdefault(row["kind"], []).append(row)
-    peak_sum = record["peak_flop_per_s_per_rank"] * record["ranks"]
     for kind, members in kinds.items():
         seconds, flops = sum(r["eval_s"] for r in members), sum(r["flops"] for r in members)
         processed, useful = sum(r["processed_tokens"] for r in members), sum(r["useful_tokens"] for r in members)
         docs = sum(r["docs"] for r in members)
+        peak_sum = sum(r["peak_flop_per_s"] * r["eval_s"] for r in members) / seconds  # time-weighted
         rows.append(
             {
                 "task": f"all {kind}",
@@ -684,7 +721,10 @@ def per_task_rows(record: dict) -> list[dict]:
                 "useful_fraction": useful / max(1, processed),
                 "flops": flops,
                 "flop_per_s": flops / seconds,
+                "peak_flop_per_s": peak_sum,
                 "peak_ratio": flops / seconds / peak_sum,
+                "shared_prefix_tokens": sum(r["shared_prefix_tokens"] for r in members),
+                "shared_prefix_reads": sum(r["shared_prefix_reads"] for r in members),
             }
         )
     return rows
@@ -702,6 +742,14 @@ def format_task_table(record: dict) -> str:
         lines.append(" ".join(fmt.format(row[key]).rjust(w) for (key, fmt, _), w in zip(TASK_COLUMNS, widths)))
     total = sum(r["eval_s"] for r in record["per_task"])
     lines.append(f"sum over tasks alone: {total:.2f} s; the mix in one evaluation: {record['eval_s']:.2f} s")
+    kinds = [row for row in rows if row["task"].startswith("all ")]
+    lines.append(
+        "model FLOP/s per task kind vs the matmul peak measured next to each task (all ranks): "
+        + ", ".join(
+            f"{row['kind']} {row['flop_per_s']:.3g} / {row['peak_flop_per_s']:.3g} ({100 * row['peak_ratio']:.0f}%)"
+            for row in kinds
+        )
+    )
     return "\n".join(lines)
 
 

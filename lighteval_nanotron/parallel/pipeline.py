@@ -52,22 +52,42 @@ class LocalStage:
         self.prev_pp_rank = None if self.is_first else steps[owned[0] - 1].block.rank
         self.next_pp_rank = None if self.is_last else steps[owned[-1] + 1].block.rank
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, tree: Any = None, select: Any = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor,
+        tree: Any = None,
+        select: Any = None,
+        consume: Callable[[torch.Tensor, int], None] | None = None,
+        chunk_rows: int = 128,
+    ) -> torch.Tensor | None:
         """Input ids `[batch, seq]` on the first stage, else the previous stage's activation;
         returns the next activation, or fp32 logits `[seq, batch, vocab / tp]` on the last stage.
 
         `tree` (a `TreeAttention`): decoder layers run through `tree.run_layer` (explicit
         positions and mask) instead of Nanotron's forward. `select` (`(positions, rows)` index
         tensors): only those hidden states reach the final norm and `lm_head`, and the logits are
-        `[n, 1, vocab / tp]`."""
-        for step in self._steps:
+        `[n, 1, vocab / tp]`. `consume` (last stage, with `select`): the blocks after the final
+        norm (`lm_head`, fp32 cast) run on `chunk_rows` selected positions at a time and each
+        chunk's logits go to `consume(logits, first position)`; returns None (the logits of all
+        positions never exist at once)."""
+        chunked = consume is not None and select is not None and self.is_last
+        split = next((j + 1 for j, step in enumerate(self._steps) if step.kind == "norm"), 0) if chunked else None
+        for step in self._steps[:split]:
             if step.kind == "layer" and tree is not None:
                 x = tree.run_layer(self._layer_view(step.block.pp_block), x, step.layer_index)
                 continue
             if step.kind == "norm" and select is not None:
                 x = x[select[0].to(x.device), select[1].to(x.device)][:, None]
             x = step.run(step.block.pp_block, x, mask)
-        return x
+        if not chunked:
+            return x
+        for start in range(0, x.shape[0], chunk_rows):
+            chunk = x[start : start + chunk_rows]
+            for step in self._steps[split:]:
+                chunk = step.run(step.block.pp_block, chunk, mask)
+            consume(chunk, start)
+        return None
 
 
 def _header(tensor: torch.Tensor) -> torch.Tensor:
@@ -139,14 +159,20 @@ class StageLink:
 
 
 def run_stage(
-    stage: LocalStage, link: StageLink, x: torch.Tensor | None, mask: torch.Tensor, tree: Any = None, select: Any = None
+    stage: LocalStage,
+    link: StageLink,
+    x: torch.Tensor | None,
+    mask: torch.Tensor,
+    tree: Any = None,
+    select: Any = None,
+    consume: Callable[[torch.Tensor, int], None] | None = None,
 ) -> torch.Tensor | None:
     """One micro-batch through this rank's stage: receive (unless first), compute, send (unless
-    last). Returns the logits on the last stage, None elsewhere (`tree`, `select`: see
-    `LocalStage.forward`)."""
+    last). Returns the logits on the last stage (None with `consume`), None elsewhere (`tree`,
+    `select`, `consume`: see `LocalStage.forward`)."""
     if not stage.is_first:
         x = link.recv_activation(stage.prev_pp_rank)
-    out = stage.forward(x, mask, tree, select)
+    out = stage.forward(x, mask, tree, select, consume)
     if stage.is_last:
         return out
     link.send_activation(out, stage.next_pp_rank)

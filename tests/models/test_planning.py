@@ -120,7 +120,7 @@ def test_per_doc_token_positions_add_up_to_the_plans(tok, pack_rows, shared_cont
     docs = [Doc(f"{fewshot}Q: item {i} {'x ' * i}\nA:", [" yes", " no", " maybe so"], 0) for i in range(7)]
     docs += [Doc(f"Other {i}:", [" a", " b"], 1) for i in range(3)]
     rows, specs, _, useful = loglikelihood_rows(docs, tok, lambda d: d.query, cfg, 64, unconditioned=False)
-    _, stats = build_batches(rows, specs, cfg, dp, 0, pad_multiple=8, pad_id=0)
+    _, stats, _ = build_batches(rows, specs, cfg, dp, 0, pad_multiple=8, pad_id=0)
     per_doc = [spec.processed_tokens for spec in specs]
     assert sum(per_doc) == pytest.approx(stats.processed_tokens, rel=1e-12)
     assert sum(spec.useful_tokens for spec in specs) == useful

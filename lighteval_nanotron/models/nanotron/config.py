@@ -50,6 +50,15 @@ class EngineConfig:
     computed once per doc, not once per choice; with `pack_rows`, identical prefixes across docs
     (a task's few-shot examples) are computed once per row. Off: one row per choice."""
 
+    shared_prefix: bool = True
+    """With `shared_context`: a prefix of at least `shared_prefix_min_tokens` tokens shared by
+    several docs (a task's few-shot examples; with `pack_rows`, docs filling more than one row)
+    is computed once per evaluation, and every row reads its keys and values, instead of once
+    per packed row. Off: once per row (packed) or per doc."""
+
+    shared_prefix_min_tokens: int = 16
+    """Shortest prefix `shared_prefix` takes out of the docs' sequences."""
+
     pack_rows: bool = True
     """Scoring: fill rows of `pack_width` tokens with several docs' sequences (in token order, so
     shared prefixes meet), each seeing only its own tokens: almost no padding. Off: one row per
@@ -94,6 +103,7 @@ class EngineConfig:
             "micro_batches_in_flight",
             "default_max_new_tokens",
             "pack_width",
+            "shared_prefix_min_tokens",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"EngineConfig.{name} must be >= 1, got {getattr(self, name)}.")
@@ -106,6 +116,7 @@ class EngineConfig:
 
     SWITCHES = (
         "shared_context",
+        "shared_prefix",
         "pack_rows",
         "logits_at_targets",
         "sort_by_length",

@@ -45,3 +45,29 @@ def slot_docs(slots_of_docs: Sequence[Sequence[int]]) -> list[int]:
         for slot in slots:
             owner[slot] = doc
     return owner
+
+
+def prefix_doc_tokens(
+    processed: int, prefix_lengths: dict[int, int], rows: Sequence[ModelRow], slot_doc: Sequence[int]
+) -> dict[int, float]:
+    """`{doc index: token positions}` of the shared prefixes computed once for `rows`: the
+    `processed` positions (padding included) split among the prefixes by length, then each
+    prefix's share equally among the docs whose scored nodes see it (the values add up to
+    `processed` when every prefix is read)."""
+    readers: dict[int, set[int]] = {prefix: set() for prefix in prefix_lengths}
+    for row in rows:
+        if row.contexts is None:
+            continue
+        for position, slot in zip(row.positions, row.slots):
+            prefix = row.contexts[position]
+            if prefix in readers:
+                readers[prefix].add(slot_doc[slot])
+    total = sum(prefix_lengths.values())
+    shares: dict[int, float] = {}
+    for prefix, docs in readers.items():
+        if not docs or total == 0:
+            continue
+        per_doc = processed * prefix_lengths[prefix] / total / len(docs)
+        for doc in docs:
+            shares[doc] = shares.get(doc, 0.0) + per_doc
+    return shares

@@ -83,7 +83,7 @@ class NanotronLightevalModel(LightevalModel):
 
     def _scoring_plan(self, kind: str, rows: list, specs: list, num_slots: int, useful: int) -> ScoringPlan:
         mesh, rt = self.runtime.mesh, self.runtime
-        batches, stats = build_batches(
+        batches, stats, prefixes = build_batches(
             rows,
             specs,
             self.config,
@@ -94,7 +94,7 @@ class NanotronLightevalModel(LightevalModel):
             self._min_batches,
         )
         stats.useful_tokens = useful
-        return ScoringPlan(kind, specs, num_slots, batches, stats)
+        return ScoringPlan(kind, specs, num_slots, batches, stats, prefixes)
 
     def prepare_loglikelihood(self, docs: Sequence[Doc], unconditioned: bool = False) -> ScoringPlan:
         """Plan scoring `doc.choices` after each doc's prompt; with `unconditioned`, also after

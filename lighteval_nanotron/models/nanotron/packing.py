@@ -10,6 +10,10 @@ targets. A row is what one batch line feeds the model:
   several docs fill one row with no padding between them. Every node attends to itself and its
   ancestors only (`tree_attention.ancestor_mask`), so each target sees exactly its own sequence.
 
+A sequence may start after a shared prefix (`context >= 0`, see `shared_prefix`): its tokens are
+what follows the prefix, its nodes sit at depth `context_length + k` and attend to the prefix's
+keys and values, computed once per evaluation, besides their ancestors in the row.
+
 Pure and deterministic (same rows on every rank).
 """
 
@@ -28,6 +32,10 @@ class ScoredSequence:
     targets: tuple[int, ...]
     slots: tuple[int, ...]
     doc_index: int
+    context: int = -1
+    """The shared prefix this sequence continues (-1: none); `input_ids` follow it."""
+    context_length: int = 0
+    """Tokens of that prefix (the depth of this sequence's first token)."""
 
     @property
     def token_length(self) -> int:
@@ -46,6 +54,8 @@ class ModelRow:
     targets: tuple[int, ...]
     slots: tuple[int, ...]
     doc_indices: tuple[int, ...]
+    contexts: tuple[int, ...] | None = None
+    """The shared prefix each node sees (-1: none; None: no node sees one)."""
 
     @property
     def token_length(self) -> int:
@@ -53,7 +63,8 @@ class ModelRow:
 
     @property
     def attention_pairs(self) -> int:
-        """(query, key) pairs the row needs: ancestors-or-self per node (a chain: causal)."""
+        """(query, key) pairs the row needs: ancestors-or-self per node, a shared prefix's
+        positions included (a chain: causal)."""
         if self.depths is None:
             return self.token_length * (self.token_length + 1) // 2
         return sum(depth + 1 for depth in self.depths)
@@ -78,6 +89,7 @@ class _Tree:
         self.targets: list[int] = []
         self.slots: list[int] = []
         self.docs: list[int] = []
+        self.contexts: list[int] = []
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -85,7 +97,7 @@ class _Tree:
     def new_nodes(self, sequence: ScoredSequence) -> int:
         if not self.share:
             return sequence.token_length
-        node = -1
+        node = _root(sequence)
         for k, token in enumerate(sequence.input_ids):
             node = self.children.get((node, token), -2)
             if node == -2:
@@ -93,14 +105,16 @@ class _Tree:
         return 0
 
     def add(self, sequence: ScoredSequence) -> None:
-        node, nodes = -1, []
-        for depth, token in enumerate(sequence.input_ids):
+        root = _root(sequence)
+        node, nodes = root, []
+        for depth, token in enumerate(sequence.input_ids, start=sequence.context_length):
             child = self.children.get((node, token)) if self.share else None
             if child is None:
                 child = len(self.tokens)
                 self.tokens.append(token)
-                self.parents.append(child if node == -1 else node)
+                self.parents.append(child if node == root else node)
                 self.depths.append(depth)
+                self.contexts.append(sequence.context)
                 self.children[(node, token)] = child
             nodes.append(child)
             node = child
@@ -119,7 +133,14 @@ class _Tree:
             tuple(self.targets),
             tuple(self.slots),
             tuple(self.docs),
+            tuple(self.contexts) if any(c >= 0 for c in self.contexts) else None,
         )
+
+
+def _root(sequence: ScoredSequence) -> int:
+    """The virtual parent of a sequence's first token: sequences after different shared
+    prefixes never share nodes."""
+    return -1 if sequence.context < 0 else -2 - sequence.context
 
 
 def tree_rows(groups: Iterable[Sequence[ScoredSequence]], share: bool) -> list[ModelRow]:
@@ -157,24 +178,70 @@ def _cuts(sequences: Sequence[ScoredSequence], order: list[int], width: int, sha
     for k, cost in enumerate(costs):
         target = share_of_part * (len(cuts) + 1)
         if k and len(cuts) + 1 < parts and done >= target:
-            prefix = _common_prefix(sequences[order[k - 1]].input_ids, sequences[order[k]].input_ids)
-            if prefix < 16 or done >= target + share_of_part / 4:
+            before, after = sequences[order[k - 1]], sequences[order[k]]
+            same_context = before.context >= 0 and before.context == after.context
+            if (not same_context and _common_prefix(before.input_ids, after.input_ids) < 16) or (
+                done >= target + share_of_part / 4
+            ):
                 cuts.add(k)
         done += cost
     return cuts
 
 
+def _doc_costs(sequences: Sequence[ScoredSequence], order: list[int], share: bool) -> dict[int, int]:
+    """At the first of each run of neighbours of one doc (index into `order`): the nodes the rest
+    of the run adds after its first sequence (at most; a doc's context shared by its choices)."""
+    costs, start = {}, 0
+    for k in range(1, len(order) + 1):
+        if k == len(order) or sequences[order[k]].doc_index != sequences[order[start]].doc_index:
+            run = [sequences[i] for i in order[start:k]]
+            costs[start] = sum(
+                b.token_length - (_common_prefix(a.input_ids, b.input_ids) if share else 0)
+                for a, b in zip(run, run[1:])
+            )
+            start = k
+    return costs
+
+
+BALANCED_ROWS = 16
+"""Packings of at most this many rows are rebalanced (see `packed_rows`)."""
+
+
 def packed_rows(sequences: Sequence[ScoredSequence], width: int, share: bool, parts: int = 1) -> list[list[ModelRow]]:
     """Sequences in token order (so shared prefixes are neighbours) cut into `parts` contiguous
     parts of about equal work (one per data-parallel replica), each filled into prefix trees of at
-    most `max(width, longest sequence)` nodes, next-fit."""
+    most `max(width, longest sequence)` nodes, next-fit by doc: a doc's neighbouring sequences
+    (its choices) start a new row together when they do not all fit, so its context is not
+    computed again in the next row (unless they fill more than a row on their own). A packing of
+    few rows is refilled with the narrowest width giving no more rows, so its last row is not
+    much shorter than the others (a micro-batch pads every row to its longest)."""
     width = max([width] + [s.token_length for s in sequences])
-    order = sorted(range(len(sequences)), key=lambda i: (sequences[i].input_ids, i))
+    order = sorted(range(len(sequences)), key=lambda i: (sequences[i].context, sequences[i].input_ids, i))
+    groups = _next_fit(sequences, order, width, share, parts)
+    rows = sum(len(group) for group in groups)
+    if rows <= 1 or rows > BALANCED_ROWS:
+        return groups
+    nodes = sum(row.token_length for group in groups for row in group)
+    lo, hi = max(-(-nodes // rows), max(s.token_length for s in sequences)), width
+    while lo < hi:  # the narrowest width in [nodes / rows, width] that needs no more rows
+        mid = (lo + hi) // 2
+        if sum(len(group) for group in _next_fit(sequences, order, mid, share, parts)) <= rows:
+            hi = mid
+        else:
+            lo = mid + 1
+    return _next_fit(sequences, order, hi, share, parts)
+
+
+def _next_fit(
+    sequences: Sequence[ScoredSequence], order: list[int], width: int, share: bool, parts: int
+) -> list[list[ModelRow]]:
     cuts = _cuts(sequences, order, width, share, parts) if parts > 1 else set()
+    doc_costs = _doc_costs(sequences, order, share)
     groups: list[list[ModelRow]] = [[] for _ in range(parts)]
     tree, part = _Tree(share), 0
     for k, i in enumerate(order):
-        if len(tree) and (k in cuts or len(tree) + tree.new_nodes(sequences[i]) > width):
+        new = tree.new_nodes(sequences[i])
+        if len(tree) and (k in cuts or len(tree) + new + doc_costs.get(k, 0) > width):
             groups[part].append(tree.row())
             tree = _Tree(share)
         part += int(k in cuts)

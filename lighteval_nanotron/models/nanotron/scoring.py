@@ -8,31 +8,45 @@ import numpy as np
 import torch
 
 from lighteval_nanotron.models.nanotron.runtime import Runtime
-from lighteval_nanotron.models.nanotron.scoring_plan import ResponseSpec, ScoringBatch, ScoringPlan
-from lighteval_nanotron.models.nanotron.tree_attention import TreeAttention, ancestor_mask
+from lighteval_nanotron.models.nanotron.scoring_plan import PrefixForward, ResponseSpec, ScoringBatch, ScoringPlan
+from lighteval_nanotron.models.nanotron.tree_attention import PrefixKeys, TreeAttention, ancestor_mask
 from lighteval_nanotron.parallel.pipeline import run_stage
 from lighteval_nanotron.parallel.vocab_parallel import target_logprobs
 from lighteval_nanotron.tasks.requests import ModelResponse
 
 
-def _score_batch(
-    rt: Runtime, batch: ScoringBatch, logits: torch.Tensor, selected: bool, sums: torch.Tensor, misses: torch.Tensor
-) -> None:
-    """Add this batch's target log-probs to `sums` and non-greedy counts to `misses` (by slot)."""
+def _score_batch(rt: Runtime, batch: ScoringBatch, logits: torch.Tensor, sums: torch.Tensor, misses: torch.Tensor) -> None:
+    """Add this batch's target log-probs to `sums` and non-greedy counts to `misses` (by slot),
+    from the logits `[seq, rows, vocab / tp]` of every position (`logits_at_targets` off)."""
     if batch.targets.numel() == 0:
         return
     device = logits.device
-    if selected:  # logits [m, 1, vocab / tp] of the read (row, position) pairs only
-        read = batch.target_read
-        if read.numel() == logits.shape[0] and torch.equal(read, torch.arange(read.numel())):
-            picked = logits[:, 0]  # one target per read position, in order: no copy
-        else:
-            picked = logits[read.to(device), 0]
-    else:
-        picked = logits[batch.positions.to(device), batch.rows.to(device)]  # [n, vocab / tp]
+    picked = logits[batch.positions.to(device), batch.rows.to(device)]  # [n, vocab / tp]
     logprobs, greedy = target_logprobs(picked, batch.targets.to(device), rt.mesh.tp_group)
     sums.index_add_(0, batch.slots, logprobs.double().cpu())
     misses.index_add_(0, batch.slots, (~greedy).long().cpu())
+
+
+def _chunk_scorer(rt: Runtime, batch: ScoringBatch, sums: torch.Tensor, misses: torch.Tensor):
+    """`consume` for `run_stage`: the log-probs of the targets read from one chunk of the
+    selected positions' logits `[c, 1, vocab / tp]` (the chunk's first position given)."""
+    read = batch.target_read
+    order = torch.argsort(read, stable=True)
+    sorted_read = read[order]
+
+    def consume(logits: torch.Tensor, start: int) -> None:
+        lo, hi = torch.searchsorted(sorted_read, torch.tensor([start, start + logits.shape[0]])).tolist()
+        targets = order[lo:hi]
+        local = read[targets] - start
+        if local.numel() == logits.shape[0] and torch.equal(local, torch.arange(local.numel())):
+            picked = logits[:, 0]  # one target per position, in order: no copy
+        else:
+            picked = logits[local.to(logits.device), 0]
+        logprobs, greedy = target_logprobs(picked, batch.targets[targets].to(logits.device), rt.mesh.tp_group)
+        sums.index_add_(0, batch.slots[targets], logprobs.double().cpu())
+        misses.index_add_(0, batch.slots[targets], (~greedy).long().cpu())
+
+    return consume
 
 
 SlotScores = tuple  # (slots: bytes | None, sums: bytes, missed: bytes)
@@ -60,6 +74,37 @@ def _add_slot_scores(payload: SlotScores, sums: np.ndarray, missed: np.ndarray) 
     np.logical_or.at(missed, slots, np.frombuffer(missed_bytes, dtype=np.uint8).astype(bool))
 
 
+def _run_prefixes(rt: Runtime, link, prefixes: PrefixForward) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+    """This stage's keys/values of every node of the prefix micro-batches (per layer, flattened
+    and concatenated in batch order); no logits are computed."""
+    captured: list[dict[int, tuple[torch.Tensor, torch.Tensor]]] = []
+    nothing = torch.zeros(0, dtype=torch.long)
+    for batch in prefixes.batches:
+        mask = torch.ones(batch.input_ids.shape, dtype=torch.bool, device=rt.device)
+        x = batch.input_ids.to(rt.device) if rt.stage.is_first else None
+        capture: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        parents = batch.parents.to(rt.device)
+        tree = TreeAttention(batch.depths.to(rt.device), ancestor_mask(parents), capture=capture)
+        run_stage(rt.stage, link, x, mask, tree, (nothing, nothing))
+        captured.append(capture)
+        rt.sync_pipeline()
+    if len(captured) == 1:
+        return captured[0]
+    return {
+        layer: tuple(torch.cat([c[layer][i] for c in captured]) for i in range(2)) for layer in captured[0]
+    }
+
+
+def _prefix_keys(
+    store: dict[int, tuple[torch.Tensor, torch.Tensor]], prefixes: PrefixForward, batch: ScoringBatch, device
+) -> PrefixKeys:
+    """The prefixes `batch` reads, in key order, and which of its nodes see which of their positions."""
+    nodes = [prefixes.nodes[c] for c in batch.context_ids]
+    columns = torch.cat([torch.full((len(n),), c, dtype=torch.long) for c, n in zip(batch.context_ids, nodes)])
+    allowed = batch.contexts.to(device)[:, :, None] == columns.to(device)[None, None, :]
+    return PrefixKeys(store, torch.cat(nodes).to(device), allowed)
+
+
 def _local_scores(rt: Runtime, plan: ScoringPlan) -> SlotScores | None:
     """Run this replica's micro-batches; its slots' results on TP 0 of the output stage."""
     sums = torch.zeros(plan.num_slots, dtype=torch.float64)
@@ -68,17 +113,20 @@ def _local_scores(rt: Runtime, plan: ScoringPlan) -> SlotScores | None:
         return None
     link = rt.new_link()
     select_ok = rt.config.logits_at_targets
+    store = _run_prefixes(rt, link, plan.prefixes) if plan.prefixes.batches else {}
     for batch in plan.batches:
         mask = torch.ones(batch.input_ids.shape, dtype=torch.bool, device=rt.device)
         x = batch.input_ids.to(rt.device) if rt.stage.is_first else None
         tree = None
         if batch.parents is not None:
             parents = batch.parents.to(rt.device)
-            tree = TreeAttention(batch.depths.to(rt.device), ancestor_mask(parents))
+            prefix = _prefix_keys(store, plan.prefixes, batch, rt.device) if batch.context_ids else None
+            tree = TreeAttention(batch.depths.to(rt.device), ancestor_mask(parents), prefix=prefix)
         select = (batch.read_positions, batch.read_rows) if select_ok and batch.read_rows.numel() else None
-        logits = run_stage(rt.stage, link, x, mask, tree, select)
+        consume = _chunk_scorer(rt, batch, sums, misses) if select is not None else None
+        logits = run_stage(rt.stage, link, x, mask, tree, select, consume)
         if logits is not None:
-            _score_batch(rt, batch, logits, select is not None, sums, misses)
+            _score_batch(rt, batch, logits, sums, misses)
         rt.sync_pipeline()
     link.flush()
     return slot_scores(plan, sums, misses) if rt.mesh.holds_results else None

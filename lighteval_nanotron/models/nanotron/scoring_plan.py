@@ -21,8 +21,9 @@ from lighteval_nanotron.models.nanotron.batching import (
     round_up,
 )
 from lighteval_nanotron.models.nanotron.config import EngineConfig
-from lighteval_nanotron.models.nanotron.doc_tokens import row_doc_tokens, slot_docs
+from lighteval_nanotron.models.nanotron.doc_tokens import prefix_doc_tokens, row_doc_tokens, slot_docs
 from lighteval_nanotron.models.nanotron.packing import ModelRow, ScoredSequence, chain_row, packed_rows, tree_rows
+from lighteval_nanotron.models.nanotron.shared_prefix import split_shared_prefixes
 from lighteval_nanotron.models.nanotron.tokenization import (
     TokenizerAdapter,
     Window,
@@ -51,6 +52,18 @@ class ScoringBatch:
     read_rows: torch.Tensor | None = None  # [m] distinct (row, position) pairs whose logits are read
     read_positions: torch.Tensor | None = None
     target_read: torch.Tensor | None = None  # [n] index of each target's pair in the read list
+    contexts: torch.Tensor | None = None  # [rows, seq] shared prefix each node sees (-1: none)
+    context_ids: tuple[int, ...] = ()  # the shared prefixes this batch reads, in key order
+
+
+@dataclass
+class PrefixForward:
+    """This replica's shared prefixes, computed once per evaluation: micro-batches of prefix
+    chains (no targets), and where each prefix's keys/values sit in the captured nodes (the
+    batches' `[rows, seq]` nodes flattened and concatenated)."""
+
+    batches: list[ScoringBatch] = field(default_factory=list)
+    nodes: dict[int, torch.Tensor] = field(default_factory=dict)
 
 
 @dataclass
@@ -71,6 +84,12 @@ class PlanStats:
     batches: int = 0
     recomputed_steps: int = 0
     """Generation steps after the first that fed whole sequences again (no KV cache)."""
+    shared_prefixes: int = 0
+    """Prefixes shared by several docs, computed once per evaluation (per replica reading them)."""
+    shared_prefix_tokens: int = 0
+    """Positions of those prefixes processed (once per evaluation and replica, in `processed_tokens`)."""
+    shared_prefix_reads: int = 0
+    """Positions of those prefixes read from their keys/values instead of being recomputed."""
 
     def add(self, other: "PlanStats") -> None:
         for name in self.__dataclass_fields__:
@@ -102,6 +121,7 @@ class ScoringPlan:
     num_slots: int
     batches: list[ScoringBatch] = field(default_factory=list)
     stats: PlanStats = field(default_factory=PlanStats)
+    prefixes: PrefixForward = field(default_factory=PrefixForward)
 
 
 def _row(window: Window, slots: Sequence[int], doc_index: int) -> ScoredSequence:
@@ -226,30 +246,59 @@ def _to_batch(rows: Sequence[ModelRow], width: int, pad_id: int) -> ScoringBatch
     trees = rows[0].parents is not None
     parents = torch.arange(width).repeat(len(rows), 1) if trees else None
     depths = torch.zeros((len(rows), width), dtype=torch.long) if trees else None
+    with_contexts = any(row.contexts is not None for row in rows)
+    contexts = torch.full((len(rows), width), -1, dtype=torch.long) if with_contexts else None
     flat: list[tuple[int, int, int, int]] = []
     for r, row in enumerate(rows):
         input_ids[r, : row.token_length] = torch.tensor(row.input_ids, dtype=torch.long)
         if trees:
             parents[r, : row.token_length] = torch.tensor(row.parents, dtype=torch.long)
             depths[r, : row.token_length] = torch.tensor(row.depths, dtype=torch.long)
+        if row.contexts is not None:
+            contexts[r, : row.token_length] = torch.tensor(row.contexts, dtype=torch.long)
         flat += [(r, p, t, s) for p, t, s in zip(row.positions, row.targets, row.slots)]
     columns = torch.tensor(flat, dtype=torch.long).reshape(-1, 4).T
     pairs = sorted({(r, p) for r, p, _, _ in flat})
     index = {pair: i for i, pair in enumerate(pairs)}
     read = torch.tensor(pairs, dtype=torch.long).reshape(-1, 2).T
     target_read = torch.tensor([index[(r, p)] for r, p, _, _ in flat], dtype=torch.long)
+    context_ids = tuple(sorted(set(contexts.unique().tolist()) - {-1})) if with_contexts else ()
     return ScoringBatch(
-        input_ids, columns[0], columns[1], columns[2], columns[3], parents, depths, read[0], read[1], target_read
+        input_ids,
+        columns[0],
+        columns[1],
+        columns[2],
+        columns[3],
+        parents,
+        depths,
+        read[0],
+        read[1],
+        target_read,
+        contexts,
+        context_ids,
     )
 
 
 def model_rows(
     sequences: list[ScoredSequence], cfg: EngineConfig, dp_size: int
-) -> tuple[list[ModelRow], list[int] | None]:
-    """Rows as the switches ask, and the replica of each when the packing decides it: one chain
-    per sequence (both off), one prefix tree per doc (`shared_context`), or sequences packed into
-    trees of `pack_width` tokens, one contiguous token-ordered part per replica (`pack_rows`; with
-    `shared_context` identical prefixes, e.g. few-shot examples, are shared across docs)."""
+) -> tuple[list[ModelRow], list[int] | None, list[tuple[int, ...]]]:
+    """Rows as the switches ask, the replica of each when the packing decides it, and the shared
+    prefixes the rows read: one chain per sequence (both off), one prefix tree per doc
+    (`shared_context`), or sequences packed into trees of `pack_width` tokens, one contiguous
+    token-ordered part per replica (`pack_rows`; with `shared_context` identical prefixes, e.g.
+    few-shot examples, are shared across docs). With `shared_context` and `shared_prefix`, a
+    prefix of at least `shared_prefix_min_tokens` shared by several docs (packed: by more than
+    one row holds) is taken out of their sequences (computed once per evaluation, see
+    `shared_prefix`)."""
+    prefixes: list[tuple[int, ...]] = []
+    if cfg.shared_context and cfg.shared_prefix:
+        width = cfg.pack_width if cfg.pack_rows else None
+        sequences, prefixes = split_shared_prefixes(sequences, cfg.shared_prefix_min_tokens, width)
+    rows, owner = _rows(sequences, cfg, dp_size)
+    return rows, owner, prefixes
+
+
+def _rows(sequences: list[ScoredSequence], cfg: EngineConfig, dp_size: int) -> tuple[list[ModelRow], list[int] | None]:
     if cfg.pack_rows:
         groups = packed_rows(sequences, cfg.pack_width, share=cfg.shared_context, parts=dp_size)
         return [row for group in groups for row in group], [
@@ -276,17 +325,27 @@ def build_batches(
     pad_multiple: int,
     pad_id: int,
     min_batches: int = 1,
-) -> tuple[list[ScoringBatch], PlanStats]:
+) -> tuple[list[ScoringBatch], PlanStats, PrefixForward]:
     """This replica's micro-batches (at least `min_batches` when there is enough work), and the
     plan's work over all replicas; also fills every spec's padded-token count (all replicas)."""
-    rows, owner = model_rows(sequences, cfg, dp_size)
+    rows, owner, prefixes = model_rows(sequences, cfg, dp_size)
     dataset = LoglikelihoodDataset(rows, num_dataset_splits=None)
     longest = round_up(max((row.token_length for row in rows), default=1), pad_multiple)
     mine: list[ScoringBatch] = []
     stats = PlanStats(docs=len(specs))
     slot_doc = slot_docs([spec.slots + (spec.unconditioned_slots or []) for spec in specs])
+    mine_prefixes = PrefixForward()
     for replica in range(dp_size):
         ordered = replica_items(dataset, dp_size, replica, cfg.sort_by_length, assignment=owner)
+        read = sorted({c for row in ordered if row.contexts is not None for c in row.contexts} - {-1})
+        forward = prefix_forward({c: prefixes[c] for c in read}, cfg, pad_multiple, pad_id)
+        prefix_stats = _prefix_stats(forward, {c: prefixes[c] for c in read}, ordered)
+        stats.add(prefix_stats)
+        lengths = {c: len(prefixes[c]) for c in read}
+        for doc_index, tokens in prefix_doc_tokens(prefix_stats.processed_tokens, lengths, ordered, slot_doc).items():
+            specs[doc_index].processed_tokens += tokens
+        if replica == dp_rank:
+            mine_prefixes = forward
         fixed = None if cfg.pad_per_batch else longest
         cost = lambda row: round_up(row.token_length, pad_multiple)  # noqa: E731
         budget = batch_budget([fixed or cost(row) for row in ordered], cfg.max_tokens_per_batch, min_batches)
@@ -301,7 +360,63 @@ def build_batches(
             stats.add(_batch_stats(batch_rows, batch, width, cfg))
             if replica == dp_rank:
                 mine.append(batch)
-    return mine, stats
+    return mine, stats, mine_prefixes
+
+
+def prefix_forward(
+    prefixes: dict[int, tuple[int, ...]], cfg: EngineConfig, pad_multiple: int, pad_id: int
+) -> PrefixForward:
+    """Micro-batches computing `prefixes` (index -> tokens): chains packed next-fit into rows of
+    `pack_width` nodes (a longer prefix gets a row of its own), rows cut by the token budget."""
+    width = max([cfg.pack_width] + [len(t) for t in prefixes.values()])
+    rows: list[list[tuple[int, tuple[int, ...]]]] = []
+    for index, tokens in prefixes.items():
+        if not rows or sum(len(t) for _, t in rows[-1]) + len(tokens) > width:
+            rows.append([])
+        rows[-1].append((index, tokens))
+    per_batch = max(1, min(cfg.max_rows_per_batch, cfg.max_tokens_per_batch // width))
+    forward, base = PrefixForward(), 0
+    for first in range(0, len(rows), per_batch):
+        chunk = rows[first : first + per_batch]
+        model_rows_ = [_prefix_row(row) for row in chunk]
+        width = round_up(max(row.token_length for row in model_rows_), pad_multiple)
+        forward.batches.append(_to_batch(model_rows_, width, pad_id))
+        for r, row in enumerate(chunk):
+            start = base + r * width
+            for index, tokens in row:
+                forward.nodes[index] = torch.arange(start, start + len(tokens))
+                start += len(tokens)
+        base += len(chunk) * width
+    return forward
+
+
+def _prefix_row(prefixes: list[tuple[int, tuple[int, ...]]]) -> ModelRow:
+    tokens, parents, depths = [], [], []
+    for _, chain in prefixes:
+        first = len(tokens)
+        tokens += chain
+        parents += [first] + list(range(first, first + len(chain) - 1))
+        depths += list(range(len(chain)))
+    return ModelRow(tuple(tokens), tuple(parents), tuple(depths), (), (), (), ())
+
+
+def _prefix_stats(forward: PrefixForward, prefixes: dict[int, tuple[int, ...]], rows: Sequence[ModelRow]) -> PlanStats:
+    processed = sum(batch.input_ids.numel() for batch in forward.batches)
+    tokens = sum(len(t) for t in prefixes.values())
+    reads = 0
+    for row in rows:
+        if row.contexts is not None:
+            for c in set(row.contexts) - {-1}:
+                reads += len(prefixes[c])
+    return PlanStats(
+        processed_tokens=processed,
+        padding_tokens=processed - tokens,
+        attention_pairs=sum(len(t) * (len(t) + 1) // 2 for t in prefixes.values()) + processed - tokens,
+        batches=len(forward.batches),
+        shared_prefixes=len(prefixes),
+        shared_prefix_tokens=tokens,
+        shared_prefix_reads=reads,
+    )
 
 
 def _batch_stats(rows: Sequence[ModelRow], batch: ScoringBatch, width: int, cfg: EngineConfig) -> PlanStats:

@@ -79,17 +79,38 @@ class KVCache:
 
 
 @dataclass
+class PrefixKeys:
+    """Keys and values of shared prefixes, computed once per evaluation (`capture` of a
+    `TreeAttention`: per layer, every node of the prefix micro-batches, flattened), and the
+    nodes one micro-batch reads: `index` `[context]` into them, with `allowed` `[rows, seq,
+    context]` saying which of the batch's nodes see which prefix position."""
+
+    store: dict[int, tuple[torch.Tensor, torch.Tensor]]
+    index: torch.Tensor
+    allowed: torch.Tensor
+
+    def layer(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        keys, values = self.store[layer]
+        return keys.index_select(0, self.index), values.index_select(0, self.index)
+
+
+@dataclass
 class TreeAttention:
     """What one forward needs besides the token ids: `positions` `[rows, new]` (rotary position of
     each new token), `allowed` `[rows, new, keys]` (which keys each new token sees) and, with a
-    cache, the slot each new token is written to (`slots`) and how many slots are read (`kv_len`)."""
+    cache, the slot each new token is written to (`slots`) and how many slots are read (`kv_len`).
+    `prefix`: keys/values of shared prefixes that come before the row's own keys. `capture`: a
+    dict that receives each layer's keys/values `[rows * new, kv heads, dim]` (prefix forwards)."""
 
     positions: torch.Tensor
     allowed: torch.Tensor
     cache: KVCache | None = None
     slots: torch.Tensor | None = None
     kv_len: int = 0
-    _block_plan: list[tuple[int, int, int, int]] | None = field(default=None, init=False, repr=False)
+    prefix: PrefixKeys | None = None
+    capture: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None
+    _block_plan: list[tuple[int, int, int, bool]] | None = field(default=None, init=False, repr=False)
+    _mask_cache: list[torch.Tensor] | None = field(default=None, init=False, repr=False)
 
     def run_layer(self, layer: DecoderLayer, hidden: torch.Tensor, index: int) -> torch.Tensor:
         """One decoder layer on `[seq, rows, hidden]` (its submodules, masked attention)."""
@@ -106,6 +127,8 @@ class TreeAttention:
         if layer.rotary is not None:
             q = rotate(q, self.positions, layer.rotary.base, layer.rotary.interleaved)
             k = rotate(k, self.positions, layer.rotary.base, layer.rotary.interleaved)
+        if self.capture is not None:
+            self.capture[index] = (k.reshape(rows * seq, *k.shape[2:]), v.reshape(rows * seq, *v.shape[2:]))
         if self.cache is not None:
             k, v = self.cache.write(index, self.slots, k, v, self.kv_len)
         compute = torch.float32 if q.device.type == "cpu" else q.dtype
@@ -113,40 +136,71 @@ class TreeAttention:
         q = q.transpose(1, 2).to(compute)
         k = k.transpose(1, 2).to(compute).repeat_interleave(repeat, dim=1)
         v = v.transpose(1, 2).to(compute).repeat_interleave(repeat, dim=1)
+        context = 0
+        if self.prefix is not None:  # the prefix's keys first, the same for every row
+            pk, pv = self.prefix.layer(index)
+            context = pk.shape[0]
+            pk, pv = (t.transpose(0, 1).to(compute).repeat_interleave(repeat, dim=0) for t in (pk, pv))
+            k = torch.cat((pk[None].expand(rows, -1, -1, -1), k), dim=2)
+            v = torch.cat((pv[None].expand(rows, -1, -1, -1), v), dim=2)
         blocks = self._blocks()
+        masks = self._masks(compute)
         if blocks is None:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=self.allowed[:, None])
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=masks[0])
         else:
             out = q.new_empty(q.shape)
-            for r, start, end, lo in blocks:
-                out[r : r + 1, :, start:end] = F.scaled_dot_product_attention(
-                    q[r : r + 1, :, start:end],
-                    k[r : r + 1, :, lo:end],
-                    v[r : r + 1, :, lo:end],
-                    attn_mask=self.allowed[r : r + 1, None, start:end, lo:end],
-                )
+            for (start, end, lo, reads_prefix), mask in zip(blocks, masks):
+                keys = slice(context + lo, context + end)
+                bk, bv = k[:, :, keys], v[:, :, keys]
+                if reads_prefix:
+                    bk = torch.cat((k[:, :, :context], bk), dim=2)
+                    bv = torch.cat((v[:, :, :context], bv), dim=2)
+                out[:, :, start:end] = F.scaled_dot_product_attention(q[:, :, start:end], bk, bv, attn_mask=mask)
         out = out.to(hidden.dtype).transpose(1, 2).reshape(rows, seq, nq * dim).transpose(0, 1)
         return layer.attention_out(out)
 
-    def _blocks(self) -> list[tuple[int, int, int, int]] | None:
+    def _masks(self, dtype: torch.dtype) -> list[torch.Tensor]:
+        """Additive masks (0 where allowed, -inf elsewhere) of the dense call or of each block,
+        `[rows, 1, queries, keys]`, built at the first layer and reused by every other one
+        (SDPA turns a boolean mask into this at every call)."""
+        if self._mask_cache is not None:
+            return self._mask_cache
+        blocks = self._blocks()
+        if blocks is None:
+            bools = [self.allowed if self.prefix is None else torch.cat((self.prefix.allowed, self.allowed), dim=-1)]
+        else:
+            bools = []
+            for start, end, lo, reads_prefix in blocks:
+                mask = self.allowed[:, start:end, lo:end]
+                if reads_prefix:
+                    mask = torch.cat((self.prefix.allowed[:, start:end], mask), dim=-1)
+                bools.append(mask)
+        self._mask_cache = [
+            torch.zeros(m.shape, dtype=dtype, device=m.device).masked_fill_(~m, float("-inf"))[:, None] for m in bools
+        ]
+        return self._mask_cache
+
+    def _blocks(self) -> list[tuple[int, int, int, bool]] | None:
         """Block-sparse plan for long rows whose queries are the keys themselves (packed trees,
-        prefill): `(row, start, end, first key)` per block of `ATTENTION_BLOCK` queries. A node
-        only sees itself and earlier nodes, so keys after the block's last query and before its
-        first needed key are skipped (they are masked out: the result is the same). None: one
-        dense call (short rows, decode steps)."""
+        prefill): `(start, end, first key, reads the prefix)` per block of `ATTENTION_BLOCK`
+        queries, one call for all rows. A node only sees itself and earlier nodes, so keys after
+        the block's last query and before the first key any row's block needs are skipped (they
+        are masked out: the result is the same). None: one dense call (short rows, decode steps)."""
         if self._block_plan is not None:
             return self._block_plan or None
         rows, seq, keys = self.allowed.shape
         if keys != seq or seq <= 2 * ATTENTION_BLOCK:
             self._block_plan = []
             return None
-        first = self.allowed.to(torch.uint8).argmax(dim=-1).cpu()  # [rows, seq] first visible key per query
-        plan = []
-        for start in range(0, seq, ATTENTION_BLOCK):
-            end = min(seq, start + ATTENTION_BLOCK)
-            los = first[:, start:end].min(dim=-1).values.tolist()
-            plan += [(r, start, end, lo) for r, lo in enumerate(los)]
-        self._block_plan = sorted(plan)
+        first = self.allowed.to(torch.uint8).argmax(dim=-1)  # [rows, seq] first visible own key per query
+        starts = list(range(0, seq, ATTENTION_BLOCK))
+        los = torch.stack([first[:, s : s + ATTENTION_BLOCK].min() for s in starts]).tolist()
+        if self.prefix is None:
+            reads = [False] * len(starts)
+        else:
+            seen = self.prefix.allowed.any(dim=-1)  # [rows, seq]
+            reads = torch.stack([seen[:, s : s + ATTENTION_BLOCK].any() for s in starts]).tolist()
+        self._block_plan = [(s, min(seq, s + ATTENTION_BLOCK), lo, r) for s, lo, r in zip(starts, los, reads)]
         return self._block_plan
 
 
