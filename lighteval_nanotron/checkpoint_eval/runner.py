@@ -34,6 +34,7 @@ from lighteval_nanotron.models.checkpoint_format import CheckpointModel, read_ch
 from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, check_model_layout, load_checkpoint_weights
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.pipeline.result import EvaluationResult, raise_for_failed_tasks
+from lighteval_nanotron.tasks.requests import GenerationParameters
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,9 @@ class CheckpointEvalConfig:
     """Searched before `$LIGHTEVAL_NANOTRON_DATA_DIRS` (`bundled` for the shipped slices)."""
     tokens_per_batch: int = 8192
     """Token budget of one micro-batch per data-parallel replica."""
+    generation: dict[str, Any] | None = None
+    """Decoding settings of generative tasks (`GenerationParameters` keys: temperature, top_k,
+    top_p, num_samples, seed). Unset: greedy."""
     output_dir: str = "eval_results"
     model_name: str | None = None
     """Name in the results paths. Unset: the name the training hook uses (config.yaml's
@@ -88,6 +92,7 @@ class CheckpointEvalConfig:
             raise ConfigError(f"--failure-timeout-s {self.failure_timeout_s}: use a positive number of seconds.")
         if self.tokens_per_batch < 1:
             raise ConfigError(f"--tokens-per-batch {self.tokens_per_batch}: use a positive number, e.g. 8192.")
+        GenerationParameters.from_dict(self.generation)  # refuse bad values before any rank loads a model
 
 
 @dataclass
@@ -204,7 +209,9 @@ class CheckpointEvaluator:
                 architecture.model_config, parallel_context, dtype, carried=architecture.carried
             ),
         )
-        engine_config = EngineConfig(max_tokens_per_batch=config.tokens_per_batch, gather_to="reporting")
+        engine_config = EngineConfig(
+            max_tokens_per_batch=config.tokens_per_batch, gather_to="reporting", generation=config.generation or {}
+        )
         self.engine = collectively(
             self.world,
             "building the engine",

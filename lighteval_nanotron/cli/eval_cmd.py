@@ -63,6 +63,12 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="data dir searched before $LIGHTEVAL_NANOTRON_DATA_DIRS (repeatable; 'bundled' for the shipped slices)",
     )
     parser.add_argument("--tokens-per-batch", type=int, default=8192, help="token budget of one micro-batch")
+    sampling = parser.add_argument_group("generation (default: greedy)")
+    sampling.add_argument("--temperature", type=float, default=None, help="sampling temperature (0: greedy)")
+    sampling.add_argument("--top-k", type=int, default=None, help="sample from the k most likely tokens (0: off)")
+    sampling.add_argument("--top-p", type=float, default=None, help="nucleus sampling mass in (0, 1] (1: off)")
+    sampling.add_argument("--num-samples", type=int, default=None, help="generations per doc (needs --temperature)")
+    sampling.add_argument("--seed", type=int, default=None, help="sampling seed (default 0)")
     parser.add_argument(
         "--failure-timeout-s",
         type=float,
@@ -102,6 +108,11 @@ def run(args: argparse.Namespace) -> int:
         fewshot_draws=args.fewshot_draws,
         data_dirs=list(args.data_dir),
         tokens_per_batch=args.tokens_per_batch,
+        generation={
+            name: getattr(args, name)
+            for name in ("temperature", "top_k", "top_p", "num_samples", "seed")
+            if getattr(args, name) is not None
+        },
         output_dir=args.output_dir,
         model_name=args.model_name,
         loggers=list(args.loggers),

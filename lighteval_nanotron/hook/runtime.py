@@ -40,7 +40,9 @@ def build_engine(trainer: Any, config: EvaluationConfig) -> tuple[Any, dict[str,
         trainer.model,
         trainer.parallel_context,
         load_tokenizer(trainer.config),
-        EngineConfig(max_tokens_per_batch=config.tokens_per_batch, gather_to="reporting"),
+        EngineConfig(
+            max_tokens_per_batch=config.tokens_per_batch, gather_to="reporting", generation=config.generation or {}
+        ),
     )
     return engine, load_tasks(config.tasks, config.custom_tasks, config.fewshot_draws)
 

@@ -3,10 +3,11 @@ on any switch (the tests check each one on and off)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.tasks.requests import GenerationParameters
 
 
 @dataclass
@@ -78,12 +79,17 @@ class EngineConfig:
     add_special_tokens: bool = True
     """Let the tokenizer add its special tokens (e.g. BOS) to contexts."""
 
+    generation: GenerationParameters | dict[str, Any] = field(default_factory=GenerationParameters)
+    """Generation: decoding settings of the run (temperature, top_k, top_p, num_samples, seed;
+    a mapping is accepted). Unset: greedy. A task's own `generation_parameters` override them."""
+
     gather_to: Literal["all", "reporting"] = "reporting"
     """"reporting" (default): only DP 0 / TP 0 of the output pipeline stage returns the full,
     ordered results (one gather to it); every other rank returns an empty list. "all": every rank
     does (an all-gather: every replica's results travel to every rank)."""
 
     def __post_init__(self) -> None:
+        self.generation = GenerationParameters.from_dict(self.generation)
         for name in (
             "max_tokens_per_batch",
             "max_rows_per_batch",

@@ -1,7 +1,9 @@
-"""Greedy decoding of a generation plan across the pipeline.
+"""Decoding of a generation plan across the pipeline: greedy, or seeded sampling per row.
 
 Every stage of a replica keeps the same decoding state for each micro-batch. The output stage
-picks the next tokens (vocabulary-parallel argmax), decides which rows are done (EOS, the row's
+picks the next tokens (vocabulary-parallel argmax; rows that sample gather their full-vocabulary
+fp32 logits and draw with `sampling.sample_token`, seeded by the row's stream and the index of
+the token, so the draw does not depend on the batch or the layout), decides which rows are done (EOS, the row's
 `max_new_tokens`, one of its stop sequences, or the context window full) and sends
 `[tokens; done]` to the other stages, which apply it before that micro-batch's next step.
 Micro-batches are visited round-robin, so while one waits for its tokens the stages work on
@@ -24,10 +26,11 @@ import torch
 from lighteval_nanotron.models.nanotron.batching import round_up
 from lighteval_nanotron.models.nanotron.generation_plan import GenerationPlan, GenRequest
 from lighteval_nanotron.models.nanotron.runtime import Runtime
+from lighteval_nanotron.models.nanotron.sampling import sample_token, step_seed
 from lighteval_nanotron.models.nanotron.scoring_plan import PlanStats
 from lighteval_nanotron.models.nanotron.tree_attention import KVCache, TreeAttention
 from lighteval_nanotron.parallel.pipeline import StageLink, run_stage
-from lighteval_nanotron.parallel.vocab_parallel import greedy_choice
+from lighteval_nanotron.parallel.vocab_parallel import full_vocabulary, greedy_choice
 from lighteval_nanotron.tasks.requests import ModelResponse
 
 _NONE = -1
@@ -186,18 +189,35 @@ def _step(rt: Runtime, link: StageLink, st: _Decoding) -> None:
         picked = logits[inputs.last.to(logits.device), torch.arange(rows, device=logits.device)]
     tokens, max_logit = greedy_choice(picked, rt.mesh.tp_group)
     st.non_finite.update(st.rows[row] for row in (~torch.isfinite(max_logit)).nonzero().flatten().tolist())
-    feedback = _decide(rt, st, tokens.tolist())
+    new_tokens = tokens.tolist()
+    sampled = [k for k, i in enumerate(st.rows) if st.requests[i].sampling is not None]
+    if sampled:
+        _sample(rt, st, picked, sampled, new_tokens)
+    feedback = _decide(rt, st, new_tokens)
     others = [r for r in rt.chain_pp_ranks if r != rt.mesh.pp_rank]
     link.send_feedback(feedback, others)
     _apply(st, feedback)
 
 
-def _local_generations(rt: Runtime, plan: GenerationPlan) -> tuple[dict[int, list[int]], PlanStats, set[int]] | None:
+def _sample(rt: Runtime, st: _Decoding, picked: torch.Tensor, rows: list[int], new_tokens: list[int]) -> None:
+    """Replace the greedy choice of the sampling `rows` by their seeded draws (identical on every
+    TP rank: the same gathered logits and seeds)."""
+    full = full_vocabulary(picked[rows], rt.mesh.tp_group)
+    for k, row in enumerate(rows):
+        request = st.requests[st.rows[row]]
+        seed = step_seed(request.seed_stream, len(st.generated[st.rows[row]]))
+        new_tokens[row] = sample_token(full[k], request.sampling, seed)
+
+
+Key = tuple[int, int]  # (doc index, sample index)
+
+
+def _local_generations(rt: Runtime, plan: GenerationPlan) -> tuple[dict[Key, list[int]], PlanStats, set[int]] | None:
     if rt.stage is None:
         return None
     link = rt.new_link()
     queue = [_Decoding.start(batch) for batch in plan.batches]
-    finished: dict[int, list[int]] = {}
+    finished: dict[Key, list[int]] = {}
     non_finite: set[int] = set()
     stats = PlanStats()
     while queue:
@@ -206,7 +226,7 @@ def _local_generations(rt: Runtime, plan: GenerationPlan) -> tuple[dict[int, lis
             _apply(st, link.recv_feedback((2, len(st.requests)), rt.mesh.output_pp_rank))
             st.awaiting_feedback = False
         if all(st.done):
-            finished.update({r.index: g for r, g in zip(st.requests, st.generated)})
+            finished.update({(r.index, r.sample_index): g for r, g in zip(st.requests, st.generated)})
             non_finite.update(st.requests[row].index for row in st.non_finite)
             stats.add(st.stats)
             continue
@@ -222,13 +242,18 @@ def _cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
     return text[: min(cuts)] if cuts else text
 
 
+def _samples(request: GenRequest) -> int:
+    return 1 if request.sampling is None else request.num_samples
+
+
 def run_generation(rt: Runtime, plan: GenerationPlan) -> list[ModelResponse]:
-    """Responses in the order of the plan's docs; `text` has stop sequences (and after) removed."""
+    """Responses in the order of the plan's docs, one text per sample (`num_samples` when
+    sampling, else one); `text` has stop sequences (and after) removed."""
     payload = _local_generations(rt, plan)
     gathered = rt.mesh.gather(payload, to_all=rt.config.gather_to == "all")
     if gathered is None:
         return []
-    tokens: dict[int, list[int]] = {}
+    tokens: dict[Key, list[int]] = {}
     non_finite: set[int] = set()
     stats = PlanStats(docs=len(plan.requests))
     for part in gathered:
@@ -236,14 +261,18 @@ def run_generation(rt: Runtime, plan: GenerationPlan) -> list[ModelResponse]:
             tokens.update(part[0])
             stats.add(part[1])
             non_finite.update(part[2])
-    stats.useful_tokens = sum(len(r.input_ids) + max(0, len(tokens[r.index]) - 1) for r in plan.requests)
+    samples = {r.index: [tokens[(r.index, j)] for j in range(_samples(r))] for r in plan.requests}
+    stats.useful_tokens = sum(
+        len(r.input_ids) * len(samples[r.index]) + sum(max(0, len(g) - 1) for g in samples[r.index])
+        for r in plan.requests
+    )
     plan.stats = stats
     return [
         ModelResponse(
             input=r.context,
             input_tokens=list(r.input_ids),
-            text=[_cut_at_stop(rt.tok.decode(tokens[r.index]), r.stop_sequences)],
-            output_tokens=[tokens[r.index]],
+            text=[_cut_at_stop(rt.tok.decode(g), r.stop_sequences) for g in samples[r.index]],
+            output_tokens=samples[r.index],
             truncated_tokens_count=r.truncated_tokens_count,
             padded_tokens_count=plan.padded_tokens_count.get(r.index, 0),
             non_finite_logits=r.index in non_finite,
