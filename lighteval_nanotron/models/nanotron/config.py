@@ -32,6 +32,10 @@ class EngineConfig:
     default_max_new_tokens: int = 256
     """Generation: new tokens allowed for a doc whose `generation_size` is None."""
 
+    generation_kv_tokens: int = 32768
+    """Generation with `kv_cache`: cache slots of one decoding pool, i.e. running rows x (longest
+    context + new tokens of the pool). Rows beyond it wait and start as running rows finish."""
+
     micro_batches_in_flight: int = 4
     """Pipeline parallel: sends a stage may have outstanding, i.e. micro-batches it may run ahead."""
 
@@ -65,12 +69,13 @@ class EngineConfig:
     position (Nanotron's forward), then pick."""
 
     kv_cache: bool = True
-    """Generation: decode with the engine's key/value cache (sized to the micro-batch, exact
-    rotary positions). Off: recompute the full sequence at every step."""
+    """Generation: decode with the engine's key/value cache (exact rotary positions): each replica's
+    rows run in decoding pools (one per pipeline stage) that start waiting rows, longest first,
+    as running rows finish. Off: micro-batches that recompute the full sequences at every step."""
 
     drop_finished_rows: bool = True
-    """Generation with `kv_cache`: rows that are done leave the running micro-batch (their cache
-    rows are dropped). Off: they are fed until the whole micro-batch is done."""
+    """Generation with `kv_cache`: rows that are done leave the pool at once (their cache rows are
+    dropped, their slots go to waiting rows). Off: they are fed until every running row is done."""
 
     pairwise_tokenization: bool = False
     """Tokenize context and continuation separately (True) or tokenize `context + continuation`
@@ -96,6 +101,7 @@ class EngineConfig:
             "micro_batches_in_flight",
             "default_max_new_tokens",
             "pack_width",
+            "generation_kv_tokens",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"EngineConfig.{name} must be >= 1, got {getattr(self, name)}.")

@@ -28,7 +28,7 @@ from lighteval_nanotron.models.nanotron.generation_plan import GenerationPlan, G
 from lighteval_nanotron.models.nanotron.runtime import Runtime
 from lighteval_nanotron.models.nanotron.sampling import sample_token, step_seed
 from lighteval_nanotron.models.nanotron.scoring_plan import PlanStats
-from lighteval_nanotron.models.nanotron.tree_attention import KVCache, TreeAttention
+from lighteval_nanotron.models.nanotron.decode_attention import CachedDecode, CausalPrefill, PoolCache
 from lighteval_nanotron.parallel.pipeline import StageLink, run_stage
 from lighteval_nanotron.parallel.vocab_parallel import full_vocabulary, greedy_choice
 from lighteval_nanotron.tasks.requests import ModelResponse
@@ -38,64 +38,113 @@ _NONE = -1
 
 @dataclass
 class _Decoding:
+    """One decoding pool (with the cache) or micro-batch (without): its rows and their state.
+
+    With the cache, rows start in `waiting` (longest first) and join the running rows (`active`,
+    in cache order) when a slot is free: a prefill step for the joining rows, then decode steps
+    for all running rows. Rows that are done leave (`drop_finished_rows`), freeing their slots.
+    """
+
     requests: list[GenRequest]
     generated: list[list[int]]
     done: list[bool]
-    cache: KVCache | None = None
+    waiting: list[int] = field(default_factory=list)
+    cache: PoolCache | None = None
+    capacity: int = 0  # cache slots per row: longest context + most new tokens (rows kept after done fit)
     active: list[int] = field(default_factory=list)  # requests whose rows are in the cache, in order
     step: int = 0
     awaiting_feedback: bool = False
     rows: list[int] = field(default_factory=list)  # request of each row fed at the current step
+    joining: PoolCache | None = None  # the cache the current prefill step fills
     stats: PlanStats = field(default_factory=PlanStats)
     non_finite: set[int] = field(default_factory=set)  # requests that met NaN/inf logits (output stage only)
+    padded: dict[int, int] = field(default_factory=dict)  # request -> pad tokens of its prefill
 
     @classmethod
     def start(cls, requests: list[GenRequest]) -> "_Decoding":
-        return cls(requests, [[] for _ in requests], [False] * len(requests), active=list(range(len(requests))))
+        capacity = max(r.token_length for r in requests) + max(r.generation_size for r in requests)
+        return cls(
+            requests, [[] for _ in requests], [False] * len(requests), list(range(len(requests))), capacity=capacity
+        )
 
 
 @dataclass
 class _Inputs:
     ids: torch.Tensor  # [rows, seq]
     last: torch.Tensor  # [rows] position whose logits give each row's next token
-    tree: TreeAttention | None = None
+    tree: object | None = None  # what the decoder layers run with (`run_layer`), None: Nanotron's forward
 
 
-def _prefill(rt: Runtime, st: _Decoding) -> _Inputs:
-    """Step 0 with the cache: right-padded contexts, causal within each row."""
-    st.rows = list(st.active)
-    seqs = [st.requests[i].input_ids for i in st.rows]
+def _slots(rt: Runtime, st: _Decoding) -> int:
+    """Rows a pool may run at once: `max_rows_per_batch`, and the cache budget in tokens."""
+    return max(1, min(rt.config.max_rows_per_batch, rt.config.generation_kv_tokens // st.capacity))
+
+
+def _leave(rt: Runtime, st: _Decoding) -> None:
+    """Finished rows leave the cache (all together, once every one is done, without
+    `drop_finished_rows`)."""
+    if not any(st.done[i] for i in st.active):
+        return
+    if not rt.config.drop_finished_rows and not all(st.done[i] for i in st.active):
+        return
+    keep = [k for k, i in enumerate(st.active) if not st.done[i]]
+    st.cache.keep_rows(torch.tensor(keep, dtype=torch.long, device=st.cache.lengths.device))
+    st.active = [st.active[k] for k in keep]
+
+
+def _joining(rt: Runtime, st: _Decoding) -> list[int]:
+    """Waiting rows that start now: as many as there are free slots and the prefill budget
+    (rows x longest context <= `max_tokens_per_batch`) allows, longest first."""
+    free = _slots(rt, st) - len(st.active)
+    if free <= 0 or not st.waiting:
+        return []
+    width = st.requests[st.waiting[0]].token_length  # waiting rows are longest first
+    take = max(1, min(free, len(st.waiting), rt.config.max_tokens_per_batch // width))
+    return st.waiting[:take]
+
+
+def _prefill(rt: Runtime, st: _Decoding, joining: list[int]) -> _Inputs:
+    """The joining rows' contexts, right-padded, causal within each row, into a cache of their own."""
+    del st.waiting[: len(joining)]
+    st.rows = joining
+    seqs = [st.requests[i].input_ids for i in joining]
     width = max(len(s) for s in seqs)
     lengths = torch.tensor([len(s) for s in seqs])
     ids = torch.zeros((len(seqs), width), dtype=torch.long)
     for r, seq in enumerate(seqs):
         ids[r, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-    keys = torch.arange(width)
-    allowed = (keys[None, None, :] <= keys[None, :, None]) & (keys[None, None, :] < lengths[:, None, None])
-    allowed |= torch.eye(width, dtype=torch.bool)[None]  # pads see themselves (no empty softmax)
-    capacity = width + max(st.requests[i].generation_size for i in st.rows)
-    st.cache = KVCache(capacity, lengths.to(rt.device))
-    positions = keys.repeat(len(seqs), 1)
-    tree = TreeAttention(positions.to(rt.device), allowed.to(rt.device), st.cache, positions.to(rt.device), width)
-    st.stats.add(PlanStats(padding_tokens=int(width * len(seqs) - lengths.sum()), attention_pairs=int(allowed.sum())))
-    return _Inputs(ids, lengths - 1, tree)
+    st.joining = PoolCache(st.capacity, lengths.to(rt.device))
+    st.padded.update({i: width - len(s) for i, s in zip(joining, seqs)})
+    real = int(lengths.sum())
+    pairs = int((lengths * (lengths + 1) // 2).sum()) + width * len(seqs) - real
+    st.stats.add(PlanStats(padding_tokens=width * len(seqs) - real, attention_pairs=pairs, rows=len(seqs), batches=1))
+    return _Inputs(ids, lengths - 1, CausalPrefill(st.joining, width))
 
 
 def _decode_step(rt: Runtime, st: _Decoding) -> _Inputs:
     """One new token per running row, attending to the cache."""
-    if rt.config.drop_finished_rows and any(st.done[i] for i in st.active):
-        keep = [k for k, i in enumerate(st.active) if not st.done[i]]
-        st.cache.keep_rows(torch.tensor(keep, dtype=torch.long, device=st.cache.lengths.device))
-        st.active = [st.active[k] for k in keep]
     st.rows = list(st.active)
     last = [(st.generated[i] or list(st.requests[i].input_ids))[-1] for i in st.rows]
-    lengths = st.cache.lengths
-    kv_len = int(lengths.max()) + 1
-    allowed = torch.arange(kv_len, device=lengths.device)[None, None, :] <= lengths[:, None, None]
-    tree = TreeAttention(lengths[:, None], allowed, st.cache, lengths[:, None], kv_len)
-    st.cache.lengths = lengths + 1
-    st.stats.add(PlanStats(attention_pairs=int(allowed.sum())))
+    tree = CachedDecode.build(st.cache)
+    st.cache.lengths = st.cache.lengths + 1
+    st.stats.add(PlanStats(attention_pairs=int(tree.lengths.sum()) + len(st.rows)))
     return _Inputs(torch.tensor(last, dtype=torch.long)[:, None], torch.zeros(len(last), dtype=torch.long), tree)
+
+
+def _cached_inputs(rt: Runtime, st: _Decoding) -> _Inputs:
+    """A prefill step when rows can join, else a decode step; the previous prefill's rows join first."""
+    if st.joining is not None:
+        st.cache = st.joining if st.cache is None else st.cache
+        if st.cache is not st.joining:
+            st.cache.extend(st.joining)
+        st.active += st.rows
+        st.joining = None
+    if st.cache is not None:
+        _leave(rt, st)
+    joining = _joining(rt, st)
+    if joining:
+        return _prefill(rt, st, joining)
+    return _decode_step(rt, st)
 
 
 def _recompute(rt: Runtime, st: _Decoding) -> _Inputs:
@@ -118,9 +167,7 @@ def _recompute(rt: Runtime, st: _Decoding) -> _Inputs:
 
 
 def _inputs(rt: Runtime, st: _Decoding) -> _Inputs:
-    if not rt.kv_cache:
-        return _recompute(rt, st)
-    return _prefill(rt, st) if st.step == 0 else _decode_step(rt, st)
+    return _cached_inputs(rt, st) if rt.kv_cache else _recompute(rt, st)
 
 
 def _stop_window(request: GenRequest) -> int:
@@ -175,8 +222,8 @@ def _step(rt: Runtime, link: StageLink, st: _Decoding) -> None:
         PlanStats(
             processed_tokens=rows * seq,
             logit_positions=rows if select is not None else rows * seq,
-            batches=int(st.step == 0),
-            rows=rows * int(st.step == 0),
+            batches=int(st.step == 0 and not rt.kv_cache),
+            rows=rows * int(st.step == 0 and not rt.kv_cache),
         )
     )
     st.step += 1
@@ -212,13 +259,14 @@ def _sample(rt: Runtime, st: _Decoding, picked: torch.Tensor, rows: list[int], n
 Key = tuple[int, int]  # (doc index, sample index)
 
 
-def _local_generations(rt: Runtime, plan: GenerationPlan) -> tuple[dict[Key, list[int]], PlanStats, set[int]] | None:
+def _local_generations(rt: Runtime, plan: GenerationPlan) -> tuple | None:
     if rt.stage is None:
         return None
     link = rt.new_link()
     queue = [_Decoding.start(batch) for batch in plan.batches]
     finished: dict[Key, list[int]] = {}
     non_finite: set[int] = set()
+    padded: dict[int, int] = {}
     stats = PlanStats()
     while queue:
         st = queue.pop(0)
@@ -229,12 +277,13 @@ def _local_generations(rt: Runtime, plan: GenerationPlan) -> tuple[dict[Key, lis
             finished.update({(r.index, r.sample_index): g for r, g in zip(st.requests, st.generated)})
             non_finite.update(st.requests[row].index for row in st.non_finite)
             stats.add(st.stats)
+            padded.update({st.requests[row].index: pads for row, pads in st.padded.items()})
             continue
         _step(rt, link, st)
         rt.sync_pipeline()
         queue.append(st)
     link.flush()
-    return (finished, stats, non_finite) if rt.mesh.holds_results else None
+    return (finished, stats, non_finite, padded) if rt.mesh.holds_results else None
 
 
 def _cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
@@ -261,6 +310,7 @@ def run_generation(rt: Runtime, plan: GenerationPlan) -> list[ModelResponse]:
             tokens.update(part[0])
             stats.add(part[1])
             non_finite.update(part[2])
+            plan.padded_tokens_count.update(part[3])
     samples = {r.index: [tokens[(r.index, j)] for j in range(_samples(r))] for r in plan.requests}
     stats.useful_tokens = sum(
         len(r.input_ids) * len(samples[r.index]) + sum(max(0, len(g) - 1) for g in samples[r.index])

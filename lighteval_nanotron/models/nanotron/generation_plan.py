@@ -107,16 +107,22 @@ def generation_requests(
 
 
 def build_generation_plan(
-    requests: list[GenRequest], cfg: EngineConfig, dp_size: int, dp_rank: int, min_batches: int = 1
+    requests: list[GenRequest], cfg: EngineConfig, dp_size: int, dp_rank: int, min_batches: int = 1, pools: int = 1
 ) -> GenerationPlan:
-    """Requests split over replicas, cut into micro-batches (at least `min_batches` per replica
-    when there are enough requests, so pipeline stages can take turns)."""
+    """Rows (one per sample) split over replicas. With the KV cache, each replica's rows are dealt
+    round-robin, longest first, into `pools` decoding pools (one per pipeline stage, so stages
+    take turns), which start rows as slots free up. Without it, they are cut into micro-batches
+    (at least `min_batches` per replica when there are enough rows)."""
     plan = GenerationPlan(requests)
     rows = [row for request in requests for row in sample_rows(request)]
     dataset = GenerativeTaskDatasetNanotron(rows, num_dataset_splits=None)
     longest = max((r.token_length + r.generation_size for r in rows), default=1)
     for replica in range(dp_size):  # every replica's batches: padding counts cover all docs
         ordered = replica_items(dataset, dp_size, replica, cfg.sort_by_length)
+        if cfg.kv_cache:
+            if replica == dp_rank:
+                plan.batches += [p for p in (ordered[k::pools] for k in range(pools)) if p]
+            continue
         fixed = None if cfg.pad_per_batch else longest
         cost = lambda r: r.token_length + r.generation_size  # noqa: E731
         budget = batch_budget([fixed or cost(r) for r in ordered], cfg.max_tokens_per_batch, min_batches)
