@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from lighteval_nanotron.models.families.base import DecoderLayer
-from lighteval_nanotron.models.nanotron.tree_attention import rotate
+from lighteval_nanotron.models.nanotron.tree_attention import apply_rotary, rotary_tables
 
 
 def attention_dtype(device: torch.device, dtype: torch.dtype) -> torch.dtype:
@@ -63,23 +63,11 @@ class PoolCache:
                 store[layer] = torch.cat([store[layer], more[layer]])
 
 
-def _project(layer: DecoderLayer, hidden: torch.Tensor, positions: torch.Tensor, compute: torch.dtype):
-    """q `[rows, q heads, seq, dim]`, k and v `[rows, kv heads, seq, dim]` in `compute`."""
-    projected = layer.qkv(hidden)
-    seq, rows, _ = projected[0].shape
-    q, k, v = (t.transpose(0, 1).reshape(rows, seq, -1, layer.head_dim) for t in projected)
-    if layer.rotary is not None:
-        q = rotate(q, positions, layer.rotary.base, layer.rotary.interleaved)
-        k = rotate(k, positions, layer.rotary.base, layer.rotary.interleaved)
-    return (t.transpose(1, 2).to(compute) for t in (q, k, v))
-
-
-def _finish(layer: DecoderLayer, out: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    rows, heads, seq, dim = out.shape
-    return layer.attention_out(out.to(dtype).transpose(1, 2).reshape(rows, seq, heads * dim).transpose(0, 1))
-
-
 class _CacheAttention:
+    """`run_layer` of both steps; the rotary tables of a step are computed once for all its layers."""
+
+    positions: torch.Tensor  # [rows, seq]
+
     def run_layer(self, layer: DecoderLayer, hidden: torch.Tensor, index: int) -> torch.Tensor:
         """One decoder layer on `[seq, rows, hidden]`."""
         residual = hidden
@@ -90,6 +78,29 @@ class _CacheAttention:
     def _attention(self, layer: DecoderLayer, hidden: torch.Tensor, index: int) -> torch.Tensor:
         raise NotImplementedError
 
+    def _project(self, layer: DecoderLayer, hidden: torch.Tensor, compute: torch.dtype):
+        """q `[rows, q heads, seq, dim]`, k and v `[rows, kv heads, seq, dim]` in `compute`."""
+        projected = layer.qkv(hidden)
+        seq, rows, _ = projected[0].shape
+        q, k, v = (t.transpose(0, 1).reshape(rows, seq, -1, layer.head_dim) for t in projected)
+        if layer.rotary is not None:
+            cos, sin = self._tables(layer, q)
+            q = apply_rotary(q, cos, sin, layer.rotary.interleaved)
+            k = apply_rotary(k, cos, sin, layer.rotary.interleaved)
+        return (t.transpose(1, 2).to(compute) for t in (q, k, v))
+
+    def _tables(self, layer: DecoderLayer, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        key = (float(layer.rotary.base), q.shape[-1], q.dtype)
+        tables = self.__dict__.setdefault("_rotary", {})
+        if key not in tables:
+            tables[key] = rotary_tables(self.positions, q.shape[-1], layer.rotary.base, q.device, q.dtype)
+        return tables[key]
+
+
+def _finish(layer: DecoderLayer, out: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    rows, heads, seq, dim = out.shape
+    return layer.attention_out(out.to(dtype).transpose(1, 2).reshape(rows, seq, heads * dim).transpose(0, 1))
+
 
 @dataclass
 class CausalPrefill(_CacheAttention):
@@ -99,11 +110,13 @@ class CausalPrefill(_CacheAttention):
     cache: PoolCache
     width: int
 
+    def __post_init__(self) -> None:
+        device = self.cache.lengths.device
+        self.positions = torch.arange(self.width, device=device).expand(self.cache.rows, self.width)
+
     def _attention(self, layer: DecoderLayer, hidden: torch.Tensor, index: int) -> torch.Tensor:
-        rows = hidden.shape[1]
-        positions = torch.arange(self.width, device=hidden.device).expand(rows, self.width)
-        q, k, v = _project(layer, hidden, positions, attention_dtype(hidden.device, hidden.dtype))
-        shape = (rows, k.shape[1], self.cache.capacity, k.shape[3])
+        q, k, v = self._project(layer, hidden, attention_dtype(hidden.device, hidden.dtype))
+        shape = (k.shape[0], k.shape[1], self.cache.capacity, k.shape[3])
         keys, values = k.new_zeros(shape), v.new_zeros(shape)
         keys[:, :, : self.width] = k
         values[:, :, : self.width] = v
@@ -131,8 +144,11 @@ class CachedDecode(_CacheAttention):
         mask = torch.arange(kv_len, device=lengths.device)[None, :] <= lengths[:, None]
         return cls(cache, lengths, kv_len, mask[:, None, None, :])
 
+    def __post_init__(self) -> None:
+        self.positions = self.lengths[:, None]
+
     def _attention(self, layer: DecoderLayer, hidden: torch.Tensor, index: int) -> torch.Tensor:
-        q, k, v = _project(layer, hidden, self.lengths[:, None], attention_dtype(hidden.device, hidden.dtype))
+        q, k, v = self._project(layer, hidden, attention_dtype(hidden.device, hidden.dtype))
         keys, values = self.cache.keys[index], self.cache.values[index]
         rows = torch.arange(q.shape[0], device=keys.device)
         keys[rows, :, self.lengths] = k[:, :, 0]

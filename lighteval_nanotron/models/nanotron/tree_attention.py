@@ -152,11 +152,20 @@ class TreeAttention:
 
 def rotate(x: torch.Tensor, positions: torch.Tensor, base: float, interleaved: bool) -> torch.Tensor:
     """Rotary embedding of `x` `[rows, seq, heads, dim]` at `positions` `[rows, seq]`, fp32 math."""
-    dim = x.shape[-1]
-    inv_freq = 1.0 / (float(base) ** (torch.arange(0, dim, 2, device=x.device, dtype=torch.float32) / dim))
-    freqs = positions.to(device=x.device, dtype=torch.float32)[..., None] * inv_freq
-    cos = torch.cos(freqs).to(x.dtype).float()[:, :, None, :]
-    sin = torch.sin(freqs).to(x.dtype).float()[:, :, None, :]
+    cos, sin = rotary_tables(positions, x.shape[-1], base, x.device, x.dtype)
+    return apply_rotary(x, cos, sin, interleaved)
+
+
+def rotary_tables(
+    positions: torch.Tensor, dim: int, base: float, device: torch.device, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin `[rows, seq, 1, dim / 2]` of `positions` (rounded through `dtype`, as Nanotron)."""
+    inv_freq = 1.0 / (float(base) ** (torch.arange(0, dim, 2, device=device, dtype=torch.float32) / dim))
+    freqs = positions.to(device=device, dtype=torch.float32)[..., None] * inv_freq
+    return torch.cos(freqs).to(dtype).float()[:, :, None, :], torch.sin(freqs).to(dtype).float()[:, :, None, :]
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
     xf = x.float()
     if interleaved:
         x1, x2 = xf[..., 0::2], xf[..., 1::2]
