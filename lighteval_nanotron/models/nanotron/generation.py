@@ -7,13 +7,14 @@ the token, so the draw does not depend on the batch or the layout), decides whic
 `max_new_tokens`, one of its stop sequences, or the context window full) and sends
 `[tokens; done]` to the other stages, which apply it before that micro-batch's next step.
 Micro-batches are visited round-robin, so while one waits for its tokens the stages work on
-others. A micro-batch leaves as soon as all its rows are done.
+others. A pool (or micro-batch) leaves as soon as all its rows are done.
 
-With `kv_cache` each micro-batch has its own `KVCache` (right-padded prefill with explicit
-positions and mask, then one token per row and step at its own position) and, with
-`drop_finished_rows`, rows that are done leave the batch (every stage drops the same cache rows,
-since every stage applies the same feedback). Without it every step recomputes the
-right-padded sequences of the rows still running through Nanotron's forward. The stop check is
+With `kv_cache` the rows run in decoding pools (one per pipeline stage): waiting rows, longest
+first, start when slots are free (a right-padded causal prefill into the pool's `PoolCache`),
+then every running row gets one token per step at its own position; with `drop_finished_rows`
+rows that are done leave at once (every stage drops the same cache rows and starts the same
+waiting rows, since every stage applies the same feedback). Without the cache every step
+recomputes the right-padded sequences of a micro-batch's running rows through Nanotron's forward. The stop check is
 incremental: only the newest tokens' text is searched.
 """
 

@@ -10,7 +10,7 @@ varlen call. That allows:
 - prefix trees: several token sequences sharing prefixes in one row, each token attending to its
   ancestors only, position ids = depth (a doc's context once for all its choices, a few-shot
   prefix once for several docs, several docs per row without padding between them);
-- a key/value cache sized to the micro-batch, with any number of new tokens per step.
+- the same layer math for cached decoding (`decode_attention`).
 
 Rotary math follows Nanotron's own (the layer's pair layout and RoPE base, fp32), so a row
 computed here equals the same row through Nanotron's forward up to float rounding.
@@ -47,48 +47,12 @@ ATTENTION_BLOCK = 128
 
 
 @dataclass
-class KVCache:
-    """Keys and values of this stage's layers for the rows of one micro-batch, `[rows, slots, kv
-    heads, head dim]` per layer; `lengths[r]` slots of row r hold real tokens."""
-
-    capacity: int
-    lengths: torch.Tensor
-    keys: dict[int, torch.Tensor] = field(default_factory=dict)
-    values: dict[int, torch.Tensor] = field(default_factory=dict)
-
-    def write(
-        self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv_len: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store `k`/`v` `[rows, new, heads, dim]` at `slots` `[rows, new]`; return the first
-        `kv_len` slots of every row."""
-        if layer not in self.keys:
-            shape = (k.shape[0], self.capacity, k.shape[2], k.shape[3])
-            self.keys[layer] = k.new_zeros(shape)
-            self.values[layer] = v.new_zeros(shape)
-        rows = torch.arange(k.shape[0], device=k.device)[:, None].expand_as(slots)
-        self.keys[layer][rows, slots] = k
-        self.values[layer][rows, slots] = v
-        return self.keys[layer][:, :kv_len], self.values[layer][:, :kv_len]
-
-    def keep_rows(self, keep: torch.Tensor) -> None:
-        """Drop the rows not in `keep` (indices, ascending) from every layer."""
-        self.lengths = self.lengths[keep]
-        for store in (self.keys, self.values):
-            for layer, tensor in store.items():
-                store[layer] = tensor.index_select(0, keep.to(tensor.device))
-
-
-@dataclass
 class TreeAttention:
-    """What one forward needs besides the token ids: `positions` `[rows, new]` (rotary position of
-    each new token), `allowed` `[rows, new, keys]` (which keys each new token sees) and, with a
-    cache, the slot each new token is written to (`slots`) and how many slots are read (`kv_len`)."""
+    """What one forward needs besides the token ids: `positions` `[rows, seq]` (rotary position of
+    each token) and `allowed` `[rows, seq, seq]` (which tokens each token sees)."""
 
     positions: torch.Tensor
     allowed: torch.Tensor
-    cache: KVCache | None = None
-    slots: torch.Tensor | None = None
-    kv_len: int = 0
     _block_plan: list[tuple[int, int, int, int]] | None = field(default=None, init=False, repr=False)
 
     def run_layer(self, layer: DecoderLayer, hidden: torch.Tensor, index: int) -> torch.Tensor:
@@ -106,8 +70,6 @@ class TreeAttention:
         if layer.rotary is not None:
             q = rotate(q, self.positions, layer.rotary.base, layer.rotary.interleaved)
             k = rotate(k, self.positions, layer.rotary.base, layer.rotary.interleaved)
-        if self.cache is not None:
-            k, v = self.cache.write(index, self.slots, k, v, self.kv_len)
         compute = torch.float32 if q.device.type == "cpu" else q.dtype
         repeat = nq // layer.kv_heads
         q = q.transpose(1, 2).to(compute)
