@@ -12,8 +12,9 @@ stop sequences), at most `--max-new-tokens` new tokens each. The reference is tr
 `generate(do_sample=False, stop_strings=...)` call per prompt, on the same token ids the engine
 feeds. For the engine, each layout runs on fresh processes; the time is `engine.run(plan)` only
 (prompts and plan prepared before, as at every checkpoint of a training run), the reference's is
-the `generate` loop only. It prints seconds, the ratio reference / engine, and how many texts are
-identical to the reference's; `--out` writes the figures as JSON.
+the `generate` loop only. It prints wall and CPU seconds (CPU: summed over the engine's ranks;
+less sensitive than wall time to other load on a shared machine), the ratios reference / engine,
+and how many texts are identical to the reference's; `--out` writes the figures as JSON.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def reference(checkpoint: Path, requests: list, threads: int) -> dict:
     model.eval()
     tokenizer = AutoTokenizer.from_pretrained(str(checkpoint))
     texts = []
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     with torch.no_grad():
         for r in requests:
             ids = torch.tensor([list(r.input_ids)])
@@ -96,7 +97,7 @@ def reference(checkpoint: Path, requests: list, threads: int) -> dict:
             if tokenizer.eos_token_id in out:
                 out = out[: out.index(tokenizer.eos_token_id)]
             texts.append(_cut(tokenizer.decode(out), r.stop_sequences))
-    return {"seconds": time.perf_counter() - start, "texts": texts}
+    return {"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu, "texts": texts}
 
 
 def _rank_main(rank: int, world: int, port: int, job: dict, out_dir: str) -> None:
@@ -122,6 +123,7 @@ def _rank_main(rank: int, world: int, port: int, job: dict, out_dir: str) -> Non
 
 
 def _engine_run(job: dict) -> dict | None:
+    import torch
     import torch.distributed as dist
     from transformers import AutoTokenizer
 
@@ -136,15 +138,17 @@ def _engine_run(job: dict) -> dict | None:
     engine = NanotronLightevalModel(model, context, tokenizer, EngineConfig(**job["config"]))
     plan = engine.prepare_generation(_docs(job["docs"], job["max_new_tokens"]))
     dist.barrier()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     responses = engine.run(plan)
-    dist.barrier()
+    cpu = torch.tensor([time.process_time() - cpu], dtype=torch.float64)
+    dist.all_reduce(cpu)  # CPU seconds of all ranks (the barrier below waits on the slowest)
     seconds = time.perf_counter() - start
     if not engine.is_reporting_rank:
         return None
     stats = plan.stats
     return {
         "seconds": seconds,
+        "cpu_seconds": float(cpu),
         "texts": [r.text[0] for r in responses],
         "new_tokens": sum(len(r.output_tokens[0]) for r in responses),
         "processed_tokens": stats.processed_tokens,
@@ -210,19 +214,22 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_reference:
         ref = reference(checkpoint, _requests(checkpoint, args.docs, args.max_new_tokens), args.threads)
         figures["reference"] = ref
-        print(f"  transformers generate loop       {ref['seconds']:8.1f} s")
+        print(f"  transformers generate loop       {ref['seconds']:8.1f} s  ({ref['cpu_seconds']:.1f} CPU s)", flush=True)
     figures["engine"] = {}
     for text in args.layouts.split(","):
         layout = tuple(int(v) for v in text.split("x"))
         record = engine(checkpoint, layout, job, args.timeout)
         figures["engine"][text] = record
         line = f"  engine tp{layout[0]} pp{layout[1]} dp{layout[2]}" + " " * 15
-        line += f"{record['seconds']:8.1f} s  {record['new_tokens']} new tokens, {record['batches']} micro-batches"
+        line += f"{record['seconds']:8.1f} s  ({record['cpu_seconds']:.1f} CPU s, all ranks)  {record['new_tokens']} new tokens,"
+        line += f" {record['batches']} prefills"
         if ref is not None:
             same = sum(a == b for a, b in zip(record["texts"], ref["texts"], strict=True))
             record["identical_texts"] = same
             record["speedup_vs_reference"] = ref["seconds"] / record["seconds"]
-            line += f"  x{ref['seconds'] / record['seconds']:.2f} vs reference, {same}/{len(ref['texts'])} texts identical"
+            record["cpu_speedup_vs_reference"] = ref["cpu_seconds"] / record["cpu_seconds"]
+            line += f"  x{ref['seconds'] / record['seconds']:.2f} wall, x{ref['cpu_seconds'] / record['cpu_seconds']:.2f} CPU"
+            line += f" vs reference, {same}/{len(ref['texts'])} texts identical"
         print(line, flush=True)
     try:
         figures["load_average"] = os.getloadavg()
