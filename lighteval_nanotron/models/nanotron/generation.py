@@ -94,14 +94,17 @@ def _leave(rt: Runtime, st: _Decoding) -> None:
 
 
 def _joining(rt: Runtime, st: _Decoding) -> list[int]:
-    """Waiting rows that start now: as many as there are free slots and the prefill budget
-    (rows x longest context <= `max_tokens_per_batch`) allows, longest first."""
+    """Waiting rows that start now, in order (longest first within a task): as many as there are
+    free slots and the prefill budget (rows x longest context <= `max_tokens_per_batch`) allows."""
     free = _slots(rt, st) - len(st.active)
-    if free <= 0 or not st.waiting:
-        return []
-    width = st.requests[st.waiting[0]].token_length  # waiting rows are longest first
-    take = max(1, min(free, len(st.waiting), rt.config.max_tokens_per_batch // width))
-    return st.waiting[:take]
+    taken: list[int] = []
+    width = 0
+    for i in st.waiting[:free]:
+        width = max(width, st.requests[i].token_length)
+        if taken and (len(taken) + 1) * width > rt.config.max_tokens_per_batch:
+            break
+        taken.append(i)
+    return taken
 
 
 def _prefill(rt: Runtime, st: _Decoding, joining: list[int]) -> _Inputs:
