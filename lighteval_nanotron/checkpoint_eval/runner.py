@@ -35,6 +35,7 @@ from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, che
 from lighteval_nanotron.parallel.cpu.imports import import_nanotron_trainer
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.pipeline.result import EvaluationResult, raise_for_failed_tasks
+from lighteval_nanotron.tasks.requests import GenerationParameters
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,9 @@ class CheckpointEvalConfig:
     """Tokenize context and continuation separately (lighteval's `pairwise_tokenization`)."""
     multichoice_continuations_start_space: bool | None = None
     """Multiple choice: True adds a leading space to each choice, False strips it, None as written."""
+    generation: dict[str, Any] | None = None
+    """Decoding settings of generative tasks (`GenerationParameters` keys: temperature, top_k,
+    top_p, num_samples, seed). Unset: greedy."""
     output_dir: str = "eval_results"
     model_name: str | None = None
     """Name in the results paths. Unset: the name the training hook uses (config.yaml's
@@ -107,6 +111,7 @@ class CheckpointEvalConfig:
             raise ConfigError(f"--tokens-per-batch {self.tokens_per_batch}: use a positive number, e.g. 8192.")
         if self.system_prompt is not None and not self.system_prompt.strip():
             raise ConfigError("--system-prompt is empty: give a prompt or leave it out.")
+        GenerationParameters.from_dict(self.generation)  # refuse bad values before any rank loads a model
 
 
 @dataclass
@@ -240,6 +245,7 @@ class CheckpointEvaluator:
             pairwise_tokenization=config.pairwise_tokenization,
             multichoice_continuations_start_space=config.multichoice_continuations_start_space,
             add_special_tokens=not config.use_chat_template,
+            generation=config.generation or {},
         )
         self.engine = collectively(
             self.world,

@@ -93,6 +93,12 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default=None,
         help="add (or with --no-..., strip) a leading space on every choice (default: choices as written)",
     )
+    sampling = parser.add_argument_group("generation (default: greedy)")
+    sampling.add_argument("--temperature", type=float, default=None, help="sampling temperature (0: greedy)")
+    sampling.add_argument("--top-k", type=int, default=None, help="sample from the k most likely tokens (0: off)")
+    sampling.add_argument("--top-p", type=float, default=None, help="nucleus sampling mass in (0, 1] (1: off)")
+    sampling.add_argument("--num-samples", type=int, default=None, help="generations per doc (needs --temperature)")
+    sampling.add_argument("--seed", type=int, default=None, help="sampling seed (default 0)")
     parser.add_argument(
         "--failure-timeout-s",
         type=float,
@@ -123,6 +129,8 @@ FLAG_OPTIONS = (
     "tensorboard_prefix", "wandb_project", "wandb_entity", "failure_timeout_s",
 )  # fmt: skip
 """`CheckpointEvalConfig` options set by the flag of the same name (a flag not given is left out)."""
+GENERATION_FLAGS = ("temperature", "top_k", "top_p", "num_samples", "seed")
+"""Flags that make up `CheckpointEvalConfig.generation` (a lighteval YAML `generation:` section sets the same)."""
 
 
 def _given_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -133,6 +141,9 @@ def _given_flags(args: argparse.Namespace) -> dict[str, Any]:
         flags["loggers"] = list(args.loggers)
     if args.no_progress:
         flags["progress_bar"] = False
+    generation = {name: getattr(args, name) for name in GENERATION_FLAGS if getattr(args, name) is not None}
+    if generation:
+        flags["generation"] = generation
     return flags
 
 

@@ -5,10 +5,11 @@ every rank, before the model is even built.
 """
 
 from dataclasses import dataclass, field
-from typing import List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.tasks.fewshot import FewShotDraws
+from lighteval_nanotron.tasks.requests import GenerationParameters
 
 KNOWN_LOGGERS = ("json", "details", "tensorboard", "wandb", "log")
 WANDB_MODES = ("online", "offline", "disabled")
@@ -67,6 +68,10 @@ class EvaluationConfig:
     multichoice_continuations_start_space: Optional[bool] = None
     """Multiple choice (lighteval's option): true puts a space before each choice that lacks one,
     false strips it, unset scores choices as the task writes them."""
+
+    generation: Optional[Dict[str, Any]] = None
+    """Decoding settings of generative tasks: any of `temperature` (0: greedy, the default),
+    `top_k`, `top_p`, `num_samples`, `seed`. A task's own `generation_parameters` override them."""
 
     output_dir: str = "eval_results"
     """Folder of the results JSON, the details Parquet files and the TensorBoard events."""
@@ -131,6 +136,10 @@ class EvaluationConfig:
             )
         _check_positive("eval_interval", self.eval_interval, "(a number of training steps) or remove it")
         _check_positive("tokens_per_batch", self.tokens_per_batch, "e.g. 8192")
+        try:
+            GenerationParameters.from_dict(self.generation)
+        except ConfigError as error:
+            raise ConfigError(f"lighteval_nanotron.generation: {error}") from error
         _check_positive("failure_timeout_s", self.failure_timeout_s, "e.g. 600")
         if not (self.eval_interval or self.eval_at_checkpoints or self.eval_at_start or self.eval_at_end):
             raise ConfigError(

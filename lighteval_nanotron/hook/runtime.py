@@ -46,6 +46,7 @@ def build_engine(trainer: Any, config: EvaluationConfig) -> tuple[Any, dict[str,
         pairwise_tokenization=config.pairwise_tokenization,
         multichoice_continuations_start_space=config.multichoice_continuations_start_space,
         add_special_tokens=not config.use_chat_template,
+        generation=config.generation or {},
     )
     engine = NanotronLightevalModel(
         trainer.model, trainer.parallel_context, tokenizer, engine_config, prompt_fn=prompts.prepare_prompt

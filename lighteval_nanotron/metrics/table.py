@@ -19,6 +19,7 @@ from lighteval_nanotron.metrics.preparators import (
     TargetPerplexityPreparator,
 )
 from lighteval_nanotron.metrics.sample_generative import ExactMatches, F1Score, NumericAnswerMatch
+from lighteval_nanotron.metrics.sample_sampling import MajAtK, PassAtK
 from lighteval_nanotron.metrics.sample_logprob import MRR, AccGoldLikelihood, LoglikelihoodAcc, Recall
 from lighteval_nanotron.tasks.requests import SamplingMethod
 
@@ -38,6 +39,12 @@ class _MetricsTable(type):
 
     def __contains__(cls, name: object) -> bool:
         return isinstance(cls.__dict__.get(name), Metric)
+
+
+def _sampled(name: str, fn: MajAtK | PassAtK) -> Metric:
+    return SampleLevelMetric(
+        metric_name=name, higher_is_better=True, category=GENERATIVE, sample_level_fn=fn, corpus_level_fn=corpus.mean
+    )
 
 
 def _em(**params) -> Metric:
@@ -133,6 +140,15 @@ class Metrics(metaclass=_MetricsTable):
         sample_level_fn=F1Score(),
         corpus_level_fn=corpus.mean,
     )
+
+    # GENERATIVE with several samples per doc (needs a generation temperature > 0)
+    maj_at_5 = _sampled("maj@5", MajAtK(k=5))  # "maj@5"
+    maj_at_8 = _sampled("maj@8", MajAtK(k=8))  # "maj@8"
+    maj_at_8_gsm8k = _sampled(  # "maj@8"
+        "maj@8", MajAtK(k=8, strip_strings=True, normalize_gold=gsm8k_normalizer, normalize_pred=gsm8k_normalizer)
+    )
+    pass_at_1 = _sampled("pass@1:32_samples", PassAtK(k=1, n=32, strip_strings=True))  # "pass@1:32_samples"
+    pass_at_10 = _sampled("pass@10:32_samples", PassAtK(k=10, n=32, strip_strings=True))  # "pass@10:32_samples"
 
     # PERPLEXITY: rolling log-likelihood of the doc text
     prediction_perplexity = CorpusLevelMetric(  # "ppl": per token

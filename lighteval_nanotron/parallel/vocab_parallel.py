@@ -126,3 +126,15 @@ def greedy_choice(shard_logits: torch.Tensor, tp_group: dist.ProcessGroup | None
     best_value = stacked[:, 0].max(dim=0).values
     ids = torch.where(stacked[:, 0] == best_value, stacked[:, 1], torch.full_like(stacked[:, 1], float("inf")))
     return ids.min(dim=0).values.long(), best_value
+
+
+def full_vocabulary(shard_logits: torch.Tensor, tp_group: dist.ProcessGroup | None) -> torch.Tensor:
+    """`[n, vocab / tp]` shards -> `[n, vocab]` fp32 on every TP rank (one all-gather). Only for
+    sampling, which needs the whole distribution (top-p); greedy and scoring never call it."""
+    logits = shard_logits.float().contiguous()
+    tp = _tp_size(tp_group)
+    if tp == 1:
+        return logits
+    parts = [torch.empty_like(logits) for _ in range(tp)]
+    dist.all_gather(parts, logits, group=tp_group)
+    return torch.cat(parts, dim=-1)

@@ -8,7 +8,7 @@ from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.tasks.fewshot import FewShotDraws, FewShotSelection
-from lighteval_nanotron.tasks.requests import Doc, SamplingMethod
+from lighteval_nanotron.tasks.requests import Doc, GenerationParameters, SamplingMethod
 
 
 def _as_list(value: Any) -> list:
@@ -62,7 +62,11 @@ class LightevalTaskConfig:
     stop_sequence: Sequence[str] | None = None
     """Strings that end a generation."""
     num_samples: list[int] | None = None
-    """Numbers of samples to generate per doc; the largest one (and at least 1) is used."""
+    """Numbers of samples to generate per doc; the largest one (and at least 1, and what the
+    metrics need: `maj@k` k, `pass@k` n) is used."""
+    generation_parameters: GenerationParameters | dict[str, Any] | None = None
+    """This task's decoding settings (temperature, top_k, top_p, num_samples, seed), overriding
+    the run's field by field. None: the run's (greedy unless the run samples)."""
 
     suite: Sequence[str] = field(default_factory=lambda: ["custom"])
     """Suites the task is registered in; the first one names it in results."""
@@ -92,6 +96,8 @@ class LightevalTaskConfig:
             self.stop_sequence = _as_list(self.stop_sequence)
         if self.num_samples is not None:
             self.num_samples = [int(n) for n in _as_list(self.num_samples)]
+        if self.generation_parameters is not None:
+            self.generation_parameters = GenerationParameters.from_dict(self.generation_parameters)
         self._validate()
 
     def _validate(self) -> None:
@@ -155,6 +161,8 @@ class LightevalTaskConfig:
             value = getattr(self, f.name)
             if f.name == "metrics":
                 value = [getattr(m, "metric_name", repr(m)) for m in value]
+            elif isinstance(value, GenerationParameters):
+                value = value.as_dict()
             elif callable(value):
                 value = getattr(value, "__qualname__", repr(value))
             elif value is not None and not isinstance(value, (str, int, float, bool, list, dict)):

@@ -36,6 +36,12 @@ FEWSHOT_SPLIT_KEYWORDS = ("train", "dev", "valid", "default")
 DocKey = tuple[str, int]  # (split, row index): where a doc comes from
 
 
+def metric_samples(metrics: list[Any]) -> list[int]:
+    """Samples per doc the metrics need (a sampling metric's `num_samples`: maj@k's k, pass@k's n)."""
+    needs = [getattr(getattr(m, "sample_level_fn", None), "num_samples", None) for m in metrics]
+    return [int(n) for n in needs if isinstance(n, int)]
+
+
 def _content_key(doc: Doc) -> tuple:
     return (doc.query, tuple(map(str, doc.choices)), repr(doc.gold_index), doc.instruction)
 
@@ -86,7 +92,8 @@ class LightevalTask:
         self.generation_size = config.generation_size
         self.generation_grammar = config.generation_grammar
         self.stop_sequence = list(config.stop_sequence or [])
-        self.num_samples = [1, *(config.num_samples or [])]
+        self.num_samples = [1, *(config.num_samples or []), *metric_samples(self.metrics)]
+        self.generation_parameters = config.generation_parameters
 
         self._docs: list[Doc] | None = None
         self._doc_keys: list[DocKey] = []
@@ -312,6 +319,7 @@ class LightevalTask:
                     generation_grammar=self.generation_grammar,
                     stop_sequences=list(self.stop_sequence),
                     num_samples=num_samples,
+                    generation_parameters=self.generation_parameters,
                 )
             )
         self.config.effective_num_docs = len(docs)

@@ -176,3 +176,12 @@ def test_generation_stops_early_and_drops_finished_rows(tiny_checkpoint, baselin
     sizes = [d.generation_size for d in engine_docs()]
     assert any(len(r.output_tokens[0]) < size for r, size in zip(baseline["generation"], sizes))
     assert tok.eos_token_id is not None
+
+
+def test_a_small_pool_starts_waiting_rows_as_running_rows_finish(tiny_checkpoint, baseline):
+    """Two slots for eight docs: rows start in several prefills as others leave; same generations."""
+    small = _run(tiny_checkpoint, 1, 1, 1, max_rows_per_batch=2)[0]
+    assert_same(small, baseline)
+    stats, all_at_once = small["generation_stats"], baseline["generation_stats"]
+    assert all_at_once.batches == 1 and stats.batches >= len(engine_docs()) // 2
+    assert stats.processed_tokens - stats.padding_tokens == all_at_once.processed_tokens - all_at_once.padding_tokens

@@ -216,6 +216,15 @@ TASKS_TABLE = [
         stop_sequence=["\n"],
     ),
     _config("toy_ppl", "ppl", ppl_prompt, [Metrics.word_perplexity, Metrics.bits_per_byte]),
+    _config(  # sampled: 5 generations per doc at the task's own temperature (not in ALL_TOY_TASKS)
+        "toy_sampled",
+        "gen",
+        gen_prompt,
+        [Metrics.maj_at_5, Metrics.pass_at_1(sample_params={"n": 5})],
+        generation_size=6,
+        stop_sequence=["\n"],
+        generation_parameters={"temperature": 1.0, "top_k": 50, "seed": 11},
+    ),
     _config(
         "toy_pmi",
         "mc",

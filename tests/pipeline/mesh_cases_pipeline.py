@@ -33,6 +33,35 @@ def evaluate_on_mesh(checkpoint: str, data_dir: str, out_dir: str, tp: int, pp: 
     return None if result is None else result.results
 
 
+def evaluate_sampled_on_mesh(checkpoint: str, data_dir: str, tp: int, pp: int, dp: int) -> tuple | None:
+    """Rank function: the sampled toy task through `evaluate`; (results, every doc's samples)."""
+    import helpers_pipeline
+
+    from lighteval_nanotron.models.nanotron import EngineConfig
+    from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.pipeline import evaluate
+    from lighteval_nanotron.tasks.data_dirs import ENV_VAR
+    from tests.helpers.distributed import parallel_context
+    from tests.helpers.tiny_model import tiny_tokenizer
+
+    os.environ[ENV_VAR] = data_dir
+    context = parallel_context(tp, pp, dp)
+    model, _ = load_nanotron_checkpoint(checkpoint, context)
+    result = evaluate(
+        model,
+        context,
+        tiny_tokenizer(),
+        tasks="custom|toy_sampled|0",
+        custom_tasks=helpers_pipeline,
+        model_name="tiny",
+        output_dir=None,
+        engine_config=EngineConfig(max_length=64),
+    )
+    if result is None:
+        return None
+    return result.results, [(d.predictions, d.gold, d.metrics) for d in result.details["custom|toy_sampled|0"]]
+
+
 BUILTIN_TASKS = "lighteval|arc:easy|0,lighteval|piqa|0,lighteval|triviaqa|0"
 
 

@@ -3,10 +3,11 @@ on any switch (the tests check each one on and off)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.tasks.requests import GenerationParameters
 
 
 @dataclass
@@ -30,6 +31,10 @@ class EngineConfig:
 
     default_max_new_tokens: int = 256
     """Generation: new tokens allowed for a doc whose `generation_size` is None."""
+
+    generation_kv_tokens: int = 32768
+    """Generation with `kv_cache`: cache slots of one decoding pool, i.e. running rows x (longest
+    context + new tokens of the pool). Rows beyond it wait and start as running rows finish."""
 
     micro_batches_in_flight: int = 4
     """Pipeline parallel: sends a stage may have outstanding, i.e. micro-batches it may run ahead."""
@@ -73,12 +78,13 @@ class EngineConfig:
     position (Nanotron's forward), then pick."""
 
     kv_cache: bool = True
-    """Generation: decode with the engine's key/value cache (sized to the micro-batch, exact
-    rotary positions). Off: recompute the full sequence at every step."""
+    """Generation: decode with the engine's key/value cache (exact rotary positions): each replica's
+    rows run in decoding pools (one per pipeline stage) that start waiting rows, longest first,
+    as running rows finish. Off: micro-batches that recompute the full sequences at every step."""
 
     drop_finished_rows: bool = True
-    """Generation with `kv_cache`: rows that are done leave the running micro-batch (their cache
-    rows are dropped). Off: they are fed until the whole micro-batch is done."""
+    """Generation with `kv_cache`: rows that are done leave the pool at once (their cache rows are
+    dropped, their slots go to waiting rows). Off: they are fed until every running row is done."""
 
     pairwise_tokenization: bool = False
     """Tokenize context and continuation separately (True) or tokenize `context + continuation`
@@ -91,12 +97,17 @@ class EngineConfig:
     add_special_tokens: bool = True
     """Let the tokenizer add its special tokens (e.g. BOS) to contexts."""
 
+    generation: GenerationParameters | dict[str, Any] = field(default_factory=GenerationParameters)
+    """Generation: decoding settings of the run (temperature, top_k, top_p, num_samples, seed;
+    a mapping is accepted). Unset: greedy. A task's own `generation_parameters` override them."""
+
     gather_to: Literal["all", "reporting"] = "reporting"
     """"reporting" (default): only DP 0 / TP 0 of the output pipeline stage returns the full,
     ordered results (one gather to it); every other rank returns an empty list. "all": every rank
     does (an all-gather: every replica's results travel to every rank)."""
 
     def __post_init__(self) -> None:
+        self.generation = GenerationParameters.from_dict(self.generation)
         for name in (
             "max_tokens_per_batch",
             "max_rows_per_batch",
@@ -104,6 +115,7 @@ class EngineConfig:
             "default_max_new_tokens",
             "pack_width",
             "shared_prefix_min_tokens",
+            "generation_kv_tokens",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"EngineConfig.{name} must be >= 1, got {getattr(self, name)}.")

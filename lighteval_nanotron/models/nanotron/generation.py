@@ -1,17 +1,20 @@
-"""Greedy decoding of a generation plan across the pipeline.
+"""Decoding of a generation plan across the pipeline: greedy, or seeded sampling per row.
 
 Every stage of a replica keeps the same decoding state for each micro-batch. The output stage
-picks the next tokens (vocabulary-parallel argmax), decides which rows are done (EOS, the row's
+picks the next tokens (vocabulary-parallel argmax; rows that sample gather their full-vocabulary
+fp32 logits and draw with `sampling.sample_token`, seeded by the row's stream and the index of
+the token, so the draw does not depend on the batch or the layout), decides which rows are done (EOS, the row's
 `max_new_tokens`, one of its stop sequences, or the context window full) and sends
 `[tokens; done]` to the other stages, which apply it before that micro-batch's next step.
 Micro-batches are visited round-robin, so while one waits for its tokens the stages work on
-others. A micro-batch leaves as soon as all its rows are done.
+others. A pool (or micro-batch) leaves as soon as all its rows are done.
 
-With `kv_cache` each micro-batch has its own `KVCache` (right-padded prefill with explicit
-positions and mask, then one token per row and step at its own position) and, with
-`drop_finished_rows`, rows that are done leave the batch (every stage drops the same cache rows,
-since every stage applies the same feedback). Without it every step recomputes the
-right-padded sequences of the rows still running through Nanotron's forward. The stop check is
+With `kv_cache` the rows run in decoding pools (one per pipeline stage): waiting rows, longest
+first, start when slots are free (a right-padded causal prefill into the pool's `PoolCache`),
+then every running row gets one token per step at its own position; with `drop_finished_rows`
+rows that are done leave at once (every stage drops the same cache rows and starts the same
+waiting rows, since every stage applies the same feedback). Without the cache every step
+recomputes the right-padded sequences of a micro-batch's running rows through Nanotron's forward. The stop check is
 incremental: only the newest tokens' text is searched.
 """
 
@@ -24,10 +27,11 @@ import torch
 from lighteval_nanotron.models.nanotron.batching import round_up
 from lighteval_nanotron.models.nanotron.generation_plan import GenerationPlan, GenRequest
 from lighteval_nanotron.models.nanotron.runtime import Runtime
+from lighteval_nanotron.models.nanotron.sampling import sample_token, step_seed
 from lighteval_nanotron.models.nanotron.scoring_plan import PlanStats
-from lighteval_nanotron.models.nanotron.tree_attention import KVCache, TreeAttention
+from lighteval_nanotron.models.nanotron.decode_attention import CachedDecode, CausalPrefill, PoolCache
 from lighteval_nanotron.parallel.pipeline import StageLink, run_stage
-from lighteval_nanotron.parallel.vocab_parallel import greedy_choice
+from lighteval_nanotron.parallel.vocab_parallel import full_vocabulary, greedy_choice
 from lighteval_nanotron.tasks.requests import ModelResponse
 
 _NONE = -1
@@ -35,25 +39,38 @@ _NONE = -1
 
 @dataclass
 class _Decoding:
+    """One decoding pool (with the cache) or micro-batch (without): its rows and their state.
+
+    With the cache, rows start in `waiting` (longest first) and join the running rows (`active`,
+    in cache order) when a slot is free: a prefill step for the joining rows, then decode steps
+    for all running rows. Rows that are done leave (`drop_finished_rows`), freeing their slots.
+    """
+
     requests: list[GenRequest]
     generated: list[list[int]]
     done: list[bool]
-    cache: KVCache | None = None
+    waiting: list[int] = field(default_factory=list)
+    cache: PoolCache | None = None
+    capacity: int = 0  # cache slots per row: longest context + most new tokens (rows kept after done fit)
     active: list[int] = field(default_factory=list)  # requests whose rows are in the cache, in order
     step: int = 0
     awaiting_feedback: bool = False
     rows: list[int] = field(default_factory=list)  # request of each row fed at the current step
+    joining: PoolCache | None = None  # the cache the current prefill step fills
     stats: PlanStats = field(default_factory=PlanStats)
     non_finite: set[int] = field(default_factory=set)  # requests that met NaN/inf logits (output stage only)
+    padded: dict[int, int] = field(default_factory=dict)  # request -> pad tokens of its prefill
     processed: list[int] = field(default_factory=list)  # token positions fed for each request
 
     @classmethod
     def start(cls, requests: list[GenRequest]) -> "_Decoding":
+        capacity = max(r.token_length for r in requests) + max(r.generation_size for r in requests)
         return cls(
             requests,
             [[] for _ in requests],
             [False] * len(requests),
-            active=list(range(len(requests))),
+            list(range(len(requests))),
+            capacity=capacity,
             processed=[0] * len(requests),
         )
 
@@ -62,44 +79,82 @@ class _Decoding:
 class _Inputs:
     ids: torch.Tensor  # [rows, seq]
     last: torch.Tensor  # [rows] position whose logits give each row's next token
-    tree: TreeAttention | None = None
+    tree: object | None = None  # what the decoder layers run with (`run_layer`), None: Nanotron's forward
 
 
-def _prefill(rt: Runtime, st: _Decoding) -> _Inputs:
-    """Step 0 with the cache: right-padded contexts, causal within each row."""
-    st.rows = list(st.active)
-    seqs = [st.requests[i].input_ids for i in st.rows]
+def _slots(rt: Runtime, st: _Decoding) -> int:
+    """Rows a pool may run at once: `max_rows_per_batch`, and the cache budget in tokens."""
+    return max(1, min(rt.config.max_rows_per_batch, rt.config.generation_kv_tokens // st.capacity))
+
+
+def _leave(rt: Runtime, st: _Decoding) -> None:
+    """Finished rows leave the cache (all together, once every one is done, without
+    `drop_finished_rows`)."""
+    if not any(st.done[i] for i in st.active):
+        return
+    if not rt.config.drop_finished_rows and not all(st.done[i] for i in st.active):
+        return
+    keep = [k for k, i in enumerate(st.active) if not st.done[i]]
+    st.cache.keep_rows(torch.tensor(keep, dtype=torch.long, device=st.cache.lengths.device))
+    st.active = [st.active[k] for k in keep]
+
+
+def _joining(rt: Runtime, st: _Decoding) -> list[int]:
+    """Waiting rows that start now, in order (longest first within a task): as many as there are
+    free slots and the prefill budget (rows x longest context <= `max_tokens_per_batch`) allows."""
+    free = _slots(rt, st) - len(st.active)
+    taken: list[int] = []
+    width = 0
+    for i in st.waiting[:free]:
+        width = max(width, st.requests[i].token_length)
+        if taken and (len(taken) + 1) * width > rt.config.max_tokens_per_batch:
+            break
+        taken.append(i)
+    return taken
+
+
+def _prefill(rt: Runtime, st: _Decoding, joining: list[int]) -> _Inputs:
+    """The joining rows' contexts, right-padded, causal within each row, into a cache of their own."""
+    del st.waiting[: len(joining)]
+    st.rows = joining
+    seqs = [st.requests[i].input_ids for i in joining]
     width = max(len(s) for s in seqs)
     lengths = torch.tensor([len(s) for s in seqs])
     ids = torch.zeros((len(seqs), width), dtype=torch.long)
     for r, seq in enumerate(seqs):
         ids[r, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-    keys = torch.arange(width)
-    allowed = (keys[None, None, :] <= keys[None, :, None]) & (keys[None, None, :] < lengths[:, None, None])
-    allowed |= torch.eye(width, dtype=torch.bool)[None]  # pads see themselves (no empty softmax)
-    capacity = width + max(st.requests[i].generation_size for i in st.rows)
-    st.cache = KVCache(capacity, lengths.to(rt.device))
-    positions = keys.repeat(len(seqs), 1)
-    tree = TreeAttention(positions.to(rt.device), allowed.to(rt.device), st.cache, positions.to(rt.device), width)
-    st.stats.add(PlanStats(padding_tokens=int(width * len(seqs) - lengths.sum()), attention_pairs=int(allowed.sum())))
-    return _Inputs(ids, lengths - 1, tree)
+    st.joining = PoolCache(st.capacity, lengths.to(rt.device))
+    st.padded.update({i: width - len(s) for i, s in zip(joining, seqs)})
+    real = int(lengths.sum())
+    pairs = int((lengths * (lengths + 1) // 2).sum()) + width * len(seqs) - real
+    st.stats.add(PlanStats(padding_tokens=width * len(seqs) - real, attention_pairs=pairs, rows=len(seqs), batches=1))
+    return _Inputs(ids, lengths - 1, CausalPrefill(st.joining, width))
 
 
 def _decode_step(rt: Runtime, st: _Decoding) -> _Inputs:
     """One new token per running row, attending to the cache."""
-    if rt.config.drop_finished_rows and any(st.done[i] for i in st.active):
-        keep = [k for k, i in enumerate(st.active) if not st.done[i]]
-        st.cache.keep_rows(torch.tensor(keep, dtype=torch.long, device=st.cache.lengths.device))
-        st.active = [st.active[k] for k in keep]
     st.rows = list(st.active)
     last = [(st.generated[i] or list(st.requests[i].input_ids))[-1] for i in st.rows]
-    lengths = st.cache.lengths
-    kv_len = int(lengths.max()) + 1
-    allowed = torch.arange(kv_len, device=lengths.device)[None, None, :] <= lengths[:, None, None]
-    tree = TreeAttention(lengths[:, None], allowed, st.cache, lengths[:, None], kv_len)
-    st.cache.lengths = lengths + 1
-    st.stats.add(PlanStats(attention_pairs=int(allowed.sum())))
+    tree = CachedDecode.build(st.cache)
+    st.cache.lengths = st.cache.lengths + 1
+    st.stats.add(PlanStats(attention_pairs=int(tree.lengths.sum()) + len(st.rows)))
     return _Inputs(torch.tensor(last, dtype=torch.long)[:, None], torch.zeros(len(last), dtype=torch.long), tree)
+
+
+def _cached_inputs(rt: Runtime, st: _Decoding) -> _Inputs:
+    """A prefill step when rows can join, else a decode step; the previous prefill's rows join first."""
+    if st.joining is not None:
+        st.cache = st.joining if st.cache is None else st.cache
+        if st.cache is not st.joining:
+            st.cache.extend(st.joining)
+        st.active += st.rows
+        st.joining = None
+    if st.cache is not None:
+        _leave(rt, st)
+    joining = _joining(rt, st)
+    if joining:
+        return _prefill(rt, st, joining)
+    return _decode_step(rt, st)
 
 
 def _recompute(rt: Runtime, st: _Decoding) -> _Inputs:
@@ -122,9 +177,7 @@ def _recompute(rt: Runtime, st: _Decoding) -> _Inputs:
 
 
 def _inputs(rt: Runtime, st: _Decoding) -> _Inputs:
-    if not rt.kv_cache:
-        return _recompute(rt, st)
-    return _prefill(rt, st) if st.step == 0 else _decode_step(rt, st)
+    return _cached_inputs(rt, st) if rt.kv_cache else _recompute(rt, st)
 
 
 def _stop_window(request: GenRequest) -> int:
@@ -179,8 +232,8 @@ def _step(rt: Runtime, link: StageLink, st: _Decoding) -> None:
         PlanStats(
             processed_tokens=rows * seq,
             logit_positions=rows if select is not None else rows * seq,
-            batches=int(st.step == 0),
-            rows=rows * int(st.step == 0),
+            batches=int(st.step == 0 and not rt.kv_cache),
+            rows=rows * int(st.step == 0 and not rt.kv_cache),
         )
     )
     for row in st.rows:
@@ -195,22 +248,38 @@ def _step(rt: Runtime, link: StageLink, st: _Decoding) -> None:
         picked = logits[inputs.last.to(logits.device), torch.arange(rows, device=logits.device)]
     tokens, max_logit = greedy_choice(picked, rt.mesh.tp_group)
     st.non_finite.update(st.rows[row] for row in (~torch.isfinite(max_logit)).nonzero().flatten().tolist())
-    feedback = _decide(rt, st, tokens.tolist())
+    new_tokens = tokens.tolist()
+    sampled = [k for k, i in enumerate(st.rows) if st.requests[i].sampling is not None]
+    if sampled:
+        _sample(rt, st, picked, sampled, new_tokens)
+    feedback = _decide(rt, st, new_tokens)
     others = [r for r in rt.chain_pp_ranks if r != rt.mesh.pp_rank]
     link.send_feedback(feedback, others)
     _apply(st, feedback)
 
 
-def _local_generations(
-    rt: Runtime, plan: GenerationPlan
-) -> tuple[dict[int, list[int]], PlanStats, set[int], dict[int, int]] | None:
+def _sample(rt: Runtime, st: _Decoding, picked: torch.Tensor, rows: list[int], new_tokens: list[int]) -> None:
+    """Replace the greedy choice of the sampling `rows` by their seeded draws (identical on every
+    TP rank: the same gathered logits and seeds)."""
+    full = full_vocabulary(picked[rows], rt.mesh.tp_group)
+    for k, row in enumerate(rows):
+        request = st.requests[st.rows[row]]
+        seed = step_seed(request.seed_stream, len(st.generated[st.rows[row]]))
+        new_tokens[row] = sample_token(full[k], request.sampling, seed)
+
+
+Key = tuple[int, int]  # (doc index, sample index)
+
+
+def _local_generations(rt: Runtime, plan: GenerationPlan) -> tuple | None:
     if rt.stage is None:
         return None
     link = rt.new_link()
     queue = [_Decoding.start(batch) for batch in plan.batches]
-    finished: dict[int, list[int]] = {}
+    finished: dict[Key, list[int]] = {}
     non_finite: set[int] = set()
-    processed: dict[int, int] = {}
+    padded: dict[int, int] = {}
+    processed: dict[int, int] = {}  # doc index -> positions fed for all its samples
     stats = PlanStats()
     while queue:
         st = queue.pop(0)
@@ -218,16 +287,18 @@ def _local_generations(
             _apply(st, link.recv_feedback((2, len(st.requests)), rt.mesh.output_pp_rank))
             st.awaiting_feedback = False
         if all(st.done):
-            finished.update({r.index: g for r, g in zip(st.requests, st.generated)})
+            finished.update({(r.index, r.sample_index): g for r, g in zip(st.requests, st.generated)})
             non_finite.update(st.requests[row].index for row in st.non_finite)
-            processed.update({r.index: fed for r, fed in zip(st.requests, st.processed)})
             stats.add(st.stats)
+            padded.update({st.requests[row].index: pads for row, pads in st.padded.items()})
+            for request, fed in zip(st.requests, st.processed):
+                processed[request.index] = processed.get(request.index, 0) + fed
             continue
         _step(rt, link, st)
         rt.sync_pipeline()
         queue.append(st)
     link.flush()
-    return (finished, stats, non_finite, processed) if rt.mesh.holds_results else None
+    return (finished, stats, non_finite, padded, processed) if rt.mesh.holds_results else None
 
 
 def _cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
@@ -235,13 +306,18 @@ def _cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
     return text[: min(cuts)] if cuts else text
 
 
+def _samples(request: GenRequest) -> int:
+    return 1 if request.sampling is None else request.num_samples
+
+
 def run_generation(rt: Runtime, plan: GenerationPlan) -> list[ModelResponse]:
-    """Responses in the order of the plan's docs; `text` has stop sequences (and after) removed."""
+    """Responses in the order of the plan's docs, one text per sample (`num_samples` when
+    sampling, else one); `text` has stop sequences (and after) removed."""
     payload = _local_generations(rt, plan)
     gathered = rt.mesh.gather(payload, to_all=rt.config.gather_to == "all")
     if gathered is None:
         return []
-    tokens: dict[int, list[int]] = {}
+    tokens: dict[Key, list[int]] = {}
     non_finite: set[int] = set()
     processed: dict[int, int] = {}
     stats = PlanStats(docs=len(plan.requests))
@@ -250,8 +326,13 @@ def run_generation(rt: Runtime, plan: GenerationPlan) -> list[ModelResponse]:
             tokens.update(part[0])
             stats.add(part[1])
             non_finite.update(part[2])
-            processed.update(part[3])
-    useful = [len(r.input_ids) + max(0, len(tokens[r.index]) - 1) for r in plan.requests]
+            plan.padded_tokens_count.update(part[3])
+            processed.update(part[4])
+    samples = {r.index: [tokens[(r.index, j)] for j in range(_samples(r))] for r in plan.requests}
+    useful = [
+        len(r.input_ids) * len(samples[r.index]) + sum(max(0, len(g) - 1) for g in samples[r.index])
+        for r in plan.requests
+    ]
     stats.useful_tokens = sum(useful)
     plan.stats = stats
     plan.doc_useful_tokens = useful
@@ -260,8 +341,8 @@ def run_generation(rt: Runtime, plan: GenerationPlan) -> list[ModelResponse]:
         ModelResponse(
             input=r.context,
             input_tokens=list(r.input_ids),
-            text=[_cut_at_stop(rt.tok.decode(tokens[r.index]), r.stop_sequences)],
-            output_tokens=[tokens[r.index]],
+            text=[_cut_at_stop(rt.tok.decode(g), r.stop_sequences) for g in samples[r.index]],
+            output_tokens=samples[r.index],
             truncated_tokens_count=r.truncated_tokens_count,
             padded_tokens_count=plan.padded_tokens_count.get(r.index, 0),
             non_finite_logits=r.index in non_finite,

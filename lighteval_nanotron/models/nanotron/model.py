@@ -118,7 +118,8 @@ class NanotronLightevalModel(LightevalModel):
         requests = self.computed_once(
             lambda: generation_requests(docs, self.prompt_fn, self.runtime.tok, self.config, self.max_length)
         )
-        return build_generation_plan(requests, self.config, mesh.dp_size, mesh.dp_rank, self._min_batches)
+        pools = mesh.pp_size if self.config.pipeline_overlap else 1
+        return build_generation_plan(requests, self.config, mesh.dp_size, mesh.dp_rank, self._min_batches, pools)
 
     def run(self, plan: Plan) -> list[ModelResponse]:
         """Evaluate a prepared plan on the model's current weights (no_grad, eval mode restored;

@@ -10,7 +10,7 @@ varlen call. That allows:
 - prefix trees: several token sequences sharing prefixes in one row, each token attending to its
   ancestors only, position ids = depth (a doc's context once for all its choices, a few-shot
   prefix once for several docs, several docs per row without padding between them);
-- a key/value cache sized to the micro-batch, with any number of new tokens per step.
+- the same layer math for cached decoding (`decode_attention`).
 
 Rotary math follows Nanotron's own (the layer's pair layout and RoPE base, fp32), so a row
 computed here equals the same row through Nanotron's forward up to float rounding.
@@ -47,38 +47,6 @@ ATTENTION_BLOCK = 128
 
 
 @dataclass
-class KVCache:
-    """Keys and values of this stage's layers for the rows of one micro-batch, `[rows, slots, kv
-    heads, head dim]` per layer; `lengths[r]` slots of row r hold real tokens."""
-
-    capacity: int
-    lengths: torch.Tensor
-    keys: dict[int, torch.Tensor] = field(default_factory=dict)
-    values: dict[int, torch.Tensor] = field(default_factory=dict)
-
-    def write(
-        self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv_len: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store `k`/`v` `[rows, new, heads, dim]` at `slots` `[rows, new]`; return the first
-        `kv_len` slots of every row."""
-        if layer not in self.keys:
-            shape = (k.shape[0], self.capacity, k.shape[2], k.shape[3])
-            self.keys[layer] = k.new_zeros(shape)
-            self.values[layer] = v.new_zeros(shape)
-        rows = torch.arange(k.shape[0], device=k.device)[:, None].expand_as(slots)
-        self.keys[layer][rows, slots] = k
-        self.values[layer][rows, slots] = v
-        return self.keys[layer][:, :kv_len], self.values[layer][:, :kv_len]
-
-    def keep_rows(self, keep: torch.Tensor) -> None:
-        """Drop the rows not in `keep` (indices, ascending) from every layer."""
-        self.lengths = self.lengths[keep]
-        for store in (self.keys, self.values):
-            for layer, tensor in store.items():
-                store[layer] = tensor.index_select(0, keep.to(tensor.device))
-
-
-@dataclass
 class PrefixKeys:
     """Keys and values of shared prefixes, computed once per evaluation (`capture` of a
     `TreeAttention`: per layer, every node of the prefix micro-batches, flattened), and the
@@ -96,17 +64,13 @@ class PrefixKeys:
 
 @dataclass
 class TreeAttention:
-    """What one forward needs besides the token ids: `positions` `[rows, new]` (rotary position of
-    each new token), `allowed` `[rows, new, keys]` (which keys each new token sees) and, with a
-    cache, the slot each new token is written to (`slots`) and how many slots are read (`kv_len`).
+    """What one forward needs besides the token ids: `positions` `[rows, seq]` (rotary position of
+    each token) and `allowed` `[rows, seq, seq]` (which tokens each token sees).
     `prefix`: keys/values of shared prefixes that come before the row's own keys. `capture`: a
     dict that receives each layer's keys/values `[rows * new, kv heads, dim]` (prefix forwards)."""
 
     positions: torch.Tensor
     allowed: torch.Tensor
-    cache: KVCache | None = None
-    slots: torch.Tensor | None = None
-    kv_len: int = 0
     prefix: PrefixKeys | None = None
     capture: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None
     _block_plan: list[tuple[int, int, int, bool]] | None = field(default=None, init=False, repr=False)
@@ -129,8 +93,6 @@ class TreeAttention:
             k = rotate(k, self.positions, layer.rotary.base, layer.rotary.interleaved)
         if self.capture is not None:
             self.capture[index] = (k.reshape(rows * seq, *k.shape[2:]), v.reshape(rows * seq, *v.shape[2:]))
-        if self.cache is not None:
-            k, v = self.cache.write(index, self.slots, k, v, self.kv_len)
         compute = torch.float32 if q.device.type == "cpu" else q.dtype
         repeat = nq // layer.kv_heads
         q = q.transpose(1, 2).to(compute)
@@ -206,11 +168,20 @@ class TreeAttention:
 
 def rotate(x: torch.Tensor, positions: torch.Tensor, base: float, interleaved: bool) -> torch.Tensor:
     """Rotary embedding of `x` `[rows, seq, heads, dim]` at `positions` `[rows, seq]`, fp32 math."""
-    dim = x.shape[-1]
-    inv_freq = 1.0 / (float(base) ** (torch.arange(0, dim, 2, device=x.device, dtype=torch.float32) / dim))
-    freqs = positions.to(device=x.device, dtype=torch.float32)[..., None] * inv_freq
-    cos = torch.cos(freqs).to(x.dtype).float()[:, :, None, :]
-    sin = torch.sin(freqs).to(x.dtype).float()[:, :, None, :]
+    cos, sin = rotary_tables(positions, x.shape[-1], base, x.device, x.dtype)
+    return apply_rotary(x, cos, sin, interleaved)
+
+
+def rotary_tables(
+    positions: torch.Tensor, dim: int, base: float, device: torch.device, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin `[rows, seq, 1, dim / 2]` of `positions` (rounded through `dtype`, as Nanotron)."""
+    inv_freq = 1.0 / (float(base) ** (torch.arange(0, dim, 2, device=device, dtype=torch.float32) / dim))
+    freqs = positions.to(device=device, dtype=torch.float32)[..., None] * inv_freq
+    return torch.cos(freqs).to(dtype).float()[:, :, None, :], torch.sin(freqs).to(dtype).float()[:, :, None, :]
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool) -> torch.Tensor:
     xf = x.float()
     if interleaved:
         x1, x2 = xf[..., 0::2], xf[..., 1::2]
