@@ -130,7 +130,7 @@ FIELDS: dict[str, Field] = {
     "logging.local_output_path": Field(option="output_dir"),
     "logging.results_path_template": Field(
         refuse=_refuse_if_set(
-            "results always go to <output_dir>/results/<model>/results_<step>.json: remove it "
+            "results always go to <output_dir>/results/<model>/<step>/results_<date>.json: remove it "
             "(name the model with --model-name)"
         )
     ),

@@ -22,7 +22,7 @@ class TrackingConfig:
     """Where results go: the same logger names as the hook's `loggers` setting."""
 
     output_dir: str
-    """Folder of `results/<model>/results_<step>.json`, `details/` and (by default) `tensorboard/`."""
+    """Folder of `results/<model>/<step>/results_<date>.json`, `details/` and (by default) `tensorboard/`."""
     loggers: list[str] = field(default_factory=lambda: ["json", "details", "tensorboard"])
     """Any of `json`, `details`, `tensorboard`, `wandb`, `log`. `log` (the text table in the
     training log) is the caller's job: `format_results_table`; `build()` skips it."""

@@ -28,7 +28,7 @@ def test_evaluate_a_nanotron_model_on_one_and_two_data_parallel_ranks(tiny_check
     assert written["results"]["custom|toy_mc|0"] == pytest.approx(reference["custom|toy_mc|0"], rel=1e-4)
 
     # what each task cost: split from the engine's own per-doc counts, the same work at DP1 and DP2
-    costs = {run: json.loads((tmp_path / run / "results" / "tiny" / "results_7.json").read_text()) for run in "ab"}
+    costs = {run: json.loads(results_file(tmp_path / run, "tiny", 7).read_text()) for run in "ab"}
     one, two = (costs[run]["task_costs"] for run in "ab")
     assert list(one) == list(two) == [task for task in reference if task != "all"]
     for task, cost in two.items():
