@@ -8,10 +8,11 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+import pytest
 import torch
 import yaml
 
-from tests.helpers.nanotron_versions import in_installed_schema
+from tests.helpers.nanotron_versions import ON_MAIN, STARCODER2_CONFIG_ON_MAIN, in_installed_schema
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_CONFIG = REPO / "configs" / "tiny_cpu_train.yaml"
@@ -57,6 +58,8 @@ def write_config(
 ) -> Path:
     """The shipped tiny config at a layout, writing under `folder`; `section` updates ours;
     `model_config` replaces the tiny Llama's (e.g. `STARCODER2_MODEL_CONFIG`)."""
+    if ON_MAIN and model_config is not None and model_config.get("is_starcoder2_config"):
+        pytest.skip(STARCODER2_CONFIG_ON_MAIN)
     content = yaml.safe_load(TINY_CONFIG.read_text())
     if model_config is not None:
         content["model"]["model_config"] = model_config
