@@ -48,7 +48,7 @@ def test_chat_template_renders_prompts_and_changes_results(tiny_converted, tmp_p
         assert prompt.count("<|user|>") == 2 and prompt.count("<|assistant|>") == 2
         assert prompt.endswith("\nAnswer:\n<|assistant|>")
         # the model scored the templated prompt (the details' prompt is what it saw)
-        scored = row["input_tokens"] + row["output_tokens"][0]
+        scored = row["input_tokens"] + row["cont_tokens"][0]
         assert scored == tiny_tokenizer()(prompt + row["choices"][0])["input_ids"]
     assert all("<|" not in row["full_prompt"] for row in plain_rows)
     assert all(c["logprobs"] != p["logprobs"] for c, p in zip(chat_rows, plain_rows, strict=True))

@@ -91,7 +91,7 @@ def test_continuations_start_space_from_the_yaml(tiny_converted, tmp_path):
     tokenizer = tiny_tokenizer()
     assert all(choice.startswith(" ") for row in rows for choice in row["choices"])  # as the task writes them
     for row in rows:
-        for choice, continuation in zip(row["choices"], row["output_tokens"], strict=True):
+        for choice, continuation in zip(row["choices"], row["cont_tokens"], strict=True):
             assert row["input_tokens"] + continuation == tokenizer(row["full_prompt"] + choice.lstrip())["input_ids"]
 
 
