@@ -73,7 +73,7 @@ class TreeAttention:
     allowed: torch.Tensor
     prefix: PrefixKeys | None = None
     capture: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None
-    _block_plan: list[tuple[int, int, int, bool]] | None = field(default=None, init=False, repr=False)
+    _block_plan: list[tuple[int, int, int, int, bool]] | None = field(default=None, init=False, repr=False)
     _mask_cache: list[torch.Tensor] | None = field(default=None, init=False, repr=False)
 
     def run_layer(self, layer: DecoderLayer, hidden: torch.Tensor, index: int) -> torch.Tensor:
@@ -111,13 +111,16 @@ class TreeAttention:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=masks[0])
         else:
             out = q.new_empty(q.shape)
-            for (start, end, lo, reads_prefix), mask in zip(blocks, masks):
+            for (r, start, end, lo, reads_prefix), mask in zip(blocks, masks):
+                rows_ = slice(r, r + 1)
                 keys = slice(context + lo, context + end)
-                bk, bv = k[:, :, keys], v[:, :, keys]
+                bk, bv = k[rows_, :, keys], v[rows_, :, keys]
                 if reads_prefix:
-                    bk = torch.cat((k[:, :, :context], bk), dim=2)
-                    bv = torch.cat((v[:, :, :context], bv), dim=2)
-                out[:, :, start:end] = F.scaled_dot_product_attention(q[:, :, start:end], bk, bv, attn_mask=mask)
+                    bk = torch.cat((k[rows_, :, :context], bk), dim=2)
+                    bv = torch.cat((v[rows_, :, :context], bv), dim=2)
+                out[rows_, :, start:end] = F.scaled_dot_product_attention(
+                    q[rows_, :, start:end], bk, bv, attn_mask=mask
+                )
         out = out.to(hidden.dtype).transpose(1, 2).reshape(rows, seq, nq * dim).transpose(0, 1)
         return layer.attention_out(out)
 
@@ -132,37 +135,38 @@ class TreeAttention:
             bools = [self.allowed if self.prefix is None else torch.cat((self.prefix.allowed, self.allowed), dim=-1)]
         else:
             bools = []
-            for start, end, lo, reads_prefix in blocks:
-                mask = self.allowed[:, start:end, lo:end]
+            for r, start, end, lo, reads_prefix in blocks:
+                mask = self.allowed[r : r + 1, start:end, lo:end]
                 if reads_prefix:
-                    mask = torch.cat((self.prefix.allowed[:, start:end], mask), dim=-1)
+                    mask = torch.cat((self.prefix.allowed[r : r + 1, start:end], mask), dim=-1)
                 bools.append(mask)
         self._mask_cache = [
             torch.zeros(m.shape, dtype=dtype, device=m.device).masked_fill_(~m, float("-inf"))[:, None] for m in bools
         ]
         return self._mask_cache
 
-    def _blocks(self) -> list[tuple[int, int, int, bool]] | None:
+    def _blocks(self) -> list[tuple[int, int, int, int, bool]] | None:
         """Block-sparse plan for long rows whose queries are the keys themselves (packed trees,
-        prefill): `(start, end, first key, reads the prefix)` per block of `ATTENTION_BLOCK`
-        queries, one call for all rows. A node only sees itself and earlier nodes, so keys after
-        the block's last query and before the first key any row's block needs are skipped (they
-        are masked out: the result is the same). None: one dense call (short rows, decode steps)."""
+        prefill): `(row, start, end, first key, reads the prefix)` per row and block of
+        `ATTENTION_BLOCK` queries. A node only sees itself and earlier nodes, so keys after the
+        block's last query and before its first needed key are skipped (they are masked out: the
+        result is the same); per row, so one row whose block looks far back (a long in-row
+        prefix) does not make the others do so. None: one dense call (short rows, decode steps)."""
         if self._block_plan is not None:
             return self._block_plan or None
         rows, seq, keys = self.allowed.shape
         if keys != seq or seq <= 2 * ATTENTION_BLOCK:
             self._block_plan = []
             return None
-        first = self.allowed.to(torch.uint8).argmax(dim=-1)  # [rows, seq] first visible own key per query
-        starts = list(range(0, seq, ATTENTION_BLOCK))
-        los = torch.stack([first[:, s : s + ATTENTION_BLOCK].min() for s in starts]).tolist()
-        if self.prefix is None:
-            reads = [False] * len(starts)
-        else:
-            seen = self.prefix.allowed.any(dim=-1)  # [rows, seq]
-            reads = torch.stack([seen[:, s : s + ATTENTION_BLOCK].any() for s in starts]).tolist()
-        self._block_plan = [(s, min(seq, s + ATTENTION_BLOCK), lo, r) for s, lo, r in zip(starts, los, reads)]
+        first = self.allowed.to(torch.uint8).argmax(dim=-1).cpu()  # [rows, seq] first visible own key per query
+        seen = self.prefix.allowed.any(dim=-1).cpu() if self.prefix is not None else None  # [rows, seq]
+        plan = []
+        for start in range(0, seq, ATTENTION_BLOCK):
+            end = min(seq, start + ATTENTION_BLOCK)
+            los = first[:, start:end].min(dim=-1).values.tolist()
+            reads = seen[:, start:end].any(dim=-1).tolist() if seen is not None else [False] * rows
+            plan += [(r, start, end, lo, read) for r, (lo, read) in enumerate(zip(los, reads))]
+        self._block_plan = sorted(plan)
         return self._block_plan
 
 
