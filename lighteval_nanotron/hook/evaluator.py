@@ -80,10 +80,16 @@ class TrainingEvaluator:
 
     def post_train_step(self, trainer: Any) -> None:
         self.step_times.record(trainer)
-        self.maybe_evaluate(trainer, Moment.STEP)
+        try:
+            self.maybe_evaluate(trainer, Moment.STEP)
+        finally:
+            self.step_times.step_ended()
 
     def post_save_checkpoint(self, trainer: Any) -> None:
-        self.maybe_evaluate(trainer, Moment.CHECKPOINT)
+        try:
+            self.maybe_evaluate(trainer, Moment.CHECKPOINT)
+        finally:
+            self.step_times.step_ended()
 
     def train_step_logs(self, trainer: Any, loss_avg: Any) -> None:
         """Record the loss Nanotron just logged (reporting rank; it is on the output stage)."""

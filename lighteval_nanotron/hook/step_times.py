@@ -2,8 +2,11 @@
 
 Nanotron stamps `trainer.iteration_start_time` (`time.time()`) when an iteration starts and
 calls `post_train_step` at the end of its `training_step`, before logging, checkpointing or our
-evaluation: the difference is the step's own time. The first step (compilation, allocator and
-data-loader warm-up) is left out of the mean once there is another.
+evaluation: the difference is the step's own time. Current Nanotron (GitHub main) has no such
+stamp (it times iterations with its own timers): there a step's time is measured from the end
+of the hook's previous call (`step_ended`) to this `post_train_step`, so it also holds Nanotron's
+logging and checkpointing of the previous step, never an evaluation. The first step
+(compilation, allocator and data-loader warm-up) is left out of the mean once there is another.
 """
 
 from __future__ import annotations
@@ -17,11 +20,18 @@ class StepTimes:
 
     def __init__(self) -> None:
         self.seconds: list[float] = []
+        self._last_end: Optional[float] = None
 
     def record(self, trainer: Any) -> None:
         started = getattr(trainer, "iteration_start_time", None)
-        if isinstance(started, (int, float)):
+        if not isinstance(started, (int, float)):
+            started = self._last_end
+        if started is not None:
             self.seconds.append(time.time() - float(started))
+
+    def step_ended(self) -> None:
+        """The hook's work after a step (or a checkpoint) is done: the next step starts its clock."""
+        self._last_end = time.time()
 
     @property
     def mean_s(self) -> Optional[float]:

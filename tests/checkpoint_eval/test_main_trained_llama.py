@@ -120,9 +120,9 @@ def test_main_trainer_checkpoint_scores_the_same_at_tp1_and_pp2_as_mains_forward
     rows = [(a, b) for task in tp1 for a, b in zip(tp1[task], pp2[task], strict=True)]
     pairs, engine = [], []
     for a, b in rows:
-        assert a["input_tokens"] == b["input_tokens"] and a["output_tokens"] == b["output_tokens"]
+        assert a["input_tokens"] == b["input_tokens"] and a["cont_tokens"] == b["cont_tokens"]
         assert max(abs(x - y) for x, y in zip(a["logprobs"], b["logprobs"])) < TOLERANCE
-        for continuation, logprob in zip(a["output_tokens"], a["logprobs"]):
+        for continuation, logprob in zip(a["cont_tokens"], a["logprobs"]):
             pairs.append((list(a["input_tokens"]), list(continuation)))
             engine.append(logprob)
     (reference,) = run_distributed(_mains_own_logprobs, 1, str(main_trained_checkpoint), pairs, timeout=240)
