@@ -239,14 +239,7 @@ class CheckpointEvaluator:
                 architecture.model_config, parallel_context, dtype, carried=architecture.carried, random_init=False
             ),
         )
-        engine_config = EngineConfig(
-            max_tokens_per_batch=config.tokens_per_batch,
-            gather_to="reporting",
-            pairwise_tokenization=config.pairwise_tokenization,
-            multichoice_continuations_start_space=config.multichoice_continuations_start_space,
-            add_special_tokens=not config.use_chat_template,
-            generation=config.generation or {},
-        )
+        engine_config = EngineConfig.for_run(config)
         self.engine = collectively(
             self.world,
             "building the engine",

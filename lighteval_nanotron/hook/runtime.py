@@ -40,14 +40,7 @@ def build_engine(trainer: Any, config: EvaluationConfig) -> tuple[Any, dict[str,
         set_data_dirs(config.data_dirs)
     tokenizer = load_tokenizer(trainer.config)
     prompts = PromptManager(config.use_chat_template, tokenizer, config.system_prompt)
-    engine_config = EngineConfig(
-        max_tokens_per_batch=config.tokens_per_batch,
-        gather_to="reporting",
-        pairwise_tokenization=config.pairwise_tokenization,
-        multichoice_continuations_start_space=config.multichoice_continuations_start_space,
-        add_special_tokens=not config.use_chat_template,
-        generation=config.generation or {},
-    )
+    engine_config = EngineConfig.for_run(config)
     engine = NanotronLightevalModel(
         trainer.model, trainer.parallel_context, tokenizer, engine_config, prompt_fn=prompts.prepare_prompt
     )

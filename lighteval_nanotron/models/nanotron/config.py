@@ -106,6 +106,20 @@ class EngineConfig:
     ordered results (one gather to it); every other rank returns an empty list. "all": every rank
     does (an all-gather: every replica's results travel to every rank)."""
 
+    @classmethod
+    def for_run(cls, run: Any) -> "EngineConfig":
+        """The engine settings a run's options give (the `eval` command's `CheckpointEvalConfig` and
+        the hook's `EvaluationConfig` name them alike): its token budget, tokenization, chat template
+        (which renders the special tokens itself) and generation; results gathered to the reporting rank."""
+        return cls(
+            max_tokens_per_batch=run.tokens_per_batch,
+            gather_to="reporting",
+            pairwise_tokenization=run.pairwise_tokenization,
+            multichoice_continuations_start_space=run.multichoice_continuations_start_space,
+            add_special_tokens=not run.use_chat_template,
+            generation=run.generation or {},
+        )
+
     def __post_init__(self) -> None:
         self.generation = GenerationParameters.from_dict(self.generation)
         for name in (
