@@ -8,6 +8,8 @@ process, the bundled slices), with every named phase of `checkpoint_eval.runner`
 goes through `collectively(world, what, fn)`). Printed per repeat and as the median:
 
 - `process`: the whole command, interpreter start to exit, measured from outside;
+- `start and exit`: the process minus `main total`: the interpreter's start (a few hundredths)
+  and its exit after the command returns;
 - `imports`: importing the command line (`lighteval_nanotron.cli.main`) and the eval verb's
   module; `building the parser`: every verb's parser (the `train` verb's imports torch);
 - `the mesh`: CPU support for Nanotron and the process group;
@@ -36,6 +38,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NoReturn
 
 DEFAULT_TASKS = "lighteval|arc:easy|0,lighteval|piqa|0,leaderboard|hellaswag|0"
 
@@ -50,8 +53,9 @@ def _since(start: tuple[float, float]) -> tuple[float, float]:
     return wall - start[0], cpu - start[1]
 
 
-def _child(argv: list[str], report: Path) -> None:
-    """Run the command in this process with its phases timed; write them to `report`."""
+def _child(argv: list[str], report: Path) -> NoReturn:
+    """Run the command in this process with its phases timed; write them to `report`; exit as the
+    command does (`exit_process`; a checkout from before it has none: the plain `sys.exit`)."""
     started = _clocks()
     import lighteval_nanotron.cli.main as cli
     from lighteval_nanotron.cli import eval_cmd  # noqa: F401  (the verb's own imports)
@@ -82,6 +86,7 @@ def _child(argv: list[str], report: Path) -> None:
     code = cli.main(["eval", *argv])
     phases.append(("main total", _since(started)))
     report.write_text(json.dumps({"code": code, "phases": phases}))
+    getattr(cli, "exit_process", sys.exit)(code)
 
 
 def _one_run(checkpoint: str, tasks: str, max_samples: int, out: Path) -> dict:
@@ -110,6 +115,8 @@ def _one_run(checkpoint: str, tasks: str, max_samples: int, out: Path) -> dict:
         before = phases.get(name, (0.0, 0.0))
         phases[name] = (before[0] + wall, before[1] + cpu)
     phases["  of which model calls"] = (model_s, float("nan"))
+    main_total = phases.get("main total", (0.0, 0.0))
+    phases["start and exit"] = (process - main_total[0], process_cpu - main_total[1])
     evaluation = phases.get("evaluating the checkpoint", (0.0, 0.0))
     phases["fixed cost"] = (process - float(general["wall_time_s"]), process_cpu - evaluation[1])
     return phases
@@ -118,7 +125,6 @@ def _one_run(checkpoint: str, tasks: str, max_samples: int, out: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     if argv is None and len(sys.argv) > 2 and sys.argv[1] == "--child":
         _child(sys.argv[3:], Path(sys.argv[2]))
-        return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", help="a converted checkpoint folder (e.g. SmolLM2-135M)")
     parser.add_argument("--tasks", default=DEFAULT_TASKS)

@@ -1,7 +1,5 @@
 """`python -m lighteval_nanotron ...` runs the `lighteval-nanotron` command line."""
 
-import sys
+from lighteval_nanotron.cli.main import run
 
-from lighteval_nanotron.cli.main import main
-
-sys.exit(main())
+run()

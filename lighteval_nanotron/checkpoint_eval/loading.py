@@ -6,6 +6,7 @@ built once). The model description, the build and the weight loading are
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ import torch
 
 from lighteval_nanotron.errors import CheckpointError, ConfigError
 from lighteval_nanotron.models.checkpoint_format import CheckpointModel, read_checkpoint_dtype, read_training_config
+
+logger = logging.getLogger(__name__)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
@@ -90,8 +93,16 @@ def _training_roots(checkpoint: Path, checkpoints_path: str | None) -> list[Path
     return roots
 
 
-def load_tokenizer(source: str) -> Any:
-    """A `transformers` tokenizer from a folder (or a Hub name already in the local cache)."""
+def load_tokenizer(source: str, chat_template: bool = False) -> Any:
+    """The tokenizer of a folder (or a Hub name already in the local cache): its `tokenizer.json`
+    through `tokenizers` alone when that gives transformers' ids (`models.fast_tokenizer`; no
+    transformers import), else a `transformers` tokenizer, always one for a chat template."""
+    from lighteval_nanotron.models.fast_tokenizer import FastTokenizer, plain_tokenizer_obstacle
+
+    obstacle = "a chat template is rendered by transformers" if chat_template else plain_tokenizer_obstacle(source)
+    if obstacle is None:
+        return FastTokenizer.from_folder(source)
+    logger.debug("Tokenizer %s loaded with transformers: %s.", source, obstacle)
     from transformers import AutoTokenizer
 
     try:

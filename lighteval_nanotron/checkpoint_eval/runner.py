@@ -203,7 +203,9 @@ def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> Eval
     if not todo:
         return EvaluationPlan([], skipped, checkpoint_model, model_name, None, None, {})
     tokenizer = collectively(
-        world, "loading the tokenizer", lambda: load_tokenizer(tokenizer_source(config.tokenizer, todo[0].path))
+        world,
+        "loading the tokenizer",
+        lambda: load_tokenizer(tokenizer_source(config.tokenizer, todo[0].path), config.use_chat_template),
     )
     prompts = collectively(world, "checking the prompt settings", lambda: _prompt_manager(config, tokenizer))
     needed = {name for names in tasks_by_step.values() for name in names}
@@ -231,7 +233,7 @@ class CheckpointEvaluator:
         dtype = resolve_dtype(config.dtype, setup.checkpoints[0].path)
         self.dtype_name = str(dtype).removeprefix("torch.")
         architecture = setup.checkpoint_model
-        import_nanotron_trainer(with_wandb="wandb" in config.loggers)  # this process never trains
+        import_nanotron_trainer(with_wandb="wandb" in config.loggers, with_data_libraries=False)  # never trains
         self.model = collectively(
             self.world,
             "building the model",

@@ -11,9 +11,11 @@ adds its parser and sets `func(args) -> int`; to add a verb, add its module to `
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import sys
+from typing import NoReturn
 
 from lighteval_nanotron import __version__
 from lighteval_nanotron.errors import LightevalNanotronError
@@ -53,5 +55,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def exit_process(code: int) -> NoReturn:
+    """End the process with `code`, without the interpreter's last garbage collections.
+
+    At exit Python collects every object it tracks while it tears its modules down: 0.3-0.4 s
+    of CPU after an `eval` run (torch's and the libraries' object graphs), for memory the OS
+    takes back anyway. Frozen objects are left out of those collections; atexit handlers,
+    `finally` blocks and reference-count finalizers still run (the loggers are closed before)."""
+    gc.freeze()
+    sys.exit(code)
+
+
+def run() -> NoReturn:
+    """The process entry point (the `lighteval-nanotron` script, `python -m lighteval_nanotron`)."""
+    exit_process(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
