@@ -97,12 +97,14 @@ def load_tokenizer(source: str, chat_template: bool = False) -> Any:
     """The tokenizer of a folder (or a Hub name already in the local cache): its `tokenizer.json`
     through `tokenizers` alone when that gives transformers' ids (`models.fast_tokenizer`; no
     transformers import), else a `transformers` tokenizer, always one for a chat template."""
-    from lighteval_nanotron.models.fast_tokenizer import FastTokenizer, plain_tokenizer_obstacle
+    from lighteval_nanotron.models.fast_tokenizer import FastTokenizer, TransformersNeeded
 
-    obstacle = "a chat template is rendered by transformers" if chat_template else plain_tokenizer_obstacle(source)
-    if obstacle is None:
+    try:
+        if chat_template:
+            raise TransformersNeeded("a chat template is rendered by transformers")
         return FastTokenizer.from_folder(source)
-    logger.debug("Tokenizer %s loaded with transformers: %s.", source, obstacle)
+    except TransformersNeeded as reason:
+        logger.debug("Tokenizer %s loaded with transformers: %s.", source, reason)
     from transformers import AutoTokenizer
 
     try:

@@ -4,11 +4,11 @@ Importing transformers costs an `eval` process about 0.7 s of CPU before the fir
 while the tokenizer the engine needs is `tokenizer.json` itself. transformers'
 `TokenizersBackend` (what `AutoTokenizer` loads for a generic `tokenizer_class`) changes a
 `tokenizer.json` only in ways this module can see in the folder: a model-specific class
-rebuilds the tokenizer, `add_bos_token` / `add_eos_token` replace its post-processor, special
+rebuilds the tokenizer, `add_bos_token` / `add_eos_token` can replace its post-processor, special
 tokens named in `tokenizer_config.json` are (re)added as special, `clean_up_tokenization_spaces`
 edits decoded text, a `config.json` can pick another class, truncation and padding settings
-are switched off per call. `plain_tokenizer_obstacle(folder)` names the first such thing found;
-only a folder with none is read here (`FastTokenizer`), every other one by transformers. Chat
+are switched off per call. `FastTokenizer.from_folder` raises `TransformersNeeded` naming the first
+such thing found; only a folder with none is read here, every other one by transformers. Chat
 templates always go through transformers (`load_tokenizer(..., chat_template=True)`).
 """
 
@@ -37,22 +37,33 @@ PLAIN_SPECIAL_TOKEN = {"special": True, "normalized": False, "lstrip": False, "r
 """How transformers adds a named special token: one already in `tokenizer.json` like this is left as it is."""
 
 
-def _read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+class TransformersNeeded(Exception):
+    """What in a tokenizer folder transformers would apply on top of its `tokenizer.json`."""
 
 
-def _config_obstacle(config: dict[str, Any]) -> str | None:
+def _read_config(folder: Path) -> dict[str, Any]:
+    try:
+        with open(folder / "tokenizer_config.json", encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise TransformersNeeded(f"unreadable tokenizer_config.json ({error})") from error
+    if not isinstance(config, dict):
+        raise TransformersNeeded("tokenizer_config.json is not a JSON object")
+    return config
+
+
+def _check_config(config: dict[str, Any]) -> None:
     if config.get("tokenizer_class") not in GENERIC_CLASSES:
-        return f"tokenizer_class {config.get('tokenizer_class')!r} is not one of {', '.join(GENERIC_CLASSES)}"
+        raise TransformersNeeded(
+            f"tokenizer_class {config.get('tokenizer_class')!r} is not one of {', '.join(GENERIC_CLASSES)}"
+        )
     unknown = sorted(set(config) - NEUTRAL_KEYS)
     if unknown:
-        return f"tokenizer_config.json sets {', '.join(unknown)}"
+        raise TransformersNeeded(f"tokenizer_config.json sets {', '.join(unknown)}")
     if config.get("backend", "tokenizers") != "tokenizers":
-        return f"backend {config['backend']!r}"
+        raise TransformersNeeded(f"backend {config['backend']!r}")
     if config.get("clean_up_tokenization_spaces"):
-        return "clean_up_tokenization_spaces edits decoded text"
-    return None
+        raise TransformersNeeded("clean_up_tokenization_spaces edits decoded text")
 
 
 def _special_tokens(config: dict[str, Any]) -> list[Any]:
@@ -63,49 +74,42 @@ def _special_tokens(config: dict[str, Any]) -> list[Any]:
     return [token for token in tokens if token is not None]
 
 
-def _tokenizer_json_obstacle(config: dict[str, Any], tokenizer_json: dict[str, Any]) -> str | None:
-    if tokenizer_json.get("truncation") is not None or tokenizer_json.get("padding") is not None:
-        return "tokenizer.json sets truncation or padding"
-    if tokenizer_json.get("post_processor") is None:
-        return "tokenizer.json has no post-processor (transformers writes one)"
-    added = {entry["content"]: entry for entry in tokenizer_json.get("added_tokens", [])}
+def _differs(token: Any, flags: dict[str, Any]) -> bool:
+    return any(getattr(token, key, None) != value for key, value in flags.items())
+
+
+def _check_backend(config: dict[str, Any], backend: Any) -> None:
+    if backend.truncation is not None or backend.padding is not None:
+        raise TransformersNeeded("tokenizer.json sets truncation or padding")
+    if backend.post_processor is None:
+        raise TransformersNeeded("tokenizer.json has no post-processor (transformers writes one)")
+    by_id = backend.get_added_tokens_decoder()
+    by_content = {token.content: token for token in by_id.values()}
     for token in _special_tokens(config):
         if not isinstance(token, str):
-            return f"special token {token!r} is not a plain string"
-        entry = added.get(token)
-        if entry is None or any(entry.get(key) != value for key, value in PLAIN_SPECIAL_TOKEN.items()):
-            return f"special token {token!r} is not an added special token of tokenizer.json"
-    by_id = {entry["id"]: entry for entry in tokenizer_json.get("added_tokens", [])}
+            raise TransformersNeeded(f"special token {token!r} is not a plain string")
+        if token not in by_content or _differs(by_content[token], PLAIN_SPECIAL_TOKEN):
+            raise TransformersNeeded(f"special token {token!r} is not an added special token of tokenizer.json")
     for token_id, listed in (config.get("added_tokens_decoder") or {}).items():
-        entry = by_id.get(int(token_id))
-        if entry is None or any(entry.get(key) != value for key, value in listed.items() if key != "__type"):
-            return f"added_tokens_decoder entry {token_id} differs from tokenizer.json"
-    return None
+        flags = {key: value for key, value in listed.items() if key != "__type"}
+        if int(token_id) not in by_id or _differs(by_id[int(token_id)], flags):
+            raise TransformersNeeded(f"added_tokens_decoder entry {token_id} differs from tokenizer.json")
 
 
 def plain_tokenizer_obstacle(folder: str | Path) -> str | None:
     """Why `folder` needs transformers to tokenize as transformers does, or None when its
     `tokenizer.json` read by `tokenizers` alone gives the same ids and decoded text."""
-    folder = Path(folder)
-    if not (folder / "tokenizer.json").is_file() or not (folder / "tokenizer_config.json").is_file():
-        return "not a folder with tokenizer.json and tokenizer_config.json"
-    present = [name for name in TRANSFORMERS_FILES if (folder / name).exists()]
-    if present:
-        return f"it holds {', '.join(present)}"
     try:
-        config = _read_json(folder / "tokenizer_config.json")
-        tokenizer_json = _read_json(folder / "tokenizer.json")
-    except (OSError, ValueError) as error:
-        return f"unreadable tokenizer files ({error})"
-    if not isinstance(config, dict) or not isinstance(tokenizer_json, dict):
-        return "tokenizer files are not JSON objects"
-    return _config_obstacle(config) or _tokenizer_json_obstacle(config, tokenizer_json)
+        FastTokenizer.from_folder(folder)
+    except TransformersNeeded as reason:
+        return str(reason)
+    return None
 
 
 class FastTokenizer:
     """The part of a transformers tokenizer's interface that the engine uses (ids of texts, alone
     or in a batch, decoded text, BOS / EOS), over a `tokenizers.Tokenizer`. Built by
-    `FastTokenizer.from_folder` for a folder that `plain_tokenizer_obstacle` passes."""
+    `FastTokenizer.from_folder`."""
 
     is_fast = True
     chat_template = None
@@ -123,11 +127,23 @@ class FastTokenizer:
 
     @classmethod
     def from_folder(cls, folder: str | Path) -> FastTokenizer:
+        """Raises `TransformersNeeded` (saying what) for a folder that transformers would read otherwise."""
         from tokenizers import Tokenizer
 
-        config = _read_json(Path(folder) / "tokenizer_config.json")
-        special = {key: config.get(key) for key in SPECIAL_TOKEN_KEYS}
-        return cls(Tokenizer.from_file(str(Path(folder) / "tokenizer.json")), special, str(folder))
+        folder = Path(folder)
+        if not (folder / "tokenizer.json").is_file() or not (folder / "tokenizer_config.json").is_file():
+            raise TransformersNeeded("not a folder with tokenizer.json and tokenizer_config.json")
+        present = [name for name in TRANSFORMERS_FILES if (folder / name).exists()]
+        if present:
+            raise TransformersNeeded(f"it holds {', '.join(present)}")
+        config = _read_config(folder)
+        _check_config(config)
+        try:
+            backend = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        except Exception as error:  # the library raises plain Exceptions for a bad file
+            raise TransformersNeeded(f"tokenizers cannot read tokenizer.json ({error})") from error
+        _check_backend(config, backend)
+        return cls(backend, {key: config.get(key) for key in SPECIAL_TOKEN_KEYS}, str(folder))
 
     def convert_tokens_to_ids(self, token: str | None) -> int | None:
         return None if token is None else self.backend.token_to_id(token)
@@ -147,6 +163,11 @@ class FastTokenizer:
 
     def decode(self, token_ids: list[int], skip_special_tokens: bool = False) -> str:
         return self.backend.decode(list(token_ids), skip_special_tokens=skip_special_tokens)
+
+    @property
+    def vocab_size(self) -> int:
+        """The model's vocabulary, added tokens left out (as transformers counts it)."""
+        return self.backend.get_vocab_size(with_added_tokens=False)
 
     def __len__(self) -> int:
         return self.backend.get_vocab_size(with_added_tokens=True)
