@@ -54,8 +54,8 @@ def _since(start: tuple[float, float]) -> tuple[float, float]:
 
 
 def _child(argv: list[str], report: Path) -> NoReturn:
-    """Run the command in this process with its phases timed; write them to `report`; exit as the
-    command does (`exit_process`; a checkout from before it has none: the plain `sys.exit`)."""
+    """Run the command in this process with its phases timed, as the process entry point runs it
+    (`cli.run`; a checkout from before it has only `main`); write the phases to `report`; exit."""
     started = _clocks()
     import lighteval_nanotron.cli.main as cli
     from lighteval_nanotron.cli import eval_cmd  # noqa: F401  (the verb's own imports)
@@ -83,10 +83,10 @@ def _child(argv: list[str], report: Path) -> NoReturn:
             yield context
 
     runner.collectively, runner.parallel_context_for = collectively, parallel_context_for
-    code = cli.main(["eval", *argv])
+    code = getattr(cli, "run", cli.main)(["eval", *argv])
     phases.append(("main total", _since(started)))
     report.write_text(json.dumps({"code": code, "phases": phases}))
-    getattr(cli, "exit_process", sys.exit)(code)
+    sys.exit(code)
 
 
 def _one_run(checkpoint: str, tasks: str, max_samples: int, out: Path) -> dict:
