@@ -113,6 +113,7 @@ def import_nanotron_trainer(with_wandb: bool = True, with_data_libraries: bool =
     finally:
         for name in hidden:
             sys.modules.pop(name, None)
-    if {"datasets", "transformers"} & set(hidden) and sys.modules.pop("nanotron.dataloader", None) is not None:
-        delattr(sys.modules["nanotron"], "dataloader")
+    if {"datasets", "transformers"} & set(hidden):
+        sys.modules.pop("nanotron.dataloader", None)
+        vars(sys.modules["nanotron"]).pop("dataloader", None)
     return trainer
