@@ -228,7 +228,8 @@ def _step(rt: Runtime, link: StageLink, st: _Decoding) -> None:
     select = (inputs.last, row_of) if rt.config.logits_at_targets else None
     mask = torch.ones((rows, seq), dtype=torch.bool, device=rt.device)
     x = inputs.ids.to(rt.device) if rt.stage.is_first else None
-    logits = run_stage(rt.stage, link, x, mask, inputs.tree, select)
+    leading = (seq, rows) if inputs.tree is not None else ()  # activations `[seq, rows, hidden]` (all-reduce form)
+    logits = run_stage(rt.stage, link, x, mask, inputs.tree, select, leading=leading)
     st.stats.add(
         PlanStats(
             processed_tokens=rows * seq,
