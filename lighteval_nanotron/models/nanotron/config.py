@@ -15,7 +15,8 @@ class EngineConfig:
     """How requests become micro-batches, and where results go."""
 
     max_tokens_per_batch: int = 8192
-    """Token budget of one micro-batch: rows x padded length (generation: x (context + new tokens))."""
+    """Token budget of one micro-batch: rows x padded length (generation without `kv_cache`:
+    x (context + new tokens); with it, an upper bound on `prefill_tokens`)."""
 
     max_rows_per_batch: int = 64
     """Upper bound on the rows of one micro-batch, whatever the budget."""
