@@ -7,7 +7,10 @@ contiguous slice of that chain this rank owns, calling the built modules directl
 `StageLink` moves the one activation that crosses a stage boundary with non-blocking
 `isend`/`irecv` (gloo's blocking `send` waits for the peer, so Nanotron's own eval batch state
 deadlocks there with several micro-batches in flight). Shape and dtype travel in a small header,
-so the receiver needs no knowledge of TP mode or hidden size.
+so the receiver needs no knowledge of TP mode or hidden size; when both sides know the leading
+dimensions of every activation (generation: `[seq, rows]` of each step), only the first one on a
+link carries a header and later ones reuse its dtype and trailing dimensions (one message per
+step instead of two).
 
 Every stage knows the whole batch plan, so masks and token ids are built locally on each stage;
 only activations (and, for generation, the new tokens) are sent.
@@ -112,6 +115,8 @@ class StageLink:
         self._max_pending = max(1, max_pending)
         self._pending: deque[tuple[Any, torch.Tensor]] = deque()
         self._feedback: list[tuple[Any, torch.Tensor]] = []
+        self._agreed_out: dict[int, tuple[torch.dtype, tuple[int, ...]]] = {}  # peer -> dtype, trailing dims
+        self._agreed_in: dict[int, tuple[torch.dtype, tuple[int, ...]]] = {}
 
     def _peer(self, pp_rank: int) -> int:
         return self._mesh.pp_global_rank(pp_rank)
@@ -128,17 +133,32 @@ class StageLink:
         wait(dist.irecv(buffer, src=self._peer(pp_rank), group=self._mesh.pp_group, tag=tag))
         return buffer
 
-    def send_activation(self, tensor: torch.Tensor, pp_rank: int) -> None:
+    def send_activation(self, tensor: torch.Tensor, pp_rank: int, leading: int = 0) -> None:
+        """`leading` > 0: the receiver passes the first `leading` dimensions to `recv_activation`,
+        so after the first activation on this link no header is sent."""
         tensor = tensor.contiguous()
-        self._isend_bounded(_header(tensor).to(self._device), pp_rank)
+        trailing = (tensor.dtype, tuple(tensor.shape[leading:]))
+        agreed = self._agreed_out.get(pp_rank) if leading else None
+        if agreed is None:
+            self._isend_bounded(_header(tensor).to(self._device), pp_rank)
+            if leading:
+                self._agreed_out[pp_rank] = trailing
+        elif agreed != trailing:
+            raise LayoutError(f"Activation to PP rank {pp_rank} changed from {agreed} to {trailing} without a header.")
         self._isend_bounded(tensor, pp_rank)
 
-    def recv_activation(self, pp_rank: int) -> torch.Tensor:
-        header = self._recv(torch.empty(_HEADER, dtype=torch.int64, device=self._device), pp_rank, _TAG_ACTIVATION)
-        values = header.tolist()
-        shape = values[2 : 2 + values[1]]
-        buffer = torch.empty(shape, dtype=_DTYPES[values[0]], device=self._device)
-        return self._recv(buffer, pp_rank, _TAG_ACTIVATION)
+    def recv_activation(self, pp_rank: int, leading: tuple[int, ...] = ()) -> torch.Tensor:
+        """`leading`: the first dimensions of the activation, known to both sides (see `send_activation`)."""
+        agreed = self._agreed_in.get(pp_rank) if leading else None
+        if agreed is None:
+            header = self._recv(torch.empty(_HEADER, dtype=torch.int64, device=self._device), pp_rank, _TAG_ACTIVATION)
+            values = header.tolist()
+            dtype, shape = _DTYPES[values[0]], tuple(values[2 : 2 + values[1]])
+            if leading:
+                self._agreed_in[pp_rank] = (dtype, shape[len(leading) :])
+        else:
+            dtype, shape = agreed[0], tuple(leading) + agreed[1]
+        return self._recv(torch.empty(shape, dtype=dtype, device=self._device), pp_rank, _TAG_ACTIVATION)
 
     def send_feedback(self, tensor: torch.Tensor, pp_ranks: list[int]) -> None:
         """Send a small int64 tensor (fixed shape known to the receivers) to several stages."""
@@ -166,14 +186,16 @@ def run_stage(
     tree: Any = None,
     select: Any = None,
     consume: Callable[[torch.Tensor, int], None] | None = None,
+    leading: tuple[int, ...] = (),
 ) -> torch.Tensor | None:
     """One micro-batch through this rank's stage: receive (unless first), compute, send (unless
     last). Returns the logits on the last stage (None with `consume`), None elsewhere (`tree`,
-    `select`, `consume`: see `LocalStage.forward`)."""
+    `select`, `consume`: see `LocalStage.forward`; `leading`: the activations' first dimensions,
+    known to every stage, so that only the first activation of the link carries a header)."""
     if not stage.is_first:
-        x = link.recv_activation(stage.prev_pp_rank)
+        x = link.recv_activation(stage.prev_pp_rank, leading)
     out = stage.forward(x, mask, tree, select, consume)
     if stage.is_last:
         return out
-    link.send_activation(out, stage.next_pp_rank)
+    link.send_activation(out, stage.next_pp_rank, len(leading))
     return None

@@ -15,7 +15,8 @@ class EngineConfig:
     """How requests become micro-batches, and where results go."""
 
     max_tokens_per_batch: int = 8192
-    """Token budget of one micro-batch: rows x padded length (generation: x (context + new tokens))."""
+    """Token budget of one micro-batch: rows x padded length (generation without `kv_cache`:
+    x (context + new tokens); with it, an upper bound on `prefill_tokens`)."""
 
     max_rows_per_batch: int = 64
     """Upper bound on the rows of one micro-batch, whatever the budget."""
@@ -35,6 +36,11 @@ class EngineConfig:
     generation_kv_tokens: int = 32768
     """Generation with `kv_cache`: cache slots of one decoding pool, i.e. running rows x (longest
     context + new tokens of the pool). Rows beyond it wait and start as running rows finish."""
+
+    prefill_tokens: int = 2048
+    """Generation with `kv_cache`: context tokens of one prefill step (the joining rows unpadded,
+    at most `max_tokens_per_batch`; a longer row alone). Small steps keep the linear layers near
+    their best matrix size on CPU and let pipeline stages overlap on the prefills."""
 
     micro_batches_in_flight: int = 4
     """Pipeline parallel: sends a stage may have outstanding, i.e. micro-batches it may run ahead."""
@@ -130,6 +136,7 @@ class EngineConfig:
             "pack_width",
             "shared_prefix_min_tokens",
             "generation_kv_tokens",
+            "prefill_tokens",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"EngineConfig.{name} must be >= 1, got {getattr(self, name)}.")

@@ -1,16 +1,18 @@
-"""Attention of cached decoding: right-padded causal prefill, then one token per row and step.
+"""Attention of cached decoding: unpadded causal prefill, then one token per row and step.
 
-The generation pool keeps, per decoder layer of this stage, keys and values `[rows, kv heads,
-capacity, head dim]` (heads before slots, so the first `kv_len` slots of a head are one
-contiguous block), in the dtype attention computes in. The cache's grouped-query heads are never
-expanded: at a decode step the queries of a KV group attend as several queries of that KV head.
+The generation pool keeps, per decoder layer of this stage, keys and values `[slots, kv heads,
+capacity, head dim]` (heads before positions, so the first `kv_len` positions of a head are one
+contiguous block), allocated once for the pool's rows, in the dtype attention computes in. The
+running rows are the first `rows` slots; a row that leaves is replaced by the last running row
+(one row copied, not the whole cache), and joining rows take the slots after the running ones.
+The cache's grouped-query heads are never expanded: at a decode step the queries of a KV group
+attend as several queries of that KV head.
 
-- `CausalPrefill`: new rows, right-padded, causal within each row. A real token never sees a pad
-  (pads come after it), so plain `is_causal` attention (no mask tensor, the fused kernel) gives
-  exactly the masked result for every real token; pads get values nobody reads, and their cache
-  slots are overwritten by the row's generated tokens before any query can see them.
-- `CachedDecode`: each running row's newest token at its own position, written at slot
-  `lengths[r]`, attending to slots `0..lengths[r]` of its row.
+- `CausalPrefill`: joining rows concatenated without padding (`[1, total tokens]`): every linear
+  layer runs on all their tokens at once, attention is causal within each row (the fused kernel,
+  no mask tensor), and each row's keys and values go to its slot.
+- `CachedDecode`: each running row's newest token at its own position, written at position
+  `lengths[r]` of its slot, attending to positions `0..lengths[r]` of its slot.
 
 Rotary positions and math are the tree attention's (`tree_attention.rotate`), so both paths give
 the same numbers as Nanotron's forward up to float rounding.
@@ -34,10 +36,12 @@ def attention_dtype(device: torch.device, dtype: torch.dtype) -> torch.dtype:
 
 @dataclass
 class PoolCache:
-    """Keys and values of the running rows of one decoding pool; `lengths[r]` slots of row r are filled."""
+    """Keys and values of one decoding pool: `slots` rows of `capacity` positions per layer, the
+    first `rows` running; `lengths[r]` positions of running row r are filled."""
 
+    slots: int
     capacity: int
-    lengths: torch.Tensor
+    lengths: torch.Tensor  # [rows]
     keys: dict[int, torch.Tensor] = field(default_factory=dict)
     values: dict[int, torch.Tensor] = field(default_factory=dict)
 
@@ -45,22 +49,31 @@ class PoolCache:
     def rows(self) -> int:
         return int(self.lengths.shape[0])
 
-    def keep_rows(self, keep: torch.Tensor) -> None:
-        """Keep only rows `keep` (ascending indices), in that order."""
-        self.lengths = self.lengths[keep]
-        for store in (self.keys, self.values):
-            for layer, tensor in store.items():
-                store[layer] = tensor.index_select(0, keep.to(tensor.device))
+    def store(self, index: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer `index`'s keys and values, allocated (zeros: masked positions stay finite) on first use."""
+        if index not in self.keys:
+            shape = (self.slots, like.shape[1], self.capacity, like.shape[3])
+            self.keys[index], self.values[index] = like.new_zeros(shape), like.new_zeros(shape)
+        return self.keys[index], self.values[index]
 
-    def extend(self, other: "PoolCache") -> None:
-        """Append `other`'s rows after these (same capacity and layers)."""
-        if not self.keys:
-            self.keys, self.values, self.lengths = other.keys, other.values, other.lengths
-            return
-        self.lengths = torch.cat([self.lengths, other.lengths])
-        for store, more in ((self.keys, other.keys), (self.values, other.values)):
-            for layer in store:
-                store[layer] = torch.cat([store[layer], more[layer]])
+    def drop_rows(self, gone: list[int]) -> list[int]:
+        """Remove running rows `gone`; each hole below the new row count takes the last running row
+        that stays. Returns, for each new row, the old row it holds."""
+        order = list(range(self.rows))
+        kept = self.rows - len(gone)
+        gone_set = set(gone)
+        holes = [r for r in sorted(gone_set) if r < kept]
+        movers = [r for r in range(kept, self.rows) if r not in gone_set]
+        lengths = self.lengths.clone()
+        for hole, mover in zip(holes, movers):
+            filled = int(lengths[mover])
+            for store in (self.keys, self.values):
+                for tensor in store.values():
+                    tensor[hole, :, :filled] = tensor[mover, :, :filled]
+            lengths[hole] = lengths[mover]
+            order[hole] = mover
+        self.lengths = lengths[:kept]
+        return order[:kept]
 
 
 class _CacheAttention:
@@ -104,38 +117,41 @@ def _finish(layer: DecoderLayer, out: torch.Tensor, dtype: torch.dtype) -> torch
 
 @dataclass
 class CausalPrefill(_CacheAttention):
-    """Right-padded contexts `[rows, width]` at positions `0..width-1`; fills `cache` (a new
-    `PoolCache` for these rows) in slots `0..width-1`."""
+    """Joining rows of `lengths` tokens, concatenated as one sequence `[1, sum(lengths)]`, each at
+    positions `0..length-1`; row j's keys and values fill slot `first_slot + j` of `cache`."""
 
     cache: PoolCache
-    width: int
+    first_slot: int
+    lengths: list[int]
 
     def __post_init__(self) -> None:
         device = self.cache.lengths.device
-        self.positions = torch.arange(self.width, device=device).expand(self.cache.rows, self.width)
+        self.positions = torch.cat([torch.arange(n, device=device) for n in self.lengths])[None]
 
     def _attention(self, layer: DecoderLayer, hidden: torch.Tensor, index: int) -> torch.Tensor:
         q, k, v = self._project(layer, hidden, attention_dtype(hidden.device, hidden.dtype))
-        shape = (k.shape[0], k.shape[1], self.cache.capacity, k.shape[3])
-        keys, values = k.new_zeros(shape), v.new_zeros(shape)
-        keys[:, :, : self.width] = k
-        values[:, :, : self.width] = v
-        self.cache.keys[index], self.cache.values[index] = keys, values
-        group = q.shape[1] // k.shape[1]  # expanded for this one call: faster than enable_gqa here (CPU)
-        out = F.scaled_dot_product_attention(
-            q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1), is_causal=True
-        )
-        return _finish(layer, out, hidden.dtype)
+        keys, values = self.cache.store(index, k)
+        group = q.shape[1] // k.shape[1]
+        outs, start = [], 0
+        for j, n in enumerate(self.lengths):
+            slot, end = self.first_slot + j, start + n
+            keys[slot, :, :n] = k[0, :, start:end]
+            values[slot, :, :n] = v[0, :, start:end]
+            # expanded for this one call: faster than enable_gqa here (CPU)
+            kr, vr = (t[:, :, start:end].repeat_interleave(group, dim=1) for t in (k, v))
+            outs.append(F.scaled_dot_product_attention(q[:, :, start:end], kr, vr, is_causal=True))
+            start = end
+        return _finish(layer, torch.cat(outs, dim=2) if len(outs) > 1 else outs[0], hidden.dtype)
 
 
 @dataclass
 class CachedDecode(_CacheAttention):
-    """One new token per row at position `lengths[r]` (the cache's lengths before this step)."""
+    """One new token per running row at position `lengths[r]` (the cache's lengths before this step)."""
 
     cache: PoolCache
     lengths: torch.Tensor
     kv_len: int
-    mask: torch.Tensor  # [rows, 1, 1, kv_len]: slots 0..lengths[r]
+    mask: torch.Tensor  # [rows, 1, 1, kv_len]: positions 0..lengths[r]
 
     @classmethod
     def build(cls, cache: PoolCache) -> "CachedDecode":
@@ -149,11 +165,11 @@ class CachedDecode(_CacheAttention):
 
     def _attention(self, layer: DecoderLayer, hidden: torch.Tensor, index: int) -> torch.Tensor:
         q, k, v = self._project(layer, hidden, attention_dtype(hidden.device, hidden.dtype))
-        keys, values = self.cache.keys[index], self.cache.values[index]
-        rows = torch.arange(q.shape[0], device=keys.device)
-        keys[rows, :, self.lengths] = k[:, :, 0]
-        values[rows, :, self.lengths] = v[:, :, 0]
         rows, heads, _, dim = q.shape
+        keys, values = self.cache.keys[index][:rows], self.cache.values[index][:rows]
+        slots = torch.arange(rows, device=keys.device)
+        keys[slots, :, self.lengths] = k[:, :, 0]
+        values[slots, :, self.lengths] = v[:, :, 0]
         kv = keys.shape[1]
         # the one query of each head of a KV group attends like `group` queries of that KV head
         grouped = q.reshape(rows, kv, heads // kv, dim)

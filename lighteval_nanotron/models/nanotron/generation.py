@@ -10,7 +10,8 @@ Micro-batches are visited round-robin, so while one waits for its tokens the sta
 others. A pool (or micro-batch) leaves as soon as all its rows are done.
 
 With `kv_cache` the rows run in decoding pools (one per pipeline stage): waiting rows, longest
-first, start when slots are free (a right-padded causal prefill into the pool's `PoolCache`),
+first, start when slots are free (an unpadded causal prefill into the pool's `PoolCache`, a few
+rows per step so that pipeline stages overlap on the prefills too),
 then every running row gets one token per step at its own position; with `drop_finished_rows`
 rows that are done leave at once (every stage drops the same cache rows and starts the same
 waiting rows, since every stage applies the same feedback). Without the cache every step
@@ -56,7 +57,7 @@ class _Decoding:
     step: int = 0
     awaiting_feedback: bool = False
     rows: list[int] = field(default_factory=list)  # request of each row fed at the current step
-    joining: PoolCache | None = None  # the cache the current prefill step fills
+    joining: torch.Tensor | None = None  # context lengths of the rows the current prefill step adds
     stats: PlanStats = field(default_factory=PlanStats)
     non_finite: set[int] = field(default_factory=set)  # requests that met NaN/inf logits (output stage only)
     padded: dict[int, int] = field(default_factory=dict)  # request -> pad tokens of its prefill
@@ -78,7 +79,9 @@ class _Decoding:
 @dataclass
 class _Inputs:
     ids: torch.Tensor  # [rows, seq]
-    last: torch.Tensor  # [rows] position whose logits give each row's next token
+    last: torch.Tensor  # [n] position whose logits give the next token of each request fed
+    fed: list[int]  # token positions fed for each request of `st.rows`
+    row_of: torch.Tensor | None = None  # [n] row of `ids` holding each `last` (None: request k in row k)
     tree: object | None = None  # what the decoder layers run with (`run_layer`), None: Nanotron's forward
 
 
@@ -89,46 +92,44 @@ def _slots(rt: Runtime, st: _Decoding) -> int:
 
 def _leave(rt: Runtime, st: _Decoding) -> None:
     """Finished rows leave the cache (all together, once every one is done, without
-    `drop_finished_rows`)."""
-    if not any(st.done[i] for i in st.active):
+    `drop_finished_rows`); the last running rows move into their slots."""
+    gone = [k for k, i in enumerate(st.active) if st.done[i]]
+    if not gone or (not rt.config.drop_finished_rows and len(gone) < len(st.active)):
         return
-    if not rt.config.drop_finished_rows and not all(st.done[i] for i in st.active):
-        return
-    keep = [k for k, i in enumerate(st.active) if not st.done[i]]
-    st.cache.keep_rows(torch.tensor(keep, dtype=torch.long, device=st.cache.lengths.device))
-    st.active = [st.active[k] for k in keep]
+    st.active = [st.active[k] for k in st.cache.drop_rows(gone)]
 
 
 def _joining(rt: Runtime, st: _Decoding) -> list[int]:
     """Waiting rows that start now, in order (longest first within a task): as many as there are
-    free slots and the prefill budget (rows x longest context <= `max_tokens_per_batch`) allows."""
+    free slots and the prefill budget (their tokens <= `prefill_tokens` and
+    `max_tokens_per_batch`; a longer row alone) allows."""
     free = _slots(rt, st) - len(st.active)
+    budget = min(rt.config.prefill_tokens, rt.config.max_tokens_per_batch)
     taken: list[int] = []
-    width = 0
+    tokens = 0
     for i in st.waiting[:free]:
-        width = max(width, st.requests[i].token_length)
-        if taken and (len(taken) + 1) * width > rt.config.max_tokens_per_batch:
+        tokens += st.requests[i].token_length
+        if taken and tokens > budget:
             break
         taken.append(i)
     return taken
 
 
 def _prefill(rt: Runtime, st: _Decoding, joining: list[int]) -> _Inputs:
-    """The joining rows' contexts, right-padded, causal within each row, into a cache of their own."""
+    """The joining rows' contexts, concatenated without padding, causal within each row, into the
+    pool's free slots."""
     del st.waiting[: len(joining)]
     st.rows = joining
     seqs = [st.requests[i].input_ids for i in joining]
-    width = max(len(s) for s in seqs)
-    lengths = torch.tensor([len(s) for s in seqs])
-    ids = torch.zeros((len(seqs), width), dtype=torch.long)
-    for r, seq in enumerate(seqs):
-        ids[r, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-    st.joining = PoolCache(st.capacity, lengths.to(rt.device))
-    st.padded.update({i: width - len(s) for i, s in zip(joining, seqs)})
-    real = int(lengths.sum())
-    pairs = int((lengths * (lengths + 1) // 2).sum()) + width * len(seqs) - real
-    st.stats.add(PlanStats(padding_tokens=width * len(seqs) - real, attention_pairs=pairs, rows=len(seqs), batches=1))
-    return _Inputs(ids, lengths - 1, CausalPrefill(st.joining, width))
+    lengths = [len(s) for s in seqs]
+    ids = torch.tensor([token for seq in seqs for token in seq], dtype=torch.long)[None]
+    st.joining = torch.tensor(lengths, device=rt.device)
+    st.padded.update({i: 0 for i in joining})
+    pairs = sum(n * (n + 1) // 2 for n in lengths)
+    st.stats.add(PlanStats(attention_pairs=pairs, rows=len(seqs), batches=1))
+    last = torch.tensor(lengths).cumsum(0) - 1
+    tree = CausalPrefill(st.cache, st.cache.rows, lengths)
+    return _Inputs(ids, last, lengths, torch.zeros(len(lengths), dtype=torch.long), tree)
 
 
 def _decode_step(rt: Runtime, st: _Decoding) -> _Inputs:
@@ -138,19 +139,20 @@ def _decode_step(rt: Runtime, st: _Decoding) -> _Inputs:
     tree = CachedDecode.build(st.cache)
     st.cache.lengths = st.cache.lengths + 1
     st.stats.add(PlanStats(attention_pairs=int(tree.lengths.sum()) + len(st.rows)))
-    return _Inputs(torch.tensor(last, dtype=torch.long)[:, None], torch.zeros(len(last), dtype=torch.long), tree)
+    ids = torch.tensor(last, dtype=torch.long)[:, None]
+    return _Inputs(ids, torch.zeros(len(last), dtype=torch.long), [1] * len(last), tree=tree)
 
 
 def _cached_inputs(rt: Runtime, st: _Decoding) -> _Inputs:
     """A prefill step when rows can join, else a decode step; the previous prefill's rows join first."""
+    if st.cache is None:
+        slots = min(_slots(rt, st), len(st.requests))
+        st.cache = PoolCache(slots, st.capacity, torch.zeros(0, dtype=torch.long, device=rt.device))
     if st.joining is not None:
-        st.cache = st.joining if st.cache is None else st.cache
-        if st.cache is not st.joining:
-            st.cache.extend(st.joining)
+        st.cache.lengths = torch.cat([st.cache.lengths, st.joining])
         st.active += st.rows
         st.joining = None
-    if st.cache is not None:
-        _leave(rt, st)
+    _leave(rt, st)
     joining = _joining(rt, st)
     if joining:
         return _prefill(rt, st, joining)
@@ -173,7 +175,7 @@ def _recompute(rt: Runtime, st: _Decoding) -> _Inputs:
             recomputed_steps=int(st.step > 0),
         )
     )
-    return _Inputs(ids, torch.tensor([len(s) - 1 for s in seqs]))
+    return _Inputs(ids, torch.tensor([len(s) - 1 for s in seqs]), [width] * len(seqs))
 
 
 def _inputs(rt: Runtime, st: _Decoding) -> _Inputs:
@@ -222,22 +224,22 @@ def _apply(st: _Decoding, feedback: torch.Tensor) -> None:
 def _step(rt: Runtime, link: StageLink, st: _Decoding) -> None:
     inputs = _inputs(rt, st)
     rows, seq = inputs.ids.shape
-    select = None
-    if rt.config.logits_at_targets:
-        select = (inputs.last, torch.arange(rows))
+    row_of = torch.arange(rows) if inputs.row_of is None else inputs.row_of
+    select = (inputs.last, row_of) if rt.config.logits_at_targets else None
     mask = torch.ones((rows, seq), dtype=torch.bool, device=rt.device)
     x = inputs.ids.to(rt.device) if rt.stage.is_first else None
-    logits = run_stage(rt.stage, link, x, mask, inputs.tree, select)
+    leading = (seq, rows) if inputs.tree is not None else ()  # activations `[seq, rows, hidden]` (all-reduce form)
+    logits = run_stage(rt.stage, link, x, mask, inputs.tree, select, leading=leading)
     st.stats.add(
         PlanStats(
             processed_tokens=rows * seq,
-            logit_positions=rows if select is not None else rows * seq,
+            logit_positions=len(inputs.last) if select is not None else rows * seq,
             batches=int(st.step == 0 and not rt.kv_cache),
             rows=rows * int(st.step == 0 and not rt.kv_cache),
         )
     )
-    for row in st.rows:
-        st.processed[row] += seq
+    for row, fed in zip(st.rows, inputs.fed):
+        st.processed[row] += fed
     st.step += 1
     if logits is None:
         st.awaiting_feedback = True
@@ -245,7 +247,7 @@ def _step(rt: Runtime, link: StageLink, st: _Decoding) -> None:
     if select is not None:
         picked = logits[:, 0]
     else:
-        picked = logits[inputs.last.to(logits.device), torch.arange(rows, device=logits.device)]
+        picked = logits[inputs.last.to(logits.device), row_of.to(logits.device)]
     tokens, max_logit = greedy_choice(picked, rt.mesh.tp_group)
     st.non_finite.update(st.rows[row] for row in (~torch.isfinite(max_logit)).nonzero().flatten().tolist())
     new_tokens = tokens.tolist()
