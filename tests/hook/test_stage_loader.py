@@ -43,7 +43,9 @@ def test_stage_tokens_pass_mains_resume_check_and_count_on_after_resume():
     import_nanotron()
     from nanotron.serialize.metadata import DataStageMetadata, TrainingMetadata
 
-    stage = DataStageMetadata(name="synthetic", start_training_step=1, consumed_train_samples=0, sequence_length=SEQUENCE)
+    stage = DataStageMetadata(
+        name="synthetic", start_training_step=1, consumed_train_samples=0, sequence_length=SEQUENCE
+    )
     metadata = TrainingMetadata(
         consumed_train_samples=0, consumed_tokens_total=0, last_train_step=0, last_stage_idx=0, data_stages=[stage]
     )

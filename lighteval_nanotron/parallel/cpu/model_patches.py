@@ -85,7 +85,8 @@ def apply_model_patches() -> None:
 
 
 def apply_main_patches() -> None:
-    """Current Nanotron's TP all-gather buffer on the CPU; its node size from the launcher."""
+    """Current Nanotron's TP all-gather buffer on the CPU, its reduce-scatters in gloo's shapes, its node size
+    from the launcher."""
     from nanotron import distributed
     from nanotron.parallel.utils import MemoryBuffer
 
