@@ -28,7 +28,12 @@ from lighteval_nanotron.convert.llama_mapping import (
 from lighteval_nanotron.convert.nanotron_files import read_nanotron_weights
 from lighteval_nanotron.convert.nanotron_writer import write_nanotron_checkpoint
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint_format import ROPE_THETA_KEY, CheckpointModel, read_checkpoint_model
+from lighteval_nanotron.models.checkpoint_format import (
+    ROPE_INTERLEAVED_KEY,
+    ROPE_THETA_KEY,
+    CheckpointModel,
+    read_checkpoint_model,
+)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -98,7 +103,9 @@ def _target(hf_config: Mapping[str, Any]) -> _Target:
         fields = model_config
     else:
         model_config, rope_theta = nanotron_config_from_hf(hf_config)  # refuses anything else, naming what is supported
-        fields = {**model_config, ROPE_THETA_KEY: rope_theta}
+        # the q/k rows are written interleaved (llama_mapping): say so, or current Nanotron's LlamaConfig
+        # (rope_interleaved defaults to false there) would rotate them as halves
+        fields = {**model_config, ROPE_THETA_KEY: rope_theta, ROPE_INTERLEAVED_KEY: True}
     return _Target(CheckpointModel.from_fields(fields, "The converted config"), model_config, rope_theta, mapping)
 
 
