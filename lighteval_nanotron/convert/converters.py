@@ -173,6 +173,9 @@ def nanotron_to_hf(folder: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor
         )
     model_config = dataclasses.asdict(checkpoint_model.model_config)
     shape = LlamaShape.from_nanotron_config(model_config)
-    return hf_config_from_nanotron(model_config, checkpoint_model.rope_theta), nanotron_to_hf_state_dict(
-        read_nanotron_weights(folder), shape
+    # current Nanotron's LlamaConfig has these fields; 0.4's are recorded beside it (carried)
+    interleaved = model_config.get(ROPE_INTERLEAVED_KEY, checkpoint_model.rope_interleaved)
+    rope_theta = model_config.get(ROPE_THETA_KEY, checkpoint_model.rope_theta)
+    return hf_config_from_nanotron(model_config, rope_theta), nanotron_to_hf_state_dict(
+        read_nanotron_weights(folder), shape, rope_interleaved=bool(interleaved)
     )
