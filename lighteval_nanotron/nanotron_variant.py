@@ -3,6 +3,7 @@ config), not its version string: the PyPI 0.4 wheel and GitHub main (2026) both 
 
     variant = installed_nanotron()       # NanotronVariant(name="0.4" | "main" | "unknown", ...)
     require_supported_nanotron()         # UnsupportedModelError naming the variant and what is supported
+    shipped_config("tiny_cpu_train.yaml")  # configs/... or configs/nanotron_main/..., in the installed schema
 
 - "0.4": the PyPI wheel / v0.4 tag: none of main's features, and 0.4's own layout (`dataloader.py`,
   `logging.py` modules);
@@ -37,6 +38,9 @@ _MAIN_FEATURES = {
     "logging/__init__.py": "a logging package (logging/)",
 }
 _MAIN_CONFIG_KEYS = ("rope_interleaved", "_attn_implementation", "z_loss_enabled")
+CONFIG_FOLDERS = {"0.4": Path("configs"), "main": Path("configs") / "nanotron_main"}
+"""Where the repository's shipped training configs of each variant are: main's config schema differs
+(`optimizer.optimizer_factory`, `data_stages` instead of `data`), so each config ships in both."""
 QWEN2_FEATURE = _MAIN_FEATURES["models/qwen.py"]
 """The feature by which an installed Nanotron can build Qwen2 (GitHub main has it, 0.4 does not)."""
 
@@ -103,3 +107,10 @@ def require_supported_nanotron() -> NanotronVariant:
             "as in docs/engine.md, 'Nanotron versions')."
         )
     return variant
+
+
+def shipped_config(name: str) -> Path:
+    """The repository's shipped training config `name` (e.g. "tiny_cpu_train.yaml") written for the
+    installed Nanotron: `configs/` for 0.4, `configs/nanotron_main/` for GitHub main."""
+    variant = require_supported_nanotron()
+    return Path(__file__).resolve().parents[1] / CONFIG_FOLDERS[variant.name] / name

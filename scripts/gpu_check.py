@@ -262,7 +262,9 @@ def evaluations(checkpoint: str, out: Path, layouts: list, ns: argparse.Namespac
 def _train_config(out: Path, name: str, tp: int, evaluate: bool) -> Path:
     import yaml
 
-    content = yaml.safe_load((REPO / "configs" / "tiny_cpu_train.yaml").read_text())
+    from lighteval_nanotron.nanotron_variant import shipped_config
+
+    content = yaml.safe_load(shipped_config("tiny_cpu_train.yaml").read_text())
     content["parallelism"].update(tp=tp, pp=1, dp=1, tp_mode="REDUCE_SCATTER" if tp > 1 else "ALL_REDUCE")
     content["model"]["dtype"] = "bfloat16"
     content["optimizer"]["accumulate_grad_in_fp32"] = True

@@ -28,7 +28,12 @@ from lighteval_nanotron.convert.llama_mapping import (
 from lighteval_nanotron.convert.nanotron_files import read_nanotron_weights
 from lighteval_nanotron.convert.nanotron_writer import write_nanotron_checkpoint
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint_format import ROPE_THETA_KEY, CheckpointModel, read_checkpoint_model
+from lighteval_nanotron.models.checkpoint_format import (
+    ROPE_INTERLEAVED_KEY,
+    ROPE_THETA_KEY,
+    CheckpointModel,
+    read_checkpoint_model,
+)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -98,7 +103,9 @@ def _target(hf_config: Mapping[str, Any]) -> _Target:
         fields = model_config
     else:
         model_config, rope_theta = nanotron_config_from_hf(hf_config)  # refuses anything else, naming what is supported
-        fields = {**model_config, ROPE_THETA_KEY: rope_theta}
+        # the q/k rows are written interleaved (llama_mapping): say so, or current Nanotron's LlamaConfig
+        # (rope_interleaved defaults to false there) would rotate them as halves
+        fields = {**model_config, ROPE_THETA_KEY: rope_theta, ROPE_INTERLEAVED_KEY: True}
     return _Target(CheckpointModel.from_fields(fields, "The converted config"), model_config, rope_theta, mapping)
 
 
@@ -166,6 +173,9 @@ def nanotron_to_hf(folder: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor
         )
     model_config = dataclasses.asdict(checkpoint_model.model_config)
     shape = LlamaShape.from_nanotron_config(model_config)
-    return hf_config_from_nanotron(model_config, checkpoint_model.rope_theta), nanotron_to_hf_state_dict(
-        read_nanotron_weights(folder), shape
+    # current Nanotron's LlamaConfig has these fields; 0.4's are recorded beside it (carried)
+    interleaved = model_config.get(ROPE_INTERLEAVED_KEY, checkpoint_model.rope_interleaved)
+    rope_theta = model_config.get(ROPE_THETA_KEY, checkpoint_model.rope_theta)
+    return hf_config_from_nanotron(model_config, rope_theta), nanotron_to_hf_state_dict(
+        read_nanotron_weights(folder), shape, rope_interleaved=bool(interleaved)
     )

@@ -128,6 +128,10 @@ def interleave_rotary(weight: torch.Tensor, num_heads: int) -> torch.Tensor:
     return weight.reshape(num_heads, 2, head_dim // 2, cols).transpose(1, 2).reshape(rows, cols)
 
 
+def _as_is(weight: torch.Tensor, num_heads: int) -> torch.Tensor:
+    return weight
+
+
 def deinterleave_rotary(weight: torch.Tensor, num_heads: int) -> torch.Tensor:
     """Nanotron 0.4 (interleaved) q/k rows -> HF (half-split) rows, per head."""
     rows, cols = weight.shape
@@ -176,16 +180,21 @@ def hf_to_nanotron_state_dict(hf: Mapping[str, torch.Tensor], shape: LlamaShape)
     return dict(iter_hf_to_nanotron(hf, shape))
 
 
-def nanotron_to_hf_state_dict(nt: Mapping[str, torch.Tensor], shape: LlamaShape) -> dict[str, torch.Tensor]:
-    """Full Nanotron 0.4 Llama weights -> Hugging Face `LlamaForCausalLM` weights (with `lm_head.weight`)."""
+def nanotron_to_hf_state_dict(
+    nt: Mapping[str, torch.Tensor], shape: LlamaShape, rope_interleaved: bool = True
+) -> dict[str, torch.Tensor]:
+    """Full Nanotron Llama weights -> Hugging Face `LlamaForCausalLM` weights (with `lm_head.weight`).
+    `rope_interleaved=False`: q/k rows already in Hugging Face's half-split order (current Nanotron's
+    `rope_interleaved: false` checkpoints)."""
+    rows = deinterleave_rotary if rope_interleaved else _as_is
     out = {HF_EMBED: _take(nt, NT_EMBED), HF_FINAL_NORM: _take(nt, NT_FINAL_NORM)}
     out[HF_LM_HEAD] = out[HF_EMBED] if shape.tie_word_embeddings else _take(nt, NT_LM_HEAD)
     q_rows, kv_rows = shape.num_heads * shape.head_dim, shape.num_kv_heads * shape.head_dim
     for i in range(shape.num_layers):
         src, dst = _NT_LAYER.format(i=i), _HF_LAYER.format(i=i)
         q, k, v = torch.split(_take(nt, src + "attn.qkv_proj.weight"), [q_rows, kv_rows, kv_rows], dim=0)
-        out[dst + "self_attn.q_proj.weight"] = deinterleave_rotary(q, shape.num_heads)
-        out[dst + "self_attn.k_proj.weight"] = deinterleave_rotary(k, shape.num_kv_heads)
+        out[dst + "self_attn.q_proj.weight"] = rows(q, shape.num_heads)
+        out[dst + "self_attn.k_proj.weight"] = rows(k, shape.num_kv_heads)
         out[dst + "self_attn.v_proj.weight"] = v
         out[dst + "self_attn.o_proj.weight"] = _take(nt, src + "attn.o_proj.weight")
         gate, up = torch.chunk(_take(nt, src + "mlp.gate_up_proj.weight"), 2, dim=0)

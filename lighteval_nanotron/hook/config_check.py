@@ -5,7 +5,9 @@ Nanotron reads its config with dacite, so a misspelled key surfaces as `Unexpect
 does not match the number of processes as an `AssertionError` deep inside `ParallelContext`.
 `check_training_config` reads the file itself first: unknown keys are named with their full path
 and the closest known key, dacite's type errors and Nanotron's own assertions become a
-`ConfigError`, and `tp x pp x dp x expert_parallel_size` is checked against the world size.
+`ConfigError`, and `tp x pp x dp x expert_parallel_size` is checked against the world size. A
+config written for the other Nanotron (0.4's `data:` and `optimizer.adam_*`, or current Nanotron's
+`data_stages:` and `optimizer.optimizer_factory`) is named as such, with the shipped config to start from.
 """
 
 import dataclasses
@@ -16,6 +18,13 @@ from typing import Any, Iterator, Optional
 import yaml
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.nanotron_variant import CONFIG_FOLDERS, installed_nanotron
+
+SCHEMA_KEYS = {
+    "0.4": ("data:", "optimizer.adam_eps"),
+    "main": ("data_stages:", "optimizer.optimizer_factory"),
+}
+"""Where the config schemas of Nanotron 0.4 and current Nanotron (GitHub main) differ."""
 
 
 def check_training_config(path: str, world_size: Optional[int] = None) -> Any:
@@ -31,6 +40,7 @@ def check_training_config(path: str, world_size: Optional[int] = None) -> Any:
         raise ConfigError(f"{path} is not valid YAML ({_one_line(error)}): fix the syntax at that line.") from error
     if not isinstance(content, dict):
         raise ConfigError(f"{path} is not a YAML mapping of config sections: start from configs/tiny_cpu_train.yaml.")
+    _check_schema(path, content)
     for key_path, known in _unknown_keys(content, TrainingConfigWithEvaluation):
         name = key_path.rsplit(".", 1)[-1]
         close = difflib.get_close_matches(name, known, n=1)
@@ -49,6 +59,26 @@ def check_training_config(path: str, world_size: Optional[int] = None) -> Any:
     if world_size is not None:
         _check_layout(path, config.parallelism, world_size)
     return config
+
+
+def _schema_of(content: dict) -> Optional[str]:
+    """The Nanotron whose schema `content` is written in: "0.4", "main", or None (neither, or both)."""
+    optimizer = content.get("optimizer") if isinstance(content.get("optimizer"), dict) else {}
+    v04 = "data" in content or "adam_eps" in optimizer
+    main = "data_stages" in content or "optimizer_factory" in optimizer
+    return "0.4" if v04 and not main else "main" if main and not v04 else None
+
+
+def _check_schema(path: str, content: dict) -> None:
+    installed, written = installed_nanotron().name, _schema_of(content)
+    if written is None or installed not in CONFIG_FOLDERS or written == installed:
+        return
+    names = {"0.4": "Nanotron 0.4", "main": "current Nanotron (GitHub main)"}
+    raise ConfigError(
+        f"{path} is written for {names[written]} ({' and '.join(SCHEMA_KEYS[written])}) but the installed Nanotron is "
+        f"{names[installed]}, which takes {' and '.join(SCHEMA_KEYS[installed])}: start from "
+        f"{CONFIG_FOLDERS[installed] / 'tiny_cpu_train.yaml'} (docs/engine.md, 'Nanotron versions')."
+    )
 
 
 def _check_layout(path: str, parallelism: Any, world_size: int) -> None:

@@ -4,12 +4,13 @@ Nanotron 0.4's wheel ships no `run_train.py`; this is the part of it that builds
 Nanotron's example does (tokenize and cut into rows, as its `clm_process`, then
 `get_train_dataloader`), plus a CPU synthetic stream. Current Nanotron (GitHub main) takes one
 loader per data stage (`config.data_stages`); here only synthetic stages are built for it (its own
-`run_train.py` builds dataset stages).
+`run_train.py` builds dataset stages), each a `StageLoader` so that its checkpoints can be resumed.
 """
 
 from typing import Any, Iterator, Union
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.hook.stage_loader import StageLoader
 from lighteval_nanotron.hook.trainer_state import consumed_train_samples
 from lighteval_nanotron.nanotron_variant import installed_nanotron
 
@@ -35,7 +36,7 @@ def _synthetic_stages(trainer: Any, cpu: bool) -> dict:
             "and the EvaluatingTrainer (docs/hook.md)."
         )
     loader = _synthetic(trainer, cpu, stages[0].data.seed)
-    return {stage.name: loader for stage in stages}
+    return {stage.name: StageLoader(loader, stage.name, trainer.metadata) for stage in stages}
 
 
 def _synthetic(trainer: Any, cpu: bool, seed: int) -> Iterator[Any]:

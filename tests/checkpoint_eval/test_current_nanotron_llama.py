@@ -99,3 +99,17 @@ def test_main_llama_checkpoint_scores_like_transformers(main_checkpoint, tmp_pat
     assert run_distributed(_cli_main, world, argv, timeout=240) == [0] * world
     (step_dir,) = (tmp_path / "details" / "converted" / "ckpt").iterdir()
     assert max_logprob_difference(model, read_details(step_dir), tiny_tokenizer()) < TOLERANCE
+
+
+def test_converts_back_to_the_hugging_face_weights(main_checkpoint):
+    """`rope_interleaved: false` rows are already in Hugging Face order: converted back as they are,
+    with the recorded rope_theta (under either Nanotron: main's LlamaConfig has both fields)."""
+    from lighteval_nanotron.convert import nanotron_to_hf
+
+    model, folder = main_checkpoint
+    hf_config, weights = nanotron_to_hf(folder)
+    assert hf_config["rope_theta"] == ROPE_THETA
+    expected = model.state_dict()
+    assert {name for name in expected if "proj" in name} <= set(weights)
+    for name, tensor in weights.items():
+        assert torch.equal(tensor, expected[name]), name

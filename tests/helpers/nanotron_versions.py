@@ -22,16 +22,3 @@ def skip_on_main(reason: str) -> pytest.MarkDecorator:
     """Skip a test that only applies to Nanotron 0.4 when running against main, saying why."""
     return pytest.mark.skipif(ON_MAIN, reason=reason)
 
-
-def in_installed_schema(content: dict) -> dict:
-    """A training config written for Nanotron 0.4 (as configs/tiny_cpu_train.yaml) in the schema of
-    the installed Nanotron: main names the optimizer in `optimizer.optimizer_factory` and takes its
-    data as `data_stages` (one stage from step 1 here)."""
-    if not ON_MAIN:
-        return content
-    content = dict(content)
-    optimizer = dict(content["optimizer"])
-    factory = {key: optimizer.pop(key) for key in ("adam_eps", "adam_beta1", "adam_beta2", "torch_adam_is_fused")}
-    content["optimizer"] = {**optimizer, "optimizer_factory": {"name": "adamW", **factory}}
-    content["data_stages"] = [{"name": "synthetic", "start_training_step": 1, "data": content.pop("data")}]
-    return content

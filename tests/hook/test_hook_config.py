@@ -7,10 +7,11 @@ import yaml
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
+from lighteval_nanotron.nanotron_variant import CONFIG_FOLDERS, shipped_config
 
 REPO = Path(__file__).resolve().parents[2]
-TINY_CONFIG = REPO / "configs" / "tiny_cpu_train.yaml"
-GPU_CONFIG = REPO / "configs" / "llama_1b_train_with_eval.yaml"
+SHIPPED = ("tiny_cpu_train.yaml", "llama_1b_train_with_eval.yaml")
+TINY_CONFIG, GPU_CONFIG = (shipped_config(name) for name in SHIPPED)
 
 
 def test_tasks_string_becomes_list():
@@ -100,3 +101,26 @@ def test_bad_section_fails_when_yaml_is_read(tmp_path, section_update, error):
     with pytest.raises(Exception) as info:
         load_training_config(str(path))
     assert error in str(info.value)
+
+
+ADAM_KEYS = ("adam_eps", "adam_beta1", "adam_beta2", "torch_adam_is_fused")
+
+
+def _in_main_schema(content: dict) -> dict:
+    """A Nanotron 0.4 training config in current Nanotron's schema: the optimizer named in
+    `optimizer.optimizer_factory`, the data as one `data_stages` stage from step 1."""
+    content = dict(content)
+    optimizer = dict(content["optimizer"])
+    factory = {key: optimizer.pop(key) for key in ADAM_KEYS}
+    content["optimizer"] = {**optimizer, "optimizer_factory": {"name": "adamW", **factory}}
+    stage = {"start_training_step": 1, "data": content.pop("data")}
+    content["data_stages"] = [stage]
+    return content
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_configs_of_both_nanotrons_differ_only_in_schema(name):
+    v04 = yaml.safe_load((REPO / CONFIG_FOLDERS["0.4"] / name).read_text())
+    main = yaml.safe_load((REPO / CONFIG_FOLDERS["main"] / name).read_text())
+    assert len(main["data_stages"]) == 1 and main["data_stages"][0].pop("name")
+    assert main == _in_main_schema(v04)

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from lighteval_nanotron.hook import run_train
+from lighteval_nanotron.nanotron_variant import CONFIG_FOLDERS, installed_nanotron
 from tests.hook.training_runs import REPO, write_config
 
 
@@ -62,6 +63,16 @@ def test_bad_config_is_one_error_line_and_exit_2(tmp_path, capsys, case):
         assert word in lines[0], lines[0]
     assert "Traceback" not in err
     assert not (tmp_path / "eval").exists()
+
+
+def test_config_of_the_other_nanotron_is_named_with_the_one_to_use(capsys):
+    installed = installed_nanotron().name
+    (other,) = [name for name in CONFIG_FOLDERS if name != installed]
+    config = REPO / CONFIG_FOLDERS[other] / "tiny_cpu_train.yaml"
+    assert run_train.main(["--config-file", str(config), "--cpu", "--nproc", "4"]) == 2
+    (line,) = _error_lines(capsys.readouterr().err)
+    assert f"is written for {'Nanotron 0.4' if other == '0.4' else 'current Nanotron'}" in line, line
+    assert f"start from {CONFIG_FOLDERS[installed] / 'tiny_cpu_train.yaml'}" in line, line
 
 
 def test_layout_not_matching_the_process_count(tmp_path, capsys, monkeypatch):

@@ -5,7 +5,6 @@ for the tiny Llama and the tiny Starcoder2."""
 import pytest
 
 from tests.helpers.distributed import run_distributed
-from tests.helpers.nanotron_versions import skip_on_main
 from tests.hook.training_runs import (
     STARCODER2_MODEL_CONFIG,
     TASKS,
@@ -72,10 +71,6 @@ def test_dp2_training_with_evaluation(tmp_path):
 
 
 @pytest.mark.slow
-@skip_on_main(
-    "main's DistributedTrainer.train_step_logs calls loss_avg.item() on every rank (nanotron/trainer.py:781, "
-    "commit 2411b02), and loss_avg is None off the output stage: main's trainer cannot train with PP > 1"
-)
 def test_tp2_pp2_training_with_evaluation(tmp_path):
     _check_layout(tmp_path, tp=2, pp=2, dp=1)
 

@@ -1,4 +1,5 @@
-"""Real Nanotron training runs on CPU for the hook tests: configs from configs/tiny_cpu_train.yaml,
+"""Real Nanotron training runs on CPU for the hook tests: configs from the shipped tiny_cpu_train.yaml
+of the installed Nanotron (configs/ or configs/nanotron_main/),
 a worker that trains and reports losses, a parameter digest and what the evaluator did."""
 
 import hashlib
@@ -12,10 +13,11 @@ import pytest
 import torch
 import yaml
 
-from tests.helpers.nanotron_versions import ON_MAIN, STARCODER2_CONFIG_ON_MAIN, in_installed_schema
+from lighteval_nanotron.nanotron_variant import shipped_config
+from tests.helpers.nanotron_versions import ON_MAIN, STARCODER2_CONFIG_ON_MAIN
 
 REPO = Path(__file__).resolve().parents[2]
-TINY_CONFIG = REPO / "configs" / "tiny_cpu_train.yaml"
+TINY_CONFIG = shipped_config("tiny_cpu_train.yaml")
 TOKENIZER = REPO / "configs" / "tiny_tokenizer"
 TASKS = ["lighteval|arc:easy|0", "lighteval|piqa|0"]
 MODEL_NAME = "hook-test"
@@ -86,7 +88,7 @@ def write_config(
     else:
         del content["lighteval_nanotron"]
     path = folder / name
-    path.write_text(yaml.safe_dump(in_installed_schema(content)))
+    path.write_text(yaml.safe_dump(content))
     return path
 
 

@@ -11,12 +11,19 @@ main's `LlamaForTraining.init_model_randomly` (llama.py:1095, commit 2411b02) ha
 to a parametrizator that reads `config.model.init_method` and `config.parallelism` (the whole
 config, as Qwen2's passes it): every random-init Llama run fails with an AttributeError. On CPU it
 gets a view holding both (`_ModelArgsWithConfig`); on a GPU, start main's Llama runs from a
-checkpoint (docs/engine.md, "Nanotron versions"). Import this module only after `import_nanotron()`.
+checkpoint (docs/engine.md, "Nanotron versions"). Main's `train_step_logs` (trainer.py:781) calls
+`loss_avg.item()` on every rank, but `training_step` only has a loss on the output pipeline stage
+(None elsewhere, trainer.py:695-697): every run at PP > 1 fails at its first log. With PP > 1 the
+other stages get the output stage's loss (one scalar broadcast in the pipeline group, at the
+trainer's logging interval; training itself is untouched). A resumed run's optimizer state, loaded
+on the CPU, is not moved to "cuda" (trainer.py:706). Import this module only after
+`import_nanotron()`.
 """
 
 import functools
 
 import torch
+import torch.distributed as dist
 from nanotron import sanity_checks, trainer
 from nanotron.optim.gradient_accumulator import FP32GradientAccumulator
 
@@ -51,6 +58,8 @@ def apply_trainer_patches() -> None:
         from nanotron.models.llama import LlamaForTraining
 
         replace(LlamaForTraining, "init_model_randomly", _with_whole_config(LlamaForTraining.init_model_randomly))
+        replace(trainer_class, "train_step_logs", _with_output_stage_loss(trainer_class.train_step_logs))
+        replace(trainer, "state_dict_to_device", _optimizer_state_stays_on_cpu)  # trainer.py:706 (resume)
         if not torch.cuda.is_available():
             replace(Timers, "__call__", _cpu_timers(Timers.__call__))
 
@@ -85,6 +94,11 @@ def _with_whole_config(init_model_randomly):
     return wrapper
 
 
+def _optimizer_state_stays_on_cpu(state_dict, device) -> None:
+    """main's `state_dict_to_device` (serialize/optimizer.py:132), which moves a resumed run's optimizer
+    state to the GPU (and asserts it got there): on the CPU it already is where the model is."""
+
+
 def _cpu_timers(call):
     """`Timers.__call__` asking for a CPU timer whatever type the caller names."""
 
@@ -93,3 +107,28 @@ def _cpu_timers(call):
         return call(self, name, "cpu", *args, **kwargs)
 
     return wrapper
+
+
+def _with_output_stage_loss(train_step_logs):
+    """main's `train_step_logs`, called on every pipeline stage with the output stage's loss."""
+
+    @functools.wraps(train_step_logs)
+    def wrapper(self, outputs, loss_avg, **kwargs):
+        pp_pg = self.parallel_context.pp_pg
+        if pp_pg.size() > 1:
+            loss_avg = _output_stage_loss(loss_avg, pp_pg, self.unwrapped_model.output_pp_rank)
+        return train_step_logs(self, outputs=outputs, loss_avg=loss_avg, **kwargs)
+
+    return wrapper
+
+
+def _output_stage_loss(loss_avg, pp_pg, output_pp_rank: int) -> torch.Tensor:
+    """The loss of the output stage (its own tensor there, a float32 copy elsewhere): every stage calls this."""
+    device = torch.device("cpu") if dist.get_backend(pp_pg) == "gloo" else torch.device("cuda")
+    on_output_stage = dist.get_rank(pp_pg) == output_pp_rank
+    if on_output_stage:
+        value = loss_avg.detach().to(device=device, dtype=torch.float32).reshape(())
+    else:
+        value = torch.empty((), dtype=torch.float32, device=device)
+    dist.broadcast(value, src=dist.get_global_rank(pp_pg, output_pp_rank), group=pp_pg)
+    return loss_avg if on_output_stage else value
