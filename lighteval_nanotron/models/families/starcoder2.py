@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from lighteval_nanotron.models.families.base import ChainBlock, DecoderLayer, ModelFamily, Rotary
-from lighteval_nanotron.models.families.llama import _embed, _layer, _linear, _norm
+from lighteval_nanotron.models.families.block_calls import embed_with_mask, layer_with_mask, linear, norm
 from lighteval_nanotron.parallel.cpu.imports import import_nanotron
 
 
@@ -106,11 +106,11 @@ class Starcoder2Family(ModelFamily):
 
     @classmethod
     def chain(cls, inner: Any) -> list[ChainBlock]:
-        blocks = [ChainBlock(inner.token_embeddings, _embed), ChainBlock(inner.embeds_dropout, _dropout)]
-        blocks += [ChainBlock(block, _layer, "layer", index) for index, block in enumerate(inner.decoder)]
-        blocks.append(ChainBlock(inner.final_layer_norm, _norm, "norm"))
-        blocks.append(ChainBlock(inner.lm_head, _linear))
-        blocks.append(ChainBlock(inner.cast_to_fp32, _linear))
+        blocks = [ChainBlock(inner.token_embeddings, embed_with_mask), ChainBlock(inner.embeds_dropout, _dropout)]
+        blocks += [ChainBlock(block, layer_with_mask, "layer", index) for index, block in enumerate(inner.decoder)]
+        blocks.append(ChainBlock(inner.final_layer_norm, norm, "norm"))
+        blocks.append(ChainBlock(inner.lm_head, linear))
+        blocks.append(ChainBlock(inner.cast_to_fp32, linear))
         return blocks
 
     @classmethod
