@@ -18,6 +18,7 @@ import torch
 
 from lighteval_nanotron.models.families.base import ChainBlock, DecoderLayer, ModelFamily, Rotary
 from lighteval_nanotron.models.families.block_calls import embed_with_mask, layer_with_mask, linear, norm
+from lighteval_nanotron.nanotron_variant import starcoder2_trainable
 from lighteval_nanotron.parallel.cpu.imports import import_nanotron
 
 
@@ -68,6 +69,17 @@ class Starcoder2Layer(DecoderLayer):
 class Starcoder2Family(ModelFamily):
     name = "starcoder2"
     model_class_names = ("Starcoder2ForTraining", "GPTModel")
+
+    @classmethod
+    def training_unavailable_reason(cls) -> str | None:
+        if starcoder2_trainable():
+            return None
+        return (
+            "the installed Nanotron's training Config cannot hold a Starcoder2: its Config.__post_init__ reads "
+            "model_config.num_key_value_heads (nanotron/config/config.py:540 of GitHub main at 2411b02), which its "
+            "Starcoder2Config does not have (it has num_kv_heads). Train or convert Starcoder2 with Nanotron 0.4 "
+            "(pip install nanotron==0.4); its checkpoints evaluate under either."
+        )
 
     @classmethod
     def config_class(cls) -> type:
