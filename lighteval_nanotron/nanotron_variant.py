@@ -101,12 +101,13 @@ def _class_body(source: str, name: str) -> str:
     return source[start : min(ends) if ends else len(source)]
 
 
-def starcoder2_trainable() -> bool:
+def starcoder2_trainable(root: Path | None = None) -> bool:
     """False when the installed Nanotron's training `Config` cannot hold a Starcoder2: GitHub main's
     `Config.__post_init__` reads `model_config.num_key_value_heads` (config/config.py:540 at 2411b02)
     for every model, and its `Starcoder2Config` has no such field (it has `num_kv_heads`), so an
-    `AttributeError` stops every Starcoder2 training run while the config is read."""
-    root = installed_nanotron().location
+    `AttributeError` stops every Starcoder2 training run while the config is read. `root`: a `nanotron`
+    package directory (default: the installed one)."""
+    root = root if root is not None else installed_nanotron().location
     config_source = (root / "config" / "config.py").read_text(encoding="utf-8")
     if "model_config.num_key_value_heads" not in config_source:
         return True
