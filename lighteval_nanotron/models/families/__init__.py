@@ -87,9 +87,10 @@ def refuse_untrainable_config(config: Any) -> None:
             continue
         reason = family.training_unavailable_reason()
         if reason is not None:
+            trainable = supported_description(with_configs=True, for_training=True)
             raise UnsupportedModelError(
                 f"Model config class {type(config).__name__} ({family.name}) cannot go into a training config of "
-                f"the installed Nanotron: {reason} Supported for training with it: {supported_description(True, True)}."
+                f"the installed Nanotron: {reason} Supported for training with it: {trainable}."
             )
 
 
