@@ -95,6 +95,30 @@ def has_qwen2() -> bool:
     return QWEN2_FEATURE in installed_nanotron().features
 
 
+def _class_body(source: str, name: str) -> str:
+    """The text of `class name` in `source`, up to the next top-level statement ("" when absent)."""
+    start = source.find(f"\nclass {name}")
+    if start < 0:
+        return ""
+    following = [source.find(marker, start + 1) for marker in ("\nclass ", "\n@", "\ndef ")]
+    ends = [end for end in following if end > 0]
+    return source[start : min(ends) if ends else len(source)]
+
+
+def starcoder2_trainable(root: Path | None = None) -> bool:
+    """False when the installed Nanotron's training `Config` cannot hold a Starcoder2: GitHub main's
+    `Config.__post_init__` reads `model_config.num_key_value_heads` (config/config.py:540 at 2411b02)
+    for every model, and its `Starcoder2Config` has no such field (it has `num_kv_heads`), so an
+    `AttributeError` stops every Starcoder2 training run while the config is read. `root`: a `nanotron`
+    package directory (default: the installed one)."""
+    root = root if root is not None else installed_nanotron().location
+    config_source = (root / "config" / "config.py").read_text(encoding="utf-8")
+    if "model_config.num_key_value_heads" not in config_source:
+        return True
+    models_source = (root / "config" / "models_config.py").read_text(encoding="utf-8")
+    return "num_key_value_heads" in _class_body(models_source, "Starcoder2Config")
+
+
 def require_supported_nanotron() -> NanotronVariant:
     """The installed variant, or UnsupportedModelError naming it, what it has and lacks, and what is supported."""
     variant = installed_nanotron()

@@ -34,6 +34,7 @@ from lighteval_nanotron.models.checkpoint_format import (
     CheckpointModel,
     read_checkpoint_model,
 )
+from lighteval_nanotron.models.families import refuse_untrainable_config
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -126,6 +127,7 @@ def convert_hf_to_nanotron(src: Path, dst: Path, dtype: str | None = None) -> Co
     src = Path(src)
     hf_config = read_hf_config(src)
     target = _target(hf_config)  # unsupported models are refused before any weight is read
+    refuse_untrainable_config(target.checkpoint_model.model_config)  # config.yaml is a training Config
     hf_weights = SafetensorsWeights(src)
     weight_dtype = parse_dtype(dtype) if dtype else _source_dtype(hf_config, hf_weights)
     dst = _prepare_destination(dst)

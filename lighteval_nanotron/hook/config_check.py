@@ -17,7 +17,7 @@ from typing import Any, Iterator, Optional
 
 import yaml
 
-from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.errors import ConfigError, UnsupportedModelError
 from lighteval_nanotron.nanotron_variant import CONFIG_FOLDERS, installed_nanotron
 
 SCHEMA_KEYS = {
@@ -48,8 +48,8 @@ def check_training_config(path: str, world_size: Optional[int] = None) -> Any:
         raise ConfigError(f"{path}: unknown key {key_path!r}: {hint}")
     try:
         config = load_training_config(path)
-    except ConfigError as error:
-        raise ConfigError(f"{path}: {error}") from error
+    except (ConfigError, UnsupportedModelError) as error:  # ours, already with the fix (TypeError for models)
+        raise type(error)(f"{path}: {error}") from error
     except dacite.DaciteError as error:
         raise ConfigError(f"{path}: {_one_line(error)}: fix that value's type.") from error
     except (AssertionError, ValueError, TypeError, KeyError) as error:

@@ -47,9 +47,15 @@ def _synthetic(trainer: Any, cpu: bool, seed: int) -> Iterator[Any]:
         return synthetic_dataloader_for(trainer, seed=seed)
     if installed_nanotron().name == "main":
         from nanotron.data.dataloader import dummy_infinite_data_generator
+
+        from lighteval_nanotron.parallel.cpu.data import takes_position_ids
+
+        # main's generator takes the context-parallel group, and packed position ids for Qwen2 (as its run_train.py)
+        extra = {"use_position_ids": takes_position_ids(model), "cp_pg": trainer.parallel_context.cp_pg}
     else:
         from nanotron.dataloader import dummy_infinite_data_generator
 
+        extra = {}
     return dummy_infinite_data_generator(
         micro_batch_size=trainer.micro_batch_size,
         sequence_length=trainer.sequence_length,
@@ -58,6 +64,7 @@ def _synthetic(trainer: Any, cpu: bool, seed: int) -> Iterator[Any]:
         vocab_size=config.model.model_config.vocab_size,
         seed=seed,
         parallel_context=trainer.parallel_context,
+        **extra,
     )()
 
 

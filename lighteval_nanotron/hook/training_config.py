@@ -9,6 +9,7 @@ from typing import Optional
 
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.nanotron_lighteval_section import merge_sections
+from lighteval_nanotron.models.families import refuse_untrainable_config
 from lighteval_nanotron.parallel.cpu import import_nanotron
 
 import_nanotron()
@@ -25,6 +26,8 @@ class TrainingConfigWithEvaluation(Config):
     lighteval_nanotron: Optional[EvaluationConfig] = None
 
     def __post_init__(self) -> None:
+        if self.model is not None:
+            refuse_untrainable_config(self.model.model_config)  # before Nanotron's own checks trip on it
         super().__post_init__()
         self.lighteval_nanotron = merge_sections(self.lighteval, self.lighteval_nanotron)
         self.lighteval = None

@@ -3,7 +3,7 @@
 `model_config.json` as its trainer writes it) evaluates with `lighteval-nanotron eval` at TP1, PP2
 and TP2 with the same results, and the engine equals Nanotron's own Qwen2 forward; so does a tiny
 MoE Qwen2 trained 2 steps and saved by main's `DistributedTrainer` (from its random init, on the
-synthetic batches of `parallel.cpu.data` given as Qwen2 takes them). Needs GitHub main."""
+synthetic batches of `parallel.cpu.data`, with the `position_ids` Qwen2 takes). Needs GitHub main."""
 
 from __future__ import annotations
 
@@ -86,19 +86,6 @@ def save_with_nanotron(folder: str, moe: bool, overrides: dict) -> None:
     tiny_tokenizer().save_pretrained(root)
 
 
-def _qwen2_batches(batches):
-    """Llama-style micro-batches (`input_mask`) as Qwen2ForTraining takes them (`position_ids`)."""
-    import torch
-
-    for batch in batches:
-        mask = batch.pop("input_mask")
-        if torch.is_tensor(mask):
-            batch["input_ids"] = batch["input_ids"].contiguous()  # main's embedding views it flat
-            mask = torch.arange(mask.shape[1]).repeat(mask.shape[0], 1)
-        batch["position_ids"] = mask
-        yield batch
-
-
 def train_with_nanotron(folder: str) -> str:
     """Rank function (world 1): an MoE Qwen2 from main's random init, 2 steps of main's trainer."""
     from lighteval_nanotron.parallel.cpu.data import synthetic_dataloader_for
@@ -115,7 +102,7 @@ def train_with_nanotron(folder: str) -> str:
 
     trainer = DistributedTrainer(str(root / "train.yaml"))
     stages = trainer.config.data_stages
-    trainer.train({stage.name: _qwen2_batches(synthetic_dataloader_for(trainer)) for stage in stages})
+    trainer.train({stage.name: synthetic_dataloader_for(trainer) for stage in stages})
     saved = root / "checkpoints" / "2"
     tiny_tokenizer().save_pretrained(saved)
     return str(saved)

@@ -10,11 +10,12 @@ import pytest
 import torch
 
 from lighteval_nanotron.convert import convert_hf_to_nanotron
-from lighteval_nanotron.errors import CheckpointError
+from lighteval_nanotron.errors import CheckpointError, UnsupportedModelError
 from lighteval_nanotron.models.checkpoint_format import read_checkpoint_model
 from lighteval_nanotron.models.families import Starcoder2Family
 from tests.checkpoint_eval.details_check import max_logprob_difference, read_details
 from tests.helpers.distributed import run_distributed
+from tests.helpers.nanotron_versions import STARCODER2_CONFIG_ON_MAIN, only_on_main, skip_on_main
 from tests.helpers.tiny_model import VOCAB_SIZE, tiny_tokenizer
 
 pytestmark = pytest.mark.distributed
@@ -57,6 +58,7 @@ def _cli_main(argv: list) -> int:
     return main(argv)
 
 
+@skip_on_main(STARCODER2_CONFIG_ON_MAIN)
 @pytest.mark.parametrize(
     ("kv_heads", "layout"),
     [(2, ("--tp", "2")), (1, ("--pp", "2"))],
@@ -73,6 +75,17 @@ def test_converted_starcoder2_scores_like_transformers(tmp_path, kv_heads, layou
     assert run_distributed(_cli_main, 2, argv, timeout=240) == [0, 0]
     (step_dir,) = (out / "details" / "converted" / "nanotron").iterdir()
     assert max_logprob_difference(model, read_details(step_dir), tiny_tokenizer()) < TOLERANCE
+
+
+@only_on_main
+def test_converting_under_main_is_refused_naming_the_fix(tmp_path):
+    """Main's Config (the converted config.yaml) cannot hold a Starcoder2: one message, no AttributeError."""
+    with pytest.raises(UnsupportedModelError) as refused:
+        _convert(tmp_path, kv_heads=2)
+    message = str(refused.value)
+    assert message.startswith("Model config class Starcoder2Config (starcoder2) cannot go into a training config")
+    assert "Train or convert Starcoder2 with Nanotron 0.4" in message and "llama (LlamaConfig" in message
+    assert not (tmp_path / "nanotron").exists()  # refused before any weight is read
 
 
 def test_sliding_window_and_untied_lm_head_are_refused(tmp_path):

@@ -156,6 +156,7 @@ def _save_random_checkpoint(path: str, model_config_json: str) -> None:
     import torch.distributed as dist
 
     from lighteval_nanotron.models.checkpoint_format import CheckpointModel
+    from lighteval_nanotron.models.families import family_of_config
     from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, save_nanotron_checkpoint
     from tests.helpers.distributed import parallel_context
     from tests.helpers.training_config import tiny_training_config
@@ -164,7 +165,9 @@ def _save_random_checkpoint(path: str, model_config_json: str) -> None:
     context = parallel_context(1, 1, 1)
     model = build_nanotron_model(model_config, context, dtype=torch.float32)
     randomize_(model)
-    training_config = tiny_training_config(model_config, tokenizer_path=path)
+    family = family_of_config(model_config)
+    trainable = family.training_unavailable_reason() is None  # main cannot build a Config for a Starcoder2
+    training_config = tiny_training_config(model_config, tokenizer_path=path) if trainable else None
     save_nanotron_checkpoint(model, model_config, context, path, training_config=training_config)
     if dist.get_rank() == 0:
         tiny_tokenizer().save_pretrained(path)
@@ -175,15 +178,11 @@ def make_tiny_checkpoint(path: Path, model_config=None, **config_overrides) -> P
     `model_config` (any family), else of `tiny_llama_config(**config_overrides)`."""
     from tests.helpers.distributed import run_distributed
 
-    from tests.helpers.nanotron_versions import ON_MAIN, STARCODER2_CONFIG_ON_MAIN
-
     path = Path(path)
     if (path / COMPLETE_MARKER).exists():
         return path
     if model_config is None:
         model_config = tiny_llama_config(**config_overrides)
-    if ON_MAIN and type(model_config).__name__ == "Starcoder2Config":
-        pytest.skip(STARCODER2_CONFIG_ON_MAIN)
     run_distributed(_save_random_checkpoint, 1, str(path), json.dumps(dataclasses.asdict(model_config)), timeout=120)
     (path / COMPLETE_MARKER).touch()
     return path

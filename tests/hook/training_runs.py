@@ -43,6 +43,35 @@ STARCODER2_MODEL_CONFIG: Dict[str, Any] = {
     "vocab_size": 1024,
 }
 """The tiny Starcoder2 (grouped-query) the hook tests train besides the tiny Llama."""
+QWEN2_MODEL_CONFIG: Dict[str, Any] = {
+    "attention_bias": True,
+    "bos_token_id": 1023,
+    "eos_token_id": 1023,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "is_qwen2_config": True,
+    "log_attn_probs": False,  # a flash-attn diagnostic the CPU stand-in cannot return
+    "max_position_embeddings": 256,
+    "num_attention_heads": 4,
+    "num_hidden_layers": 4,
+    "num_key_value_heads": 2,
+    "rope_theta": 50000.0,
+    "tie_word_embeddings": True,
+    "vocab_size": 1024,
+}
+"""The tiny dense Qwen2 (current Nanotron only) the hook tests train; `QWEN2_MOE_MODEL_CONFIG` its MoE variant."""
+QWEN2_MOE_MODEL_CONFIG: Dict[str, Any] = {
+    **QWEN2_MODEL_CONFIG,
+    "tie_word_embeddings": False,
+    "moe_config": {
+        "num_experts": 4,
+        "top_k": 2,
+        "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 48,
+        "enable_shared_expert": True,
+        "layers": [0, 2],
+    },
+}
 
 
 def write_config(
@@ -56,17 +85,25 @@ def write_config(
     evaluate: bool = True,
     name: str = "train.yaml",
     model_config: Optional[Dict[str, Any]] = None,
+    init_checkpoint: Optional[Path] = None,
+    skip_unconfigurable: bool = True,
     **tokens: Any,
 ) -> Path:
     """The shipped tiny config at a layout, writing under `folder`; `section` updates ours;
-    `model_config` replaces the tiny Llama's (e.g. `STARCODER2_MODEL_CONFIG`)."""
-    if ON_MAIN and model_config is not None and model_config.get("is_starcoder2_config"):
+    `model_config` replaces the tiny Llama's (e.g. `STARCODER2_MODEL_CONFIG`); with
+    `init_checkpoint` training starts from its weights (the same at every layout). A Starcoder2
+    config under main skips the test unless `skip_unconfigurable` is False (to test its refusal)."""
+    if ON_MAIN and skip_unconfigurable and model_config is not None and model_config.get("is_starcoder2_config"):
         pytest.skip(STARCODER2_CONFIG_ON_MAIN)
     content = yaml.safe_load(TINY_CONFIG.read_text())
     if model_config is not None:
         content["model"]["model_config"] = model_config
+    if init_checkpoint is not None:
+        content["model"]["init_method"] = {"path": str(init_checkpoint)}
     content["parallelism"].update(tp=tp, pp=pp, dp=dp)
-    content["tokens"].update(train_steps=train_steps, sequence_length=32, batch_accumulation_per_replica=1, **tokens)
+    content["tokens"].update(
+        {"train_steps": train_steps, "sequence_length": 32, "batch_accumulation_per_replica": 1, **tokens}
+    )
     content["checkpoints"].update(checkpoints_path=str(folder / "checkpoints"), checkpoint_interval=checkpoint_interval)
     content["tokenizer"]["tokenizer_name_or_path"] = str(TOKENIZER)
     content["logging"].update(log_level="warning", log_level_replica="warning")

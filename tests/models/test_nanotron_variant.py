@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 
-from lighteval_nanotron.nanotron_variant import SUPPORTED_VARIANTS, installed_nanotron, variant_at
+from lighteval_nanotron.nanotron_variant import SUPPORTED_VARIANTS, installed_nanotron, starcoder2_trainable, variant_at
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,3 +54,20 @@ def test_an_unknown_nanotron_is_refused_with_one_error_line(tmp_path):
     assert done.returncode != 0 and len(errors) == 1, done.stderr[-3000:]
     assert "neither the 0.4 release nor GitHub main" in errors[0] and "a Qwen2 model (models/qwen.py)" in errors[0]
     assert "lacks" in errors[0] and "nn/moe.py" in errors[0] and "Traceback" not in done.stderr
+
+
+def test_a_training_config_that_cannot_hold_a_starcoder2_is_told_by_its_source(tmp_path):
+    """Main's Config reads `model_config.num_key_value_heads`, which its Starcoder2Config lacks."""
+    reads = "        assert self.model.model_config.num_key_value_heads >= self.parallelism.tp\n"
+    starcoder2 = "@dataclass\nclass Starcoder2Config:\n    num_kv_heads: int = 1\n"
+    fixed = "@dataclass\nclass Starcoder2Config:\n    num_key_value_heads: int = 1\n"
+    after = "@dataclass\nclass Qwen2Config:\n    num_key_value_heads: int = 1\n"
+    cases = {
+        "0.4": ("class Config: ...\n", starcoder2, True),
+        "main": (reads, starcoder2 + after, False),
+        "fixed": (reads, fixed + after, True),
+    }
+    for name, (config, models_config, trainable) in cases.items():
+        package = _package(tmp_path / name, {"config/config.py": config, "config/models_config.py": models_config})
+        assert starcoder2_trainable(package) is trainable, name
+    assert starcoder2_trainable() is (installed_nanotron().name == "0.4")  # verified at main's 2411b02

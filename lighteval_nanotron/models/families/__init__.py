@@ -26,11 +26,14 @@ from lighteval_nanotron.models.families.starcoder2 import Starcoder2Family
 FAMILIES: tuple[type[ModelFamily], ...] = (LlamaFamily, Starcoder2Family, Qwen2Family)
 
 
-def supported_description(with_configs: bool = False) -> str:
+def supported_description(with_configs: bool = False, for_training: bool = False) -> str:
     """The supported families and their Nanotron class names (config class first with `with_configs`),
-    e.g. `llama (LlamaForTraining, LlamaModel), starcoder2 (...)`."""
+    e.g. `llama (LlamaForTraining, LlamaModel), starcoder2 (...)`; `for_training`: only those the
+    installed Nanotron's trainer can take."""
     described = []
     for family in FAMILIES:
+        if for_training and (family.unavailable_reason() or family.training_unavailable_reason()):
+            continue
         unavailable = family.unavailable_reason() is not None
         config_name = family.config_class_name if unavailable else family.config_class().__name__
         names = ", ".join((config_name,) * with_configs + family.model_class_names)
@@ -74,6 +77,23 @@ def family_of_config(config: Any) -> type[ModelFamily]:
     )
 
 
+def refuse_untrainable_config(config: Any) -> None:
+    """UnsupportedModelError when `config` is of a family the installed Nanotron's training `Config`
+    cannot hold (Starcoder2 under GitHub main), naming its class and the families it can train; called
+    before such a `Config` is built (the hook's training config, the converter's config.yaml). Config
+    classes of no family are left to Nanotron (the evaluator refuses them at setup)."""
+    for family in FAMILIES:
+        if family.unavailable_reason() is not None or not isinstance(config, family.config_class()):
+            continue
+        reason = family.training_unavailable_reason()
+        if reason is not None:
+            trainable = supported_description(with_configs=True, for_training=True)
+            raise UnsupportedModelError(
+                f"Model config class {type(config).__name__} ({family.name}) cannot go into a training config of "
+                f"the installed Nanotron: {reason} Supported for training with it: {trainable}."
+            )
+
+
 def family_of_fields(fields: Mapping[str, Any], where: str = "the model config") -> type[ModelFamily]:
     """The family whose config recorded fields (a checkpoint's model config) describe."""
     for family in FAMILIES:
@@ -102,5 +122,6 @@ __all__ = [
     "family_of_config",
     "family_of_fields",
     "family_of_model",
+    "refuse_untrainable_config",
     "supported_description",
 ]

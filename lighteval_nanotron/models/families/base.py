@@ -113,6 +113,12 @@ class ModelFamily(ABC):
         return None
 
     @classmethod
+    def training_unavailable_reason(cls) -> str | None:
+        """Why the installed Nanotron's trainer cannot take this family's config (the engine may still
+        evaluate its checkpoints), or None."""
+        return None
+
+    @classmethod
     @abstractmethod
     def config_class(cls) -> type:
         """The installed Nanotron's model config dataclass of this family."""

@@ -18,30 +18,16 @@ from typing import Any
 import torch
 
 from lighteval_nanotron.models.families.base import ChainBlock, DecoderLayer, ModelFamily, Rotary
+from lighteval_nanotron.models.families.block_calls import embed_with_mask, layer_with_mask, linear, norm
+from lighteval_nanotron.models.families.fused_qkv import FusedQkvLayer
 from lighteval_nanotron.parallel.cpu.imports import import_nanotron
 
 
-class LlamaLayer(DecoderLayer):
+class LlamaLayer(FusedQkvLayer):
     def __init__(self, module: Any):
-        self._module = module
-        attn = module.attn
-        self._attn = attn
-        self.q_heads, self.kv_heads, self.head_dim = attn.n_local_q_heads, attn.n_local_kv_heads, attn.d_qk
-        rotary = attn.flash_rotary_embedding
-        self.rotary = Rotary(float(rotary.base), bool(rotary.interleaved))
-
-    def attention_norm(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self._module.input_layernorm(hidden)
-
-    def qkv(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        q_size, kv_size = self.q_heads * self.head_dim, self.kv_heads * self.head_dim
-        return torch.split(self._attn.qkv_proj(hidden), [q_size, kv_size, kv_size], dim=-1)
-
-    def attention_out(self, attended: torch.Tensor) -> torch.Tensor:
-        return self._attn.o_proj(attended)
-
-    def mlp_norm(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self._module.post_attention_layernorm(hidden)
+        attn, rotary = module.attn, module.attn.flash_rotary_embedding
+        rope = Rotary(float(rotary.base), bool(rotary.interleaved))
+        super().__init__(module, attn.n_local_q_heads, attn.n_local_kv_heads, attn.d_qk, rope)
 
     def mlp(self, hidden: torch.Tensor) -> torch.Tensor:
         return self._module.mlp(hidden_states=hidden)["hidden_states"]
@@ -98,11 +84,11 @@ class LlamaFamily(ModelFamily):
 
     @classmethod
     def chain(cls, inner: Any) -> list[ChainBlock]:
-        blocks = [ChainBlock(inner.token_position_embeddings, _embed)]
-        blocks += [ChainBlock(block, _layer, "layer", index) for index, block in enumerate(inner.decoder)]
-        blocks.append(ChainBlock(inner.final_layer_norm, _norm, "norm"))
-        blocks.append(ChainBlock(inner.lm_head, _linear))
-        blocks.append(ChainBlock(inner.cast_to_fp32, _linear))
+        blocks = [ChainBlock(inner.token_position_embeddings, embed_with_mask)]
+        blocks += [ChainBlock(block, layer_with_mask, "layer", index) for index, block in enumerate(inner.decoder)]
+        blocks.append(ChainBlock(inner.final_layer_norm, norm, "norm"))
+        blocks.append(ChainBlock(inner.lm_head, linear))
+        blocks.append(ChainBlock(inner.cast_to_fp32, linear))
         return blocks
 
     @classmethod
@@ -127,19 +113,3 @@ class LlamaFamily(ModelFamily):
             )
             module.rotary_embedding.theta = theta
             module.rotary_embedding._initialized_buffer = False
-
-
-def _embed(module: Any, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return module(input_ids=input_ids, input_mask=mask)["input_embeds"]
-
-
-def _layer(module: Any, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return module(hidden_states=hidden, sequence_mask=mask)["hidden_states"]
-
-
-def _norm(module: Any, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return module(input=hidden)
-
-
-def _linear(module: Any, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return module(x=hidden)

@@ -21,14 +21,9 @@ from typing import Any
 import torch
 
 from lighteval_nanotron.errors import LayoutError, UnsupportedModelError
-from lighteval_nanotron.models.families.base import (
-    ChainBlock,
-    DecoderLayer,
-    ModelFamily,
-    Rotary,
-    dataclass_from_fields,
-)
-from lighteval_nanotron.models.families.llama import _linear, _norm
+from lighteval_nanotron.models.families.base import ChainBlock, DecoderLayer, ModelFamily, Rotary, dataclass_from_fields
+from lighteval_nanotron.models.families.block_calls import linear, norm
+from lighteval_nanotron.models.families.fused_qkv import FusedQkvLayer
 from lighteval_nanotron.nanotron_variant import has_qwen2
 from lighteval_nanotron.parallel.cpu.imports import import_nanotron
 
@@ -40,31 +35,12 @@ def _has_rotary(config: Any, layer_index: int) -> bool:
     return config.no_rope_layer is None or (layer_index + 1) % config.no_rope_layer != 0
 
 
-class Qwen2Layer(DecoderLayer):
+class Qwen2Layer(FusedQkvLayer):
     def __init__(self, module: Any):
-        self._module = module
-        attn = module.attn
-        self._attn = attn
-        self.q_heads, self.kv_heads, self.head_dim = attn.local_num_heads, attn.local_num_kv_heads, attn.head_dim
-        config = attn.config
-        self.rotary = (
-            Rotary(float(config.rope_theta), bool(config.rope_interleaved))
-            if _has_rotary(config, attn.layer_idx)
-            else None
-        )
-
-    def attention_norm(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self._module.input_layernorm(hidden)
-
-    def qkv(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        q_size, kv_size = self.q_heads * self.head_dim, self.kv_heads * self.head_dim
-        return torch.split(self._attn.qkv_proj(hidden), [q_size, kv_size, kv_size], dim=-1)
-
-    def attention_out(self, attended: torch.Tensor) -> torch.Tensor:
-        return self._attn.o_proj(attended)
-
-    def mlp_norm(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self._module.post_attention_layernorm(hidden)
+        attn, config = module.attn, module.attn.config
+        rotary = Rotary(float(config.rope_theta), bool(config.rope_interleaved))
+        rotary = rotary if _has_rotary(config, attn.layer_idx) else None
+        super().__init__(module, attn.local_num_heads, attn.local_num_kv_heads, attn.head_dim, rotary)
 
     def mlp(self, hidden: torch.Tensor) -> torch.Tensor:
         """The dense MLP or the mixture of experts, on `[tokens, hidden]` as main calls them."""
@@ -157,8 +133,8 @@ class Qwen2Family(ModelFamily):
             )
         blocks = [ChainBlock(inner.token_position_embeddings, _embed)]
         blocks += [ChainBlock(block, _layer, "layer", index) for index, block in enumerate(inner.decoder)]
-        blocks.append(ChainBlock(inner.final_layer_norm, _norm, "norm"))
-        blocks.append(ChainBlock(inner.lm_head, _linear))
+        blocks.append(ChainBlock(inner.final_layer_norm, norm, "norm"))
+        blocks.append(ChainBlock(inner.lm_head, linear))
         return blocks
 
     @classmethod

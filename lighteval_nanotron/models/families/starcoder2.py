@@ -17,7 +17,8 @@ from typing import Any
 import torch
 
 from lighteval_nanotron.models.families.base import ChainBlock, DecoderLayer, ModelFamily, Rotary
-from lighteval_nanotron.models.families.llama import _embed, _layer, _linear, _norm
+from lighteval_nanotron.models.families.block_calls import embed_with_mask, layer_with_mask, linear, norm
+from lighteval_nanotron.nanotron_variant import starcoder2_trainable
 from lighteval_nanotron.parallel.cpu.imports import import_nanotron
 
 
@@ -70,6 +71,17 @@ class Starcoder2Family(ModelFamily):
     model_class_names = ("Starcoder2ForTraining", "GPTModel")
 
     @classmethod
+    def training_unavailable_reason(cls) -> str | None:
+        if starcoder2_trainable():
+            return None
+        return (
+            "the installed Nanotron's training Config cannot hold a Starcoder2: its Config.__post_init__ reads "
+            "model_config.num_key_value_heads (nanotron/config/config.py:540 of GitHub main at 2411b02), which its "
+            "Starcoder2Config does not have (it has num_kv_heads). Train or convert Starcoder2 with Nanotron 0.4 "
+            "(pip install nanotron==0.4); its checkpoints evaluate under either."
+        )
+
+    @classmethod
     def config_class(cls) -> type:
         return import_nanotron().Starcoder2Config
 
@@ -106,11 +118,11 @@ class Starcoder2Family(ModelFamily):
 
     @classmethod
     def chain(cls, inner: Any) -> list[ChainBlock]:
-        blocks = [ChainBlock(inner.token_embeddings, _embed), ChainBlock(inner.embeds_dropout, _dropout)]
-        blocks += [ChainBlock(block, _layer, "layer", index) for index, block in enumerate(inner.decoder)]
-        blocks.append(ChainBlock(inner.final_layer_norm, _norm, "norm"))
-        blocks.append(ChainBlock(inner.lm_head, _linear))
-        blocks.append(ChainBlock(inner.cast_to_fp32, _linear))
+        blocks = [ChainBlock(inner.token_embeddings, embed_with_mask), ChainBlock(inner.embeds_dropout, _dropout)]
+        blocks += [ChainBlock(block, layer_with_mask, "layer", index) for index, block in enumerate(inner.decoder)]
+        blocks.append(ChainBlock(inner.final_layer_norm, norm, "norm"))
+        blocks.append(ChainBlock(inner.lm_head, linear))
+        blocks.append(ChainBlock(inner.cast_to_fp32, linear))
         return blocks
 
     @classmethod
