@@ -120,7 +120,7 @@ def _write(dst: Path, target: _Target, hf_weights: Mapping[str, torch.Tensor], d
     if target.mapping is not None:
         weights = target.mapping.iter_hf_to_nanotron(hf_weights, target.model_config)
     else:
-        _, interleaved = target.checkpoint_model.rotary_layout
+        _, interleaved = target.checkpoint_model.rotary_layout  # a Llama always records one
         weights = iter_hf_to_nanotron(hf_weights, LlamaShape.from_nanotron_config(target.model_config), interleaved)
     return write_nanotron_checkpoint(dst, target.checkpoint_model, weights, dtype)
 

@@ -97,11 +97,15 @@ class CheckpointModel:
         return cls(model_config, rope_theta, rope_interleaved)
 
     @property
-    def rotary_layout(self) -> tuple[float, bool]:
+    def rotary_layout(self) -> tuple[float, bool] | None:
         """(RoPE base, interleaved pairs) that the weights' q/k rows are laid out for: the model
-        config's fields where its class has them (current Nanotron's Llama), else the carried ones."""
-        theta = getattr(self.model_config, ROPE_THETA_KEY, self.rope_theta)
-        return float(theta), bool(getattr(self.model_config, ROPE_INTERLEAVED_KEY, self.rope_interleaved))
+        config's fields where its class has them (current Nanotron's Llama, Qwen2), else the carried
+        ones (0.4's Llama). None for a family that records no pair layout (Starcoder2: always halves)."""
+        config = self.model_config
+        if not hasattr(config, ROPE_INTERLEAVED_KEY) and ROPE_INTERLEAVED_KEY not in self.family.carried_fields:
+            return None
+        theta = getattr(config, ROPE_THETA_KEY, self.rope_theta)
+        return float(theta), bool(getattr(config, ROPE_INTERLEAVED_KEY, self.rope_interleaved))
 
     def config_fields(self) -> dict[str, Any]:
         """The fields to record: the config's, plus the carried ones that are not the defaults."""
