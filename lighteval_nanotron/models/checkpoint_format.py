@@ -164,7 +164,12 @@ def read_checkpoint_model(path: str | Path) -> CheckpointModel:
     root = Path(path)
     if not root.is_dir():
         raise CheckpointError(f"Checkpoint folder {root} does not exist: check the path.")
-    return CheckpointModel.from_fields(_recorded_model_config(root), f"The model config of checkpoint {root}")
+    model = CheckpointModel.from_fields(_recorded_model_config(root), f"The model config of checkpoint {root}")
+    init_method = (read_training_config(root).get("model") or {}).get("init_method")
+    if isinstance(init_method, dict) and init_method.get("use_mup"):
+        model.model_config._is_using_mup = True  # as current Nanotron's ModelArgs marks a SpectralMupInit run
+        model.family.check_config(model.model_config)
+    return model
 
 
 def read_checkpoint_dtype(path: str | Path) -> torch.dtype | None:
