@@ -85,6 +85,7 @@ class CheckpointModel:
         config_fields, carried = family.split_recorded_fields(recorded, where)
         try:
             rope_theta = float(carried.get(ROPE_THETA_KEY, DEFAULT_ROPE_THETA))
+            float(config_fields.get(ROPE_THETA_KEY, rope_theta))  # a config field under current Nanotron
         except (TypeError, ValueError):
             raise CheckpointError(
                 f"{where} has {ROPE_THETA_KEY}={fields[ROPE_THETA_KEY]!r}, not a number: fix or remove it."
