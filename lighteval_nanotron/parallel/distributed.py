@@ -68,6 +68,27 @@ def init_process_group_from_env(backend: str = "gloo", timeout: timedelta = DEFA
     )
 
 
+MAIN_ONE_NODE_WORLD = 8
+"""Current Nanotron's ParallelContext takes a world of at most this many ranks for one node."""
+
+
+def check_nodes_fit_nanotron(world_size: int) -> None:
+    """Raise ConfigError, on every rank alike, for a world of several nodes that current Nanotron
+    (GitHub main) cannot start: its ParallelContext groups a world of at most 8 ranks as one node
+    (`local_world_size = world_size`, parallel/context.py) and asserts each LOCAL_RANK is the rank in
+    that group, so such a world fails there with "Local rank mismatch" on the later nodes only."""
+    from lighteval_nanotron.nanotron_variant import installed_nanotron
+
+    local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+    if world_size > MAIN_ONE_NODE_WORLD or local_world_size == world_size or installed_nanotron().name != "main":
+        return
+    raise ConfigError(
+        f"A world of {world_size} ranks on several nodes ({local_world_size} on this one) cannot start under "
+        f"current Nanotron (GitHub main): its ParallelContext treats up to {MAIN_ONE_NODE_WORLD} ranks as one "
+        "node. Run on one node, with more than 8 ranks, or with Nanotron 0.4."
+    )
+
+
 def check_layout(tp: int, pp: int, dp: int, world_size: int) -> None:
     """Raise LayoutError unless tp * pp * dp equals the world size (all at least 1)."""
     if min(tp, pp, dp) < 1:
@@ -95,6 +116,7 @@ def build_parallel_context(
         )
     init_process_group_from_env(backend=backend, timeout=timeout)
     check_layout(tp, pp, dp, dist.get_world_size())
+    check_nodes_fit_nanotron(dist.get_world_size())
     import_nanotron()
     from nanotron.parallel import ParallelContext
 

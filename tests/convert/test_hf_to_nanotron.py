@@ -81,8 +81,8 @@ def test_folder_is_a_nanotron_checkpoint(converted):
 
     assert {p.name for p in dst.iterdir()} >= {"config.yaml", "model_config.json", "checkpoint_metadata.json", "model"}
     assert json.loads((dst / "checkpoint_metadata.json").read_text())["tp"] == 1
-    checkpoint_model = read_checkpoint_model(dst)  # every other field is a Nanotron 0.4 LlamaConfig field
-    assert checkpoint_model.rope_theta == 50000.0
+    checkpoint_model = read_checkpoint_model(dst)  # every other field is a LlamaConfig field
+    assert checkpoint_model.rotary_layout == (50000.0, True)  # carried under 0.4, config fields under main
     assert yaml.safe_load((dst / "config.yaml").read_text())["model"]["model_config"]["rope_theta"] == 50000.0
     llama = checkpoint_model.model_config
     assert isinstance(llama, import_nanotron().LlamaConfig)
@@ -113,7 +113,8 @@ def test_config_yaml_with_default_rope_theta_parses_as_nanotron_llama_config(tmp
     nanotron_config = import_nanotron()
     config = nanotron_config.get_config_from_file(str(tmp_path / "nt" / "config.yaml"))
     assert isinstance(config.model.model_config, nanotron_config.LlamaConfig)
-    assert "rope_theta" not in json.loads((tmp_path / "nt" / "model_config.json").read_text())
+    recorded = json.loads((tmp_path / "nt" / "model_config.json").read_text())
+    assert recorded.get("rope_theta", 10000.0) == 10000.0  # 0.4 leaves the default out, main records every field
 
 
 def test_sharded_bf16_source_and_dtype_override(tmp_path):

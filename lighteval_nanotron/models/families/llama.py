@@ -65,7 +65,14 @@ class LlamaFamily(ModelFamily):
     @classmethod
     def unsupported_reason(cls, config: Any) -> str | None:
         """attention_bias=True (a field of current Nanotron's LlamaConfig, inert under 0.4): Nanotron's
-        Llama builds its qkv projection without bias either way (main ignores the flag)."""
+        Llama builds its qkv projection without bias either way (main ignores the flag). Spectral µP
+        (current Nanotron's `SpectralMupInit`, marked on the config as `_is_using_mup`): main's
+        attention then scales scores by 1/d, the engine's by 1/sqrt(d)."""
+        if getattr(config, "_is_using_mup", False):
+            return (
+                "Llama trained with spectral µP (init_method use_mup) is not supported: its attention scales "
+                "scores by 1/head_dim and the engine's by 1/sqrt(head_dim), so every score would be wrong."
+            )
         if not getattr(config, "attention_bias", False):
             return None
         return (
