@@ -76,7 +76,9 @@ def check_nodes_fit_nanotron(world_size: int) -> None:
     """Raise ConfigError, on every rank alike, for a world of several nodes that current Nanotron
     (GitHub main) cannot start: its ParallelContext groups a world of at most 8 ranks as one node
     (`local_world_size = world_size`, parallel/context.py) and asserts each LOCAL_RANK is the rank in
-    that group, so such a world fails there with "Local rank mismatch" on the later nodes only."""
+    that group, so such a world fails there with "Local rank mismatch" on the later nodes only. With
+    `enable_cpu_support()` main's ParallelContext is patched to take the launcher's LOCAL_WORLD_SIZE, and
+    this check is not needed."""
     from lighteval_nanotron.nanotron_variant import installed_nanotron
 
     local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
@@ -116,7 +118,8 @@ def build_parallel_context(
         )
     init_process_group_from_env(backend=backend, timeout=timeout)
     check_layout(tp, pp, dp, dist.get_world_size())
-    check_nodes_fit_nanotron(dist.get_world_size())
+    if not is_cpu_support_enabled():  # on CPU, ParallelContext takes its node size from the launcher (cpu/model_patches)
+        check_nodes_fit_nanotron(dist.get_world_size())
     import_nanotron()
     from nanotron.parallel import ParallelContext
 

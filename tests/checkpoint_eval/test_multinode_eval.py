@@ -12,15 +12,12 @@ import pytest
 
 from tests.checkpoint_eval.details_check import max_logprob_difference, read_details
 from tests.helpers.multinode import REPO, _env, run_srun_tasks, run_torchrun_nodes
-from tests.helpers.nanotron_versions import ON_MAIN
 
 pytestmark = pytest.mark.distributed
 
 TASKS = "lighteval|arc:easy|0,leaderboard|mmlu:abstract_algebra|0"
 MODEL = "tiny"
 TOLERANCE = 1e-4
-MAIN_REFUSAL = "cannot start under current Nanotron"
-"""Current Nanotron's ParallelContext takes a world of up to 8 ranks for one node: refused on every rank."""
 
 
 def _eval_argv(checkpoint: Path, *layout: str) -> list[str]:
@@ -63,12 +60,7 @@ def one_process(tiny_converted, tmp_path_factory) -> Path:
 def test_two_torchrun_nodes_tp2_dp2_equal_one_process(tiny_converted, one_process, tmp_path):
     model, checkpoint = tiny_converted
     nodes = [tmp_path / "node0", tmp_path / "node1"]
-    argv = ["-m", *_eval_argv(checkpoint, "--tp", "2", "--dp", "2")]
-    if ON_MAIN:
-        with pytest.raises(AssertionError, match=MAIN_REFUSAL):
-            run_torchrun_nodes(nodes, 2, argv, timeout=300)
-        return
-    outputs = run_torchrun_nodes(nodes, 2, argv, timeout=300)
+    outputs = run_torchrun_nodes(nodes, 2, ["-m", *_eval_argv(checkpoint, "--tp", "2", "--dp", "2")], timeout=300)
     results_file = _written_once(nodes)
     assert json.loads(results_file.read_text())["config_general"]["parallelism"] == {"tp": 2, "pp": 1, "dp": 2}
     _assert_close(_metrics(results_file), _metrics(one_process))
@@ -79,10 +71,6 @@ def test_two_torchrun_nodes_tp2_dp2_equal_one_process(tiny_converted, one_proces
 
 def test_srun_without_torchrun_two_nodes_equal_one_process(tiny_converted, one_process, tmp_path):
     nodes = [tmp_path / "node0", tmp_path / "node1"]
-    if ON_MAIN:
-        with pytest.raises(AssertionError, match=MAIN_REFUSAL):
-            run_srun_tasks(nodes, 1, _eval_argv(tiny_converted[1], "--dp", "2"), timeout=300)
-        return
     run_srun_tasks(nodes, 1, _eval_argv(tiny_converted[1], "--dp", "2"), timeout=300)
     results_file = _written_once(nodes)
     assert results_file.is_relative_to(nodes[0])  # SLURM_PROCID 0 is world rank 0: the reporting rank
