@@ -12,7 +12,7 @@ from tests.helpers.nanotron_versions import ON_MAIN
 def test_small_world_over_nodes(monkeypatch, world, local):
     monkeypatch.setenv("LOCAL_WORLD_SIZE", str(local))
     if not ON_MAIN:
-        check_nodes_fit_nanotron(world)  # 0.4 reads the node size from LOCAL_WORLD_SIZE itself
+        check_nodes_fit_nanotron(world)  # 0.4's ParallelContext does not group ranks by node
         return
     with pytest.raises(ConfigError, match="cannot start under current Nanotron"):
         check_nodes_fit_nanotron(world)
