@@ -4,8 +4,9 @@ A packed row holds several docs; a node sees only itself and its ancestors (and,
 prefix, that prefix's keys), so the row's attention is block diagonal: one block per segment (a
 doc, or docs sharing an in-row prefix). `plan_attention` cuts each row into segments (a segment
 starts where no later node sees an earlier one), each segment into pieces of at most
-`PIECE_QUERIES` queries whose keys run from the first key any of them sees to the last query,
-after the prefix positions they read. Pieces of one padded shape, from every row, run as one
+`PIECE_QUERIES` queries whose keys are the nodes any of them sees (the prefix positions they
+read first; a doc's choices do not see each other, so a piece of one choice skips the others'
+keys). Pieces of one padded shape, from every row, run as one
 `scaled_dot_product_attention` call; a node that sees only itself (a pad, a one-token doc) gets
 its own value, which is what softmax over one key gives. The plan and its masks are built once
 per micro-batch and reused by every layer. Skipped keys are masked out, so the result is the
@@ -67,32 +68,27 @@ class AttentionPlan:
 
 
 def _pieces(allowed: torch.Tensor, prefix_allowed: torch.Tensor | None) -> tuple[list[tuple], list[int]]:
-    """`(row, first query, end, first own key, first prefix column, end prefix column)` per piece,
-    and the flat nodes that see only themselves (CPU tensors)."""
+    """`(row, first query, end, prefix columns, own key nodes)` per piece (the keys any of its
+    queries sees), and the flat nodes that see only themselves (CPU tensors)."""
     rows, seq, _ = allowed.shape
     first = allowed.to(torch.uint8).argmax(dim=-1)  # first own key each node sees
     suffix = torch.flip(torch.cummin(torch.flip(first, [1]), dim=1).values, [1])
     starts = (suffix == torch.arange(seq)).tolist()
-    first = first.tolist()
-    if prefix_allowed is not None and prefix_allowed.shape[-1]:
-        context = prefix_allowed.shape[-1]
-        sees = prefix_allowed.any(dim=-1)
-        lo = torch.where(sees, prefix_allowed.to(torch.uint8).argmax(dim=-1), context).tolist()
-        last = torch.flip(prefix_allowed, [-1]).to(torch.uint8).argmax(dim=-1)
-        hi = torch.where(sees, context - last, 0).tolist()
-    else:
-        lo = hi = [[0] * seq for _ in range(rows)]
+    reads = prefix_allowed is not None and prefix_allowed.shape[-1] > 0
+    sees_prefix = prefix_allowed.any(dim=-1).tolist() if reads else None
+    nothing = torch.zeros(0, dtype=torch.long)
     pieces, singles = [], []
     for r in range(rows):
         bounds = [i for i, start in enumerate(starts[r]) if start] + [seq]
         for a, b in zip(bounds, bounds[1:]):
-            if b - a == 1 and hi[r][a] <= lo[r][a]:
+            if b - a == 1 and not (reads and sees_prefix[r][a]):
                 singles.append(r * seq + a)
                 continue
             for s in range(a, b, PIECE_QUERIES):
                 e = min(b, s + PIECE_QUERIES)
-                pa, pb = min(lo[r][s:e]), max(hi[r][s:e])
-                pieces.append((r, s, e, min(first[r][s:e]), pa, max(pa, pb)))
+                own = allowed[r, s:e, :e].any(dim=0).nonzero().squeeze(-1)
+                columns = prefix_allowed[r, s:e].any(dim=0).nonzero().squeeze(-1) if reads else nothing
+                pieces.append((r, s, e, columns, own))
     return pieces, singles
 
 
@@ -107,8 +103,8 @@ def plan_attention(allowed: torch.Tensor, prefix_allowed: torch.Tensor | None = 
     pieces, singles = _pieces(allowed, prefix_allowed)
     by_shape: dict[tuple[int, int], list[tuple]] = {}
     for piece in pieces:
-        r, s, e, k0, pa, pb = piece
-        shape = (_round_up(e - s, QUERY_ROUND), _round_up(pb - pa + e - k0, KEY_ROUND))
+        r, s, e, columns, own = piece
+        shape = (_round_up(e - s, QUERY_ROUND), _round_up(columns.numel() + own.numel(), KEY_ROUND))
         by_shape.setdefault(shape, []).append(piece)
     groups = []
     for (queries, keys), members in sorted(by_shape.items()):
@@ -116,15 +112,15 @@ def plan_attention(allowed: torch.Tensor, prefix_allowed: torch.Tensor | None = 
         k_index = torch.zeros((len(members), keys), dtype=torch.long)
         mask = torch.zeros((len(members), queries, keys), dtype=torch.bool)
         slots, targets = [], []
-        for p, (r, s, e, k0, pa, pb) in enumerate(members):
-            n, m = e - s, pb - pa
+        for p, (r, s, e, columns, own) in enumerate(members):
+            n, m, k = e - s, columns.numel(), own.numel()
             q_index[p] = r * seq + s
             q_index[p, :n] = torch.arange(r * seq + s, r * seq + e)
-            k_index[p, :m] = torch.arange(pa, pb)
-            k_index[p, m : m + e - k0] = torch.arange(context + r * seq + k0, context + r * seq + e)
+            k_index[p, :m] = columns
+            k_index[p, m : m + k] = own + context + r * seq
             if m:
-                mask[p, :n, :m] = prefix_allowed[r, s:e, pa:pb]
-            mask[p, :n, m : m + e - k0] = allowed[r, s:e, k0:e]
+                mask[p, :n, :m] = prefix_allowed[r, s:e, columns]
+            mask[p, :n, m : m + k] = allowed[r, s:e, own]
             mask[p, n:] = mask[p, 0]  # pad queries: any finite row, never read
             slots += range(p * queries, p * queries + n)
             targets += range(r * seq + s, r * seq + e)
