@@ -288,8 +288,12 @@ def gemm_shapes(fields: dict, tp: int) -> dict[str, tuple[int, int, int]]:
 def _matmul_peaks(fields: dict, device: Any, dtype: Any, tp: int, seconds: float = 1.5) -> dict[str, float]:
     """Best FLOP/s of one call of each of the model's matmul shapes (`gemm_shapes`) on this rank,
     with this rank's threads: the fastest of repeated calls over `seconds` in all, shapes taken in
-    turn (so a burst of load on a shared machine does not hit one shape only)."""
+    turn. On CPU each call is timed by the thread's CPU clock (what the core needs for it: a rank
+    that other processes keep off its core for a while does not look slower), on a GPU by the wall
+    clock after a synchronisation."""
     import torch
+
+    clock = time.thread_time if device.type == "cpu" else time.perf_counter
 
     shapes = gemm_shapes(fields, tp)
     operands = {
@@ -303,11 +307,11 @@ def _matmul_peaks(fields: dict, device: Any, dtype: Any, tp: int, seconds: float
     while True:
         for name, (a, b) in operands.items():
             _sync(device)
-            start = time.perf_counter()
+            start = clock()
             torch.nn.functional.linear(a, b)
             _sync(device)
             m, k, n = shapes[name]
-            best[name] = max(best[name], 2 * m * k * n / (time.perf_counter() - start))
+            best[name] = max(best[name], 2 * m * k * n / max(clock() - start, 1e-9))
         if time.perf_counter() > deadline:
             return best
 
