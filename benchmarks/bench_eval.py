@@ -265,21 +265,69 @@ def _load_docs(scale: float, max_new_tokens: int | None) -> dict[str, list]:
 # ------------------------------------------------------------------ measuring (in a rank)
 
 
-def _matmul_peak(fields: dict, device: Any, dtype: Any, seconds: float = 1.5) -> float:
-    """FLOP/s of a model-shaped matmul ([2048, hidden] x [hidden, 2 * intermediate]) on this rank."""
+ENGINE_GEMM_ROWS = 1024
+"""Rows of the layers' matmuls as the engine runs them on CPU (`EngineConfig.layer_chunk_tokens`);
+`lm_head` runs on 128 selected positions at a time (`LocalStage.forward`)."""
+LM_HEAD_ROWS = 128
+
+
+def gemm_shapes(fields: dict, tp: int) -> dict[str, tuple[int, int, int]]:
+    """`(rows, in, out)` of each matmul the model runs on one TP rank: the decoder layer's four
+    (fused q/k/v, attention output, fused gate/up, down) and `lm_head`."""
+    h, inter = fields["hidden_size"], fields["intermediate_size"]
+    kv = h * fields["num_key_value_heads"] // fields["num_attention_heads"]
+    return {
+        "qkv": (ENGINE_GEMM_ROWS, h, (h + 2 * kv) // tp),
+        "o": (ENGINE_GEMM_ROWS, h // tp, h),
+        "gate_up": (ENGINE_GEMM_ROWS, h, 2 * inter // tp),
+        "down": (ENGINE_GEMM_ROWS, inter // tp, h),
+        "lm_head": (LM_HEAD_ROWS, h, fields["vocab_size"] // tp),
+    }
+
+
+def _matmul_peaks(fields: dict, device: Any, dtype: Any, tp: int, seconds: float = 1.5) -> dict[str, float]:
+    """Best FLOP/s of one call of each of the model's matmul shapes (`gemm_shapes`) on this rank,
+    with this rank's threads: the fastest of repeated calls over `seconds` in all, shapes taken in
+    turn. On CPU each call is timed by the thread's CPU clock (what the core needs for it: a rank
+    that other processes keep off its core for a while does not look slower), on a GPU by the wall
+    clock after a synchronisation."""
     import torch
 
-    a = torch.randn(2048, fields["hidden_size"], device=device, dtype=dtype)
-    b = torch.randn(fields["hidden_size"], 2 * fields["intermediate_size"], device=device, dtype=dtype)
-    for _ in range(3):
-        a @ b
-    _sync(device)
-    start, count = time.perf_counter(), 0
-    while time.perf_counter() - start < seconds:
-        a @ b
-        count += 1
-    _sync(device)
-    return 2 * a.shape[0] * a.shape[1] * b.shape[1] * count / (time.perf_counter() - start)
+    clock = time.thread_time if device.type == "cpu" else time.perf_counter
+
+    shapes = gemm_shapes(fields, tp)
+    operands = {
+        name: (torch.randn(m, k, device=device, dtype=dtype), torch.randn(n, k, device=device, dtype=dtype))
+        for name, (m, k, n) in shapes.items()
+    }
+    for a, b in operands.values():
+        torch.nn.functional.linear(a, b)
+    best = dict.fromkeys(shapes, 0.0)
+    deadline = time.perf_counter() + seconds
+    while True:
+        for name, (a, b) in operands.items():
+            _sync(device)
+            start = clock()
+            torch.nn.functional.linear(a, b)
+            _sync(device)
+            m, k, n = shapes[name]
+            best[name] = max(best[name], 2 * m * k * n / max(clock() - start, 1e-9))
+        if time.perf_counter() > deadline:
+            return best
+
+
+def peak_for(stats: Any, fields: dict, best: dict[str, float]) -> float:
+    """The FLOP/s of the plan's matmul work if every matmul ran at its shape's best case: the
+    model FLOPs (`_model_flops`) over the sum, per shape, of its FLOPs over its best FLOP/s
+    (attention at the best rate of any shape). A fair peak: the same GEMMs, at their best."""
+    h, layers = fields["hidden_size"], fields["num_hidden_layers"]
+    kv = h * fields["num_key_value_heads"] // fields["num_attention_heads"]
+    inter = fields["intermediate_size"]
+    per_token = {"qkv": h * (h + 2 * kv), "o": h * h, "gate_up": 2 * h * inter, "down": h * inter}
+    seconds = sum(layers * 2 * macs * stats.processed_tokens / best[name] for name, macs in per_token.items())
+    seconds += 2 * h * fields["vocab_size"] * stats.logit_positions / best["lm_head"]
+    seconds += layers * 4 * h * stats.attention_pairs / max(best.values())
+    return _model_flops(stats, fields) / seconds
 
 
 def _sync(device: Any) -> None:
@@ -434,19 +482,29 @@ def task_kind(task: str, groups: list, plans: list) -> str:
     return "single-token" if longest <= 1 else "multi-token"
 
 
-def _peak_now(fields: dict, device: Any, dtype: Any) -> float:
-    """The matmul peak summed over all ranks, measured now (0.5 s): on a shared machine the
+def _peaks_now(fields: dict, device: Any, dtype: Any, tp: int) -> list[dict[str, float]]:
+    """Every rank's best matmul FLOP/s per shape, measured now (0.5 s): on a shared machine the
     load changes between tasks, so each task is compared with the peak measured next to it."""
     import torch.distributed as dist
 
     peaks: list = [None] * dist.get_world_size()
-    dist.all_gather_object(peaks, _matmul_peak(fields, device, dtype, seconds=0.5))
-    return sum(peaks)
+    dist.all_gather_object(peaks, _matmul_peaks(fields, device, dtype, tp, seconds=0.5))
+    return peaks
 
 
-def _per_task_records(engine: Any, docs: dict, fields: dict, device: Any, dtype: Any) -> list[dict]:
-    """Each task family evaluated alone (its own plans, after the mix warmed the model): seconds,
-    docs/s, tokens and FLOP/s against the matmul peak of all ranks measured right before it."""
+def _cpu_seconds(seconds: float) -> float:
+    """This rank's CPU seconds summed over every rank."""
+    import torch.distributed as dist
+
+    gathered: list = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, seconds)
+    return sum(gathered)
+
+
+def _per_task_records(engine: Any, docs: dict, fields: dict, device: Any, dtype: Any, tp: int) -> list[dict]:
+    """Each task family evaluated alone (its own plans, after the mix warmed the model): seconds
+    (wall, and CPU of all ranks), docs/s, tokens and FLOP/s against the fair matmul peak of all
+    ranks (`peak_for`) measured right before it."""
     from lighteval_nanotron.models.nanotron.scoring_plan import PlanStats
     from lighteval_nanotron.pipeline.requests import group_requests
 
@@ -457,18 +515,22 @@ def _per_task_records(engine: Any, docs: dict, fields: dict, device: Any, dtype:
     for family, family_docs in families.items():
         groups = group_requests(family_docs)
         plans = _prepare(engine, groups)
-        peak_sum = _peak_now(fields, device, dtype)
+        peaks = _peaks_now(fields, device, dtype, tp)
+        cpu_start = time.process_time()
         _, seconds = _timed_run(engine, plans, device)
+        cpu_s = _cpu_seconds(time.process_time() - cpu_start)
         stats = PlanStats()
         for plan in plans:
             stats.add(plan.stats)
         flops = _model_flops(stats, fields)
+        peak_sum = sum(peak_for(stats, fields, best) for best in peaks)
         records.append(
             {
                 "task": family,
                 "kind": task_kind(family, groups, plans),
                 "docs": stats.docs,
                 "eval_s": seconds,
+                "cpu_s": cpu_s,
                 "docs_per_s": stats.docs / seconds,
                 "processed_tokens": stats.processed_tokens,
                 "useful_tokens": stats.useful_tokens,
@@ -477,6 +539,7 @@ def _per_task_records(engine: Any, docs: dict, fields: dict, device: Any, dtype:
                 "flop_per_s": flops / seconds,
                 "peak_flop_per_s": peak_sum,
                 "peak_ratio": flops / seconds / peak_sum,
+                "peak_ratio_cpu": flops / cpu_s / (peak_sum / len(peaks)),
                 "shared_prefix_tokens": stats.shared_prefix_tokens,
                 "shared_prefix_reads": stats.shared_prefix_reads,
             }
@@ -505,8 +568,7 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
     load_s = time.perf_counter() - started
     dtype = next(model.parameters()).dtype
     dist.barrier()
-    peaks: list = [None] * dist.get_world_size()
-    dist.all_gather_object(peaks, _matmul_peak(fields, device, dtype))
+    peaks = _peaks_now(fields, device, dtype, tp)
     started = time.perf_counter()
     docs = _load_docs(args["scale"], args["max_new_tokens"])
     groups = group_requests(docs)
@@ -521,7 +583,9 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
         plans = _prepare(engine, groups)
         setup_s = time.perf_counter() - started
         _, first_s = _timed_run(engine, plans, device)
+        cpu_start = time.process_time()
         responses, eval_s, task_costs = _timed_costs_run(engine, groups, plans, device)
+        cpu_s = _cpu_seconds(time.process_time() - cpu_start)
         stats = PlanStats()
         for plan in plans:
             stats.add(plan.stats)
@@ -530,8 +594,9 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
         memory: list = [None] * dist.get_world_size()
         dist.all_gather_object(memory, _peak_memory_mb(device))
         flops = _model_flops(stats, fields)
+        peak_sum = sum(peak_for(stats, fields, best) for best in peaks)
         per_task = (
-            _per_task_records(engine, docs, fields, device, dtype)
+            _per_task_records(engine, docs, fields, device, dtype, tp)
             if name == "on" and not args["no_per_task"]
             else []
         )
@@ -549,12 +614,15 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
                 "setup_s": setup_s,
                 "first_eval_s": first_s,
                 "eval_s": eval_s,
+                "cpu_s": cpu_s,
                 "docs_per_s": stats.docs / eval_s,
                 "tokens_per_s": stats.processed_tokens / eval_s,
                 "flops": flops,
                 "flop_per_s": flops / eval_s,
-                "peak_flop_per_s_per_rank": sum(peaks) / len(peaks),
-                "peak_ratio": flops / eval_s / sum(peaks),
+                "peak_flop_per_s_per_rank": peak_sum / len(peaks),
+                "matmul_best_flop_per_s": peaks,
+                "peak_ratio": flops / eval_s / peak_sum,
+                "peak_ratio_cpu": flops / cpu_s / (peak_sum / len(peaks)),
                 "useful_fraction": stats.useful_tokens / max(1, stats.processed_tokens),
                 "stats": dict(stats.__dict__),
                 "peak_memory_mb_per_rank": max(memory),
@@ -649,6 +717,8 @@ COLUMNS = (
     ("tokens_per_s", "{:>8.0f}"),
     ("flop_per_s", "{:>9.3g}"),
     ("peak_ratio", "{:>6.2f}"),
+    ("cpu_s", "{:>7.2f}"),
+    ("peak_ratio_cpu", "{:>6.2f}"),
     ("useful_fraction", "{:>7.3f}"),
     ("peak_memory_mb_per_rank", "{:>7.0f}"),
     ("setup_s", "{:>7.2f}"),
@@ -665,6 +735,8 @@ HEADERS = (
     "tok/s",
     "FLOP/s",
     "%peak",
+    "CPU s",
+    "%pk/CPU",
     "useful",
     "MB/rank",
     "setup s",
@@ -686,12 +758,14 @@ TASK_COLUMNS = (
     ("kind", "{:<10}", "kind"),
     ("docs", "{:>5}", "docs"),
     ("eval_s", "{:>8.2f}", "eval s"),
+    ("cpu_s", "{:>7.2f}", "CPU s"),
     ("docs_per_s", "{:>7.2f}", "docs/s"),
     ("processed_tokens", "{:>9}", "tokens"),
     ("useful_fraction", "{:>7.3f}", "useful"),
     ("flop_per_s", "{:>9.3g}", "FLOP/s"),
     ("peak_flop_per_s", "{:>9.3g}", "peak"),
     ("peak_ratio", "{:>6.2f}", "%peak"),
+    ("peak_ratio_cpu", "{:>7.2f}", "%pk/CPU"),
     ("shared_prefix_tokens", "{:>7}", "prefix"),
     ("shared_prefix_reads", "{:>7}", "reads"),
 )
@@ -706,6 +780,8 @@ def per_task_rows(record: dict) -> list[dict]:
         kinds.setdefault(row["kind"], []).append(row)
     for kind, members in kinds.items():
         seconds, flops = sum(r["eval_s"] for r in members), sum(r["flops"] for r in members)
+        cpu_s = sum(r["cpu_s"] for r in members)
+        ranks = record["ranks"]
         processed, useful = sum(r["processed_tokens"] for r in members), sum(r["useful_tokens"] for r in members)
         docs = sum(r["docs"] for r in members)
         peak_sum = sum(r["peak_flop_per_s"] * r["eval_s"] for r in members) / seconds  # time-weighted
@@ -715,6 +791,7 @@ def per_task_rows(record: dict) -> list[dict]:
                 "kind": kind,
                 "docs": docs,
                 "eval_s": seconds,
+                "cpu_s": cpu_s,
                 "docs_per_s": docs / seconds,
                 "processed_tokens": processed,
                 "useful_tokens": useful,
@@ -723,6 +800,7 @@ def per_task_rows(record: dict) -> list[dict]:
                 "flop_per_s": flops / seconds,
                 "peak_flop_per_s": peak_sum,
                 "peak_ratio": flops / seconds / peak_sum,
+                "peak_ratio_cpu": flops / cpu_s / (peak_sum / ranks),
                 "shared_prefix_tokens": sum(r["shared_prefix_tokens"] for r in members),
                 "shared_prefix_reads": sum(r["shared_prefix_reads"] for r in members),
             }
@@ -744,9 +822,11 @@ def format_task_table(record: dict) -> str:
     lines.append(f"sum over tasks alone: {total:.2f} s; the mix in one evaluation: {record['eval_s']:.2f} s")
     kinds = [row for row in rows if row["task"].startswith("all ")]
     lines.append(
-        "model FLOP/s per task kind vs the matmul peak measured next to each task (all ranks): "
+        "model FLOP/s per task kind vs the fair matmul peak measured next to each task (all ranks; "
+        "per wall second, and per CPU second): "
         + ", ".join(
-            f"{row['kind']} {row['flop_per_s']:.3g} / {row['peak_flop_per_s']:.3g} ({100 * row['peak_ratio']:.0f}%)"
+            f"{row['kind']} {row['flop_per_s']:.3g} / {row['peak_flop_per_s']:.3g} "
+            f"({100 * row['peak_ratio']:.0f}%, CPU {100 * row['peak_ratio_cpu']:.0f}%)"
             for row in kinds
         )
     )
@@ -834,8 +914,10 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
             new = _launch({**args, "all_settings_here": here, "tp_mode": mode}, layout, ns.timeout)
             records += new
             print("\n".join(format_table(records).splitlines()[-len(new) :]), flush=True)
+    best = ", ".join(f"{name} {value:.3g}" for name, value in records[0]["matmul_best_flop_per_s"][0].items())
     print(
-        f"\nmodel: {records[0]['model']}; matmul peak per rank: {records[0]['peak_flop_per_s_per_rank']:.3g} FLOP/s; "
+        f"\nmodel: {records[0]['model']}; fair matmul peak per rank (peak_for): "
+        f"{records[0]['peak_flop_per_s_per_rank']:.3g} FLOP/s (best FLOP/s per matmul shape, rank 0: {best}); "
         f"threads per rank: {ns.threads}; load average: {os.getloadavg()[0]:.2f}"
     )
     print(format_table(records))

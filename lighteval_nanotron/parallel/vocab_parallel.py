@@ -65,13 +65,16 @@ def target_logprobs(
     shard_logits: torch.Tensor,
     targets: torch.Tensor,
     tp_group: dist.ProcessGroup | None,
+    rows: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probability of `targets` and whether each target is the greedy choice.
 
-    `shard_logits` is `[n, vocab / tp]` (this TP rank's slice of n positions), `targets` `[n]`
-    global vocabulary ids. Two all-reduces over the TP group: MAX of `[n]`, then SUM of `[2, n]`
-    (sum of exponentials and the target logit, contributed by its owning shard only). "Greedy"
-    means the target's logit equals the maximum over the whole vocabulary.
+    `shard_logits` is `[m, vocab / tp]` (this TP rank's slice of m positions), `targets` `[n]`
+    global vocabulary ids, `rows` `[n]` the position each target reads (None: target k reads
+    position k, n = m), so a position read by several targets (the choices after one context)
+    is normalised once and never copied. Two all-reduces over the TP group: MAX of `[m]`, then
+    SUM of `[m + n]` (the sums of exponentials, and the target logits contributed by their owning
+    shard only). "Greedy" means the target's logit equals the maximum over the whole vocabulary.
     """
     _observe(shard_logits)
     logits = shard_logits.float()
@@ -91,11 +94,19 @@ def target_logprobs(
         if logits.shape[0]
         else logits.new_zeros(0)
     )
-    picked = logits.gather(-1, local.clamp(0, shard - 1)[:, None]).squeeze(-1)
+    column = local.clamp(0, shard - 1)
+    if rows is None:
+        picked = logits.gather(-1, column[:, None]).squeeze(-1)
+    else:
+        rows = rows.to(logits.device)
+        picked = logits[rows, column]
     target_logit = torch.where(owned, picked, torch.zeros_like(picked))
-    sums = _all_reduce(torch.stack([sum_exp, target_logit]), dist.ReduceOp.SUM, tp_group)
-    logprobs = sums[1] - row_max - torch.log(sums[0])
-    is_greedy = sums[1] >= row_max
+    sums = _all_reduce(torch.cat([sum_exp, target_logit]), dist.ReduceOp.SUM, tp_group)
+    sum_exp, target_logit = sums[: logits.shape[0]], sums[logits.shape[0] :]
+    if rows is not None:
+        row_max, sum_exp = row_max[rows], sum_exp[rows]
+    logprobs = target_logit - row_max - torch.log(sum_exp)
+    is_greedy = target_logit >= row_max
     return logprobs, is_greedy
 
 

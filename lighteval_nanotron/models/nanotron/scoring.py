@@ -37,12 +37,10 @@ def _chunk_scorer(rt: Runtime, batch: ScoringBatch, sums: torch.Tensor, misses: 
     def consume(logits: torch.Tensor, start: int) -> None:
         lo, hi = torch.searchsorted(sorted_read, torch.tensor([start, start + logits.shape[0]])).tolist()
         targets = order[lo:hi]
-        local = read[targets] - start
-        if local.numel() == logits.shape[0] and torch.equal(local, torch.arange(local.numel())):
-            picked = logits[:, 0]  # one target per position, in order: no copy
-        else:
-            picked = logits[local.to(logits.device), 0]
-        logprobs, greedy = target_logprobs(picked, batch.targets[targets].to(logits.device), rt.mesh.tp_group)
+        local = read[targets] - start  # each position of the chunk is read by one target or more
+        logprobs, greedy = target_logprobs(
+            logits[:, 0], batch.targets[targets].to(logits.device), rt.mesh.tp_group, rows=local
+        )
         sums.index_add_(0, batch.slots[targets], logprobs.double().cpu())
         misses.index_add_(0, batch.slots[targets], (~greedy).long().cpu())
 
@@ -84,7 +82,12 @@ def _run_prefixes(rt: Runtime, link, prefixes: PrefixForward) -> dict[int, tuple
         x = batch.input_ids.to(rt.device) if rt.stage.is_first else None
         capture: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         parents = batch.parents.to(rt.device)
-        tree = TreeAttention(batch.depths.to(rt.device), ancestor_mask(parents), capture=capture)
+        tree = TreeAttention(
+            batch.depths.to(rt.device),
+            ancestor_mask(parents),
+            capture=capture,
+            chunk_tokens=rt.config.chunk_tokens_for(rt.device),
+        )
         run_stage(rt.stage, link, x, mask, tree, (nothing, nothing))
         captured.append(capture)
         rt.sync_pipeline()
@@ -121,7 +124,12 @@ def _local_scores(rt: Runtime, plan: ScoringPlan) -> SlotScores | None:
         if batch.parents is not None:
             parents = batch.parents.to(rt.device)
             prefix = _prefix_keys(store, plan.prefixes, batch, rt.device) if batch.context_ids else None
-            tree = TreeAttention(batch.depths.to(rt.device), ancestor_mask(parents), prefix=prefix)
+            tree = TreeAttention(
+                batch.depths.to(rt.device),
+                ancestor_mask(parents),
+                prefix=prefix,
+                chunk_tokens=rt.config.chunk_tokens_for(rt.device),
+            )
         select = (batch.read_positions, batch.read_rows) if select_ok and batch.read_rows.numel() else None
         consume = _chunk_scorer(rt, batch, sums, misses) if select is not None else None
         logits = run_stage(rt.stage, link, x, mask, tree, select, consume)

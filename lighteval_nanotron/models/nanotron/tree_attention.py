@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 
 from lighteval_nanotron.models.families.base import DecoderLayer
+from lighteval_nanotron.models.nanotron.attention_pieces import AttentionPlan, attend, plan_attention
 
 
 def ancestor_mask(parents: torch.Tensor) -> torch.Tensor:
@@ -40,10 +40,6 @@ def ancestor_mask(parents: torch.Tensor) -> torch.Tensor:
             break
         jump = next_jump
     return allowed
-
-
-ATTENTION_BLOCK = 128
-"""Queries per block of the block-sparse attention over long packed rows (`TreeAttention`)."""
 
 
 @dataclass
@@ -64,116 +60,75 @@ class PrefixKeys:
 
 @dataclass
 class TreeAttention:
-    """What one forward needs besides the token ids: `positions` `[rows, seq]` (rotary position of
-    each token) and `allowed` `[rows, seq, seq]` (which tokens each token sees).
-    `prefix`: keys/values of shared prefixes that come before the row's own keys. `capture`: a
-    dict that receives each layer's keys/values `[rows * new, kv heads, dim]` (prefix forwards)."""
+    """What one forward of packed prefix-tree rows needs besides the token ids: `positions`
+    `[rows, seq]` (rotary position of each node) and `allowed` `[rows, seq, seq]` (which nodes
+    each node sees). `prefix`: keys/values of shared prefixes that come before the row's own
+    keys. `capture`: a dict that receives each layer's keys/values `[rows * seq, kv heads, dim]`
+    (prefix forwards). `chunk_tokens`: the position-wise parts of a layer (norms, projections,
+    rotary, MLP) run on about this many token positions at a time, so their intermediates stay
+    in cache (None: the whole micro-batch at once). The attention plan
+    (`attention_pieces.plan_attention`) and the rotary tables are built at the first layer and
+    reused by the others."""
 
     positions: torch.Tensor
     allowed: torch.Tensor
     prefix: PrefixKeys | None = None
     capture: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None
-    _block_plan: list[tuple[int, int, int, int, bool]] | None = field(default=None, init=False, repr=False)
-    _mask_cache: list[torch.Tensor] | None = field(default=None, init=False, repr=False)
+    chunk_tokens: int | None = None
+    _plan: AttentionPlan | None = field(default=None, init=False, repr=False)
+    _tables: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict, init=False, repr=False)
 
     def run_layer(self, layer: DecoderLayer, hidden: torch.Tensor, index: int) -> torch.Tensor:
         """One decoder layer on `[seq, rows, hidden]` (its submodules, masked attention)."""
-        residual = hidden
-        hidden = self._attention(layer, layer.attention_norm(hidden), index) + residual
-        residual = hidden
-        return layer.mlp(layer.mlp_norm(hidden)) + residual
-
-    def _attention(self, layer: DecoderLayer, hidden: torch.Tensor, index: int) -> torch.Tensor:
-        projected = layer.qkv(hidden)  # [seq, rows, heads * dim] each (the full sequence under any TP mode)
-        seq, rows, _ = projected[0].shape
-        nq, dim = layer.q_heads, layer.head_dim
-        q, k, v = (t.transpose(0, 1).reshape(rows, seq, -1, dim) for t in projected)
-        if layer.rotary is not None:
-            q = rotate(q, self.positions, layer.rotary.base, layer.rotary.interleaved)
-            k = rotate(k, self.positions, layer.rotary.base, layer.rotary.interleaved)
+        seq, rows, _ = hidden.shape
+        step = seq if self.chunk_tokens is None else max(1, self.chunk_tokens // rows)
+        spans = [(start, min(seq, start + step)) for start in range(0, seq, step)]
+        q, k, v = self._projections(layer, hidden, spans)
         if self.capture is not None:
-            self.capture[index] = (k.reshape(rows * seq, *k.shape[2:]), v.reshape(rows * seq, *v.shape[2:]))
+            self.capture[index] = (k.view(rows * seq, *k.shape[2:]), v.view(rows * seq, *v.shape[2:]))
+        attended = self._attention(q, k, v, index).view(rows, seq, -1)
+        out = torch.empty_like(hidden)
+        for start, end in spans:
+            residual = layer.attention_out(attended[:, start:end].transpose(0, 1)) + hidden[start:end]
+            out[start:end] = layer.mlp(layer.mlp_norm(residual)) + residual
+        return out
+
+    def _projections(
+        self, layer: DecoderLayer, hidden: torch.Tensor, spans: list[tuple[int, int]]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries, keys and values `[rows, seq, heads, dim]`, rotated, computed span by span."""
+        seq, rows, _ = hidden.shape
+        dim = layer.head_dim
+        q = hidden.new_empty(rows, seq, layer.q_heads, dim)
+        k = hidden.new_empty(rows, seq, layer.kv_heads, dim)
+        v = hidden.new_empty(rows, seq, layer.kv_heads, dim)
+        for start, end in spans:
+            parts = layer.qkv(layer.attention_norm(hidden[start:end]))
+            pq, pk, pv = (t.transpose(0, 1).unflatten(-1, (-1, dim)) for t in parts)
+            if layer.rotary is not None:
+                cos, sin = self._rotary(dim, layer.rotary.base, hidden.dtype)
+                cos, sin = cos[:, start:end], sin[:, start:end]
+                pq = apply_rotary(pq, cos, sin, layer.rotary.interleaved)
+                pk = apply_rotary(pk, cos, sin, layer.rotary.interleaved)
+            q[:, start:end], k[:, start:end], v[:, start:end] = pq, pk, pv
+        return q, k, v
+
+    def _rotary(self, dim: int, base: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        key = (dim, float(base), dtype)
+        if key not in self._tables:
+            self._tables[key] = rotary_tables(self.positions, dim, base, self.positions.device, dtype)
+        return self._tables[key]
+
+    def _attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, index: int) -> torch.Tensor:
+        rows, seq = q.shape[:2]
+        keys, values = k.view(rows * seq, *k.shape[2:]), v.view(rows * seq, *v.shape[2:])
+        if self.prefix is not None:  # the prefix positions first, then the rows' own nodes
+            prefix_keys, prefix_values = self.prefix.layer(index)
+            keys, values = torch.cat((prefix_keys, keys)), torch.cat((prefix_values, values))
+        if self._plan is None:
+            self._plan = plan_attention(self.allowed, None if self.prefix is None else self.prefix.allowed)
         compute = torch.float32 if q.device.type == "cpu" else q.dtype
-        repeat = nq // layer.kv_heads
-        q = q.transpose(1, 2).to(compute)
-        k = k.transpose(1, 2).to(compute).repeat_interleave(repeat, dim=1)
-        v = v.transpose(1, 2).to(compute).repeat_interleave(repeat, dim=1)
-        context = 0
-        if self.prefix is not None:  # the prefix's keys first, the same for every row
-            pk, pv = self.prefix.layer(index)
-            context = pk.shape[0]
-            pk, pv = (t.transpose(0, 1).to(compute).repeat_interleave(repeat, dim=0) for t in (pk, pv))
-            k = torch.cat((pk[None].expand(rows, -1, -1, -1), k), dim=2)
-            v = torch.cat((pv[None].expand(rows, -1, -1, -1), v), dim=2)
-        blocks = self._blocks()
-        masks = self._masks(compute)
-        if blocks is None:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=masks[0])
-        else:
-            out = q.new_empty(q.shape)
-            for (r, start, end, lo, reads_prefix), mask in zip(blocks, masks):
-                rows_ = slice(r, r + 1)
-                keys = slice(context + lo, context + end)
-                bk, bv = k[rows_, :, keys], v[rows_, :, keys]
-                if reads_prefix:
-                    bk = torch.cat((k[rows_, :, :context], bk), dim=2)
-                    bv = torch.cat((v[rows_, :, :context], bv), dim=2)
-                out[rows_, :, start:end] = F.scaled_dot_product_attention(
-                    q[rows_, :, start:end], bk, bv, attn_mask=mask
-                )
-        out = out.to(hidden.dtype).transpose(1, 2).reshape(rows, seq, nq * dim).transpose(0, 1)
-        return layer.attention_out(out)
-
-    def _masks(self, dtype: torch.dtype) -> list[torch.Tensor]:
-        """Additive masks (0 where allowed, -inf elsewhere) of the dense call or of each block,
-        `[rows, 1, queries, keys]`, built at the first layer and reused by every other one
-        (SDPA turns a boolean mask into this at every call)."""
-        if self._mask_cache is not None:
-            return self._mask_cache
-        blocks = self._blocks()
-        if blocks is None:
-            bools = [self.allowed if self.prefix is None else torch.cat((self.prefix.allowed, self.allowed), dim=-1)]
-        else:
-            bools = []
-            for r, start, end, lo, reads_prefix in blocks:
-                mask = self.allowed[r : r + 1, start:end, lo:end]
-                if reads_prefix:
-                    mask = torch.cat((self.prefix.allowed[r : r + 1, start:end], mask), dim=-1)
-                bools.append(mask)
-        self._mask_cache = [
-            torch.zeros(m.shape, dtype=dtype, device=m.device).masked_fill_(~m, float("-inf"))[:, None] for m in bools
-        ]
-        return self._mask_cache
-
-    def _blocks(self) -> list[tuple[int, int, int, int, bool]] | None:
-        """Block-sparse plan for long rows whose queries are the keys themselves (packed trees,
-        prefill): `(row, start, end, first key, reads the prefix)` per row and block of
-        `ATTENTION_BLOCK` queries. A node only sees itself and earlier nodes, so keys after the
-        block's last query and before its first needed key are skipped (they are masked out: the
-        result is the same); per row, so one row whose block looks far back (a long in-row
-        prefix) does not make the others do so. None: one dense call (short rows, decode steps)."""
-        if self._block_plan is not None:
-            return self._block_plan or None
-        rows, seq, keys = self.allowed.shape
-        if keys != seq or seq <= 2 * ATTENTION_BLOCK:
-            self._block_plan = []
-            return None
-        first = self.allowed.to(torch.uint8).argmax(dim=-1).cpu()  # [rows, seq] first visible own key per query
-        seen = self.prefix.allowed.any(dim=-1).cpu() if self.prefix is not None else None  # [rows, seq]
-        plan = []
-        for start in range(0, seq, ATTENTION_BLOCK):
-            end = min(seq, start + ATTENTION_BLOCK)
-            los = first[:, start:end].min(dim=-1).values.tolist()
-            reads = seen[:, start:end].any(dim=-1).tolist() if seen is not None else [False] * rows
-            plan += [(r, start, end, lo, read) for r, (lo, read) in enumerate(zip(los, reads))]
-        self._block_plan = sorted(plan)
-        return self._block_plan
-
-
-def rotate(x: torch.Tensor, positions: torch.Tensor, base: float, interleaved: bool) -> torch.Tensor:
-    """Rotary embedding of `x` `[rows, seq, heads, dim]` at `positions` `[rows, seq]`, fp32 math."""
-    cos, sin = rotary_tables(positions, x.shape[-1], base, x.device, x.dtype)
-    return apply_rotary(x, cos, sin, interleaved)
+        return attend(self._plan, q.view(rows * seq, *q.shape[2:]), keys, values, compute)
 
 
 def rotary_tables(
