@@ -14,7 +14,7 @@ attend as several queries of that KV head.
 - `CachedDecode`: each running row's newest token at its own position, written at position
   `lengths[r]` of its slot, attending to positions `0..lengths[r]` of its slot.
 
-Rotary positions and math are the tree attention's (`tree_attention.rotate`), so both paths give
+Rotary tables and math are the tree attention's (`tree_attention.rotary_tables`, `apply_rotary`), so both paths give
 the same numbers as Nanotron's forward up to float rounding.
 """
 
