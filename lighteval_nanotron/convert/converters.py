@@ -100,14 +100,29 @@ def _target(hf_config: Mapping[str, Any]) -> _Target:
     else:
         model_config, rope_theta = nanotron_config_from_hf(hf_config)  # refuses anything else, naming what is supported
         fields = {**model_config, ROPE_THETA_KEY: rope_theta}
-    return _Target(CheckpointModel.from_fields(fields, "The converted config"), model_config, rope_theta, mapping)
+    checkpoint_model = CheckpointModel.from_fields(fields, "The converted config")
+    _check_recorded_rotary(checkpoint_model)
+    return _Target(checkpoint_model, model_config, rope_theta, mapping)
+
+
+def _check_recorded_rotary(checkpoint_model: CheckpointModel) -> None:
+    """The q/k rows are written for `checkpoint_model.rotary_layout`: the config written beside them
+    must read back, under the installed Nanotron, to that same layout, or every score of the
+    checkpoint would be wrong. CheckpointError before any weight is written otherwise."""
+    written = CheckpointModel.from_fields(checkpoint_model.config_fields(), "The converted config").rotary_layout
+    if written != checkpoint_model.rotary_layout:
+        raise CheckpointError(
+            f"The converted config would read back with RoPE (base, interleaved) = {written}, but the weights "
+            f"are laid out for {checkpoint_model.rotary_layout}: not converting (a bug: please report it)."
+        )
 
 
 def _write(dst: Path, target: _Target, hf_weights: Mapping[str, torch.Tensor], dtype: torch.dtype) -> int:
     if target.mapping is not None:
         weights = target.mapping.iter_hf_to_nanotron(hf_weights, target.model_config)
     else:
-        weights = iter_hf_to_nanotron(hf_weights, LlamaShape.from_nanotron_config(target.model_config))
+        _, interleaved = target.checkpoint_model.rotary_layout  # a Llama always records one
+        weights = iter_hf_to_nanotron(hf_weights, LlamaShape.from_nanotron_config(target.model_config), interleaved)
     return write_nanotron_checkpoint(dst, target.checkpoint_model, weights, dtype)
 
 
@@ -168,6 +183,7 @@ def nanotron_to_hf(folder: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor
         )
     model_config = dataclasses.asdict(checkpoint_model.model_config)
     shape = LlamaShape.from_nanotron_config(model_config)
-    return hf_config_from_nanotron(model_config, checkpoint_model.rope_theta), nanotron_to_hf_state_dict(
-        read_nanotron_weights(folder), shape
+    rope_theta, interleaved = checkpoint_model.rotary_layout  # current Nanotron's may record halves (HF order)
+    return hf_config_from_nanotron(model_config, rope_theta), nanotron_to_hf_state_dict(
+        read_nanotron_weights(folder), shape, interleaved
     )

@@ -7,7 +7,8 @@ Two layout differences matter besides the names:
 - Nanotron 0.4 applies rotary embeddings to interleaved pairs `(x0, x1), (x2, x3), ...` (GPT-J style,
   `interleaved=True`), Hugging Face to the two halves of each head (GPT-NeoX style). The rows of each
   q/k head are therefore permuted: HF row `j` (first half) and `j + d/2` (second half) become
-  Nanotron rows `2j` and `2j + 1`.
+  Nanotron rows `2j` and `2j + 1`. A checkpoint recording `rope_interleaved: false` (current
+  Nanotron's layout) keeps Hugging Face's order (`interleaved=False`).
 """
 
 from __future__ import annotations
@@ -144,8 +145,15 @@ def _take(state_dict: Mapping[str, torch.Tensor], name: str) -> torch.Tensor:
         ) from None
 
 
-def iter_hf_to_nanotron(hf: Mapping[str, torch.Tensor], shape: LlamaShape) -> Iterator[tuple[str, torch.Tensor]]:
-    """Hugging Face Llama weights -> full (unsharded) Nanotron 0.4 `LlamaForTraining` weights, one at a time.
+def _qk_rows(weight: torch.Tensor, num_heads: int, interleaved: bool) -> torch.Tensor:
+    return interleave_rotary(weight, num_heads) if interleaved else weight
+
+
+def iter_hf_to_nanotron(
+    hf: Mapping[str, torch.Tensor], shape: LlamaShape, interleaved: bool = True
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """Hugging Face Llama weights -> full (unsharded) Nanotron 0.4 `LlamaForTraining` weights, one at a time,
+    q/k rows laid out for interleaved rotary pairs (`interleaved`, 0.4's layout) or Hugging Face's halves.
 
     Each source tensor is read once, so a lazy `hf` mapping (GGUF or safetensors on disk) keeps at
     most one layer's tensors in memory. Tied models get the embedding under both the embedding and
@@ -158,8 +166,8 @@ def iter_hf_to_nanotron(hf: Mapping[str, torch.Tensor], shape: LlamaShape) -> It
     yield NT_FINAL_NORM, _take(hf, HF_FINAL_NORM)
     for i in range(shape.num_layers):
         src, dst = _HF_LAYER.format(i=i), _NT_LAYER.format(i=i)
-        q = interleave_rotary(_take(hf, src + "self_attn.q_proj.weight"), shape.num_heads)
-        k = interleave_rotary(_take(hf, src + "self_attn.k_proj.weight"), shape.num_kv_heads)
+        q = _qk_rows(_take(hf, src + "self_attn.q_proj.weight"), shape.num_heads, interleaved)
+        k = _qk_rows(_take(hf, src + "self_attn.k_proj.weight"), shape.num_kv_heads, interleaved)
         yield dst + "attn.qkv_proj.weight", torch.cat([q, k, _take(hf, src + "self_attn.v_proj.weight")], dim=0)
         del q, k
         yield dst + "attn.o_proj.weight", _take(hf, src + "self_attn.o_proj.weight")
@@ -176,16 +184,19 @@ def hf_to_nanotron_state_dict(hf: Mapping[str, torch.Tensor], shape: LlamaShape)
     return dict(iter_hf_to_nanotron(hf, shape))
 
 
-def nanotron_to_hf_state_dict(nt: Mapping[str, torch.Tensor], shape: LlamaShape) -> dict[str, torch.Tensor]:
-    """Full Nanotron 0.4 Llama weights -> Hugging Face `LlamaForCausalLM` weights (with `lm_head.weight`)."""
+def nanotron_to_hf_state_dict(
+    nt: Mapping[str, torch.Tensor], shape: LlamaShape, interleaved: bool = True
+) -> dict[str, torch.Tensor]:
+    """Full Nanotron Llama weights (q/k rows for interleaved pairs, or Hugging Face's halves when not
+    `interleaved`) -> Hugging Face `LlamaForCausalLM` weights (with `lm_head.weight`)."""
     out = {HF_EMBED: _take(nt, NT_EMBED), HF_FINAL_NORM: _take(nt, NT_FINAL_NORM)}
     out[HF_LM_HEAD] = out[HF_EMBED] if shape.tie_word_embeddings else _take(nt, NT_LM_HEAD)
     q_rows, kv_rows = shape.num_heads * shape.head_dim, shape.num_kv_heads * shape.head_dim
     for i in range(shape.num_layers):
         src, dst = _NT_LAYER.format(i=i), _HF_LAYER.format(i=i)
         q, k, v = torch.split(_take(nt, src + "attn.qkv_proj.weight"), [q_rows, kv_rows, kv_rows], dim=0)
-        out[dst + "self_attn.q_proj.weight"] = deinterleave_rotary(q, shape.num_heads)
-        out[dst + "self_attn.k_proj.weight"] = deinterleave_rotary(k, shape.num_kv_heads)
+        out[dst + "self_attn.q_proj.weight"] = deinterleave_rotary(q, shape.num_heads) if interleaved else q
+        out[dst + "self_attn.k_proj.weight"] = deinterleave_rotary(k, shape.num_kv_heads) if interleaved else k
         out[dst + "self_attn.v_proj.weight"] = v
         out[dst + "self_attn.o_proj.weight"] = _take(nt, src + "attn.o_proj.weight")
         gate, up = torch.chunk(_take(nt, src + "mlp.gate_up_proj.weight"), 2, dim=0)

@@ -78,7 +78,11 @@ class CheckpointModel:
         if not isinstance(fields, Mapping):
             raise CheckpointError(f"{where} is not a mapping: {fields!r}.")
         family = family_of_fields(fields, where)
-        config_fields, carried = family.split_recorded_fields(fields, where)
+        # A carried field the recorded config lacks means the family's default (what 0.4, which has no
+        # such key, does), also where the installed config class has the key with another default:
+        # current Nanotron's LlamaConfig defaults rope_interleaved to false, 0.4's Llama rotates interleaved.
+        recorded = {**family.carried_fields, **fields}
+        config_fields, carried = family.split_recorded_fields(recorded, where)
         try:
             rope_theta = float(carried.get(ROPE_THETA_KEY, DEFAULT_ROPE_THETA))
         except (TypeError, ValueError):
@@ -91,6 +95,17 @@ class CheckpointModel:
         model_config = family.config_from_fields(config_fields, where)
         family.check_config(model_config)
         return cls(model_config, rope_theta, rope_interleaved)
+
+    @property
+    def rotary_layout(self) -> tuple[float, bool] | None:
+        """(RoPE base, interleaved pairs) that the weights' q/k rows are laid out for: the model
+        config's fields where its class has them (current Nanotron's Llama, Qwen2), else the carried
+        ones (0.4's Llama). None for a family that records no pair layout (Starcoder2: always halves)."""
+        config = self.model_config
+        if not hasattr(config, ROPE_INTERLEAVED_KEY) and ROPE_INTERLEAVED_KEY not in self.family.carried_fields:
+            return None
+        theta = getattr(config, ROPE_THETA_KEY, self.rope_theta)
+        return float(theta), bool(getattr(config, ROPE_INTERLEAVED_KEY, self.rope_interleaved))
 
     def config_fields(self) -> dict[str, Any]:
         """The fields to record: the config's, plus the carried ones that are not the defaults."""

@@ -21,12 +21,14 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import torch
 import torch.distributed as dist
 
-from lighteval_nanotron.errors import CheckpointError, LayoutError
+from lighteval_nanotron.errors import CheckpointError, LayoutError, UnsupportedModelError
 from lighteval_nanotron.models.checkpoint_format import (
     DEFAULT_ROPE_THETA,
     MODEL_CONFIG_FILE,
+    ROPE_INTERLEAVED_KEY,
     ROPE_THETA_KEY,
     TRAINING_CONFIG_FILE,
+    CheckpointModel,
     check_complete_checkpoint,
     read_checkpoint_dtype,
     read_checkpoint_model,
@@ -112,7 +114,30 @@ def build_nanotron_model(
     carried = {**({ROPE_THETA_KEY: rope_theta} if rope_theta != DEFAULT_ROPE_THETA else {}), **(carried or {})}
     if carried:
         family.apply_carried(model, carried)
+    recorded = CheckpointModel(model_config, carried.get(ROPE_THETA_KEY, DEFAULT_ROPE_THETA),
+                               carried.get(ROPE_INTERLEAVED_KEY, True))  # fmt: skip
+    check_built_rotary(model, recorded)
     return model
+
+
+def check_built_rotary(model: "NanotronModel", recorded: CheckpointModel) -> None:
+    """Raise UnsupportedModelError when a built decoder layer of this rank rotates q/k otherwise than
+    the weights are laid out for (`CheckpointModel.rotary_layout`): the engine applies the built
+    layer's rotary (the family's layer view), so a mismatch would score every document wrong."""
+    expected = recorded.rotary_layout
+    if expected is None:
+        return
+    family = recorded.family
+    for step in family.chain(family.inner_model(model)):
+        module = getattr(step.block, "pp_block", None)  # built on the block's own PP rank only
+        rotary = family.decoder_layer(module).rotary if step.kind == "layer" and module is not None else None
+        if rotary is not None and (float(rotary.base), bool(rotary.interleaved)) != expected:
+            raise UnsupportedModelError(
+                f"The installed Nanotron built {family.name} layer {step.layer_index} with RoPE (base, interleaved) "
+                f"= {(float(rotary.base), bool(rotary.interleaved))}, but the model config records {expected}: "
+                "it would score every document wrong, so it is not evaluated. Use a Nanotron listed in "
+                "docs/engine.md ('Nanotron versions')."
+            )
 
 
 def _instantiate(training_class: type, model_config: Any, parallel_context: Any, parallel_config: Any) -> Any:

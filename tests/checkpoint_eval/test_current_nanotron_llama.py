@@ -14,6 +14,7 @@ import pytest
 import torch
 import yaml
 
+from lighteval_nanotron.convert import nanotron_to_hf
 from lighteval_nanotron.convert.llama_mapping import (
     LlamaShape,
     deinterleave_rotary,
@@ -81,6 +82,16 @@ def test_attention_bias_is_refused(main_checkpoint):
     fields = {**json.loads((folder / "model_config.json").read_text()), "attention_bias": True}
     with pytest.raises(UnsupportedModelError, match="attention_bias=True"):
         CheckpointModel.from_fields(fields)
+
+
+def test_main_llama_checkpoint_converts_back_to_the_hf_weights(main_checkpoint):
+    """Q/k rows recorded in Hugging Face order (`rope_interleaved: false`) are exported as they are,
+    with the recorded RoPE base (a model config field under current Nanotron, carried under 0.4)."""
+    model, folder = main_checkpoint
+    hf_config, state_dict = nanotron_to_hf(folder)
+    assert hf_config["rope_theta"] == ROPE_THETA
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(state_dict[name], tensor), name
 
 
 def _cli_main(argv: list) -> int:
