@@ -26,9 +26,10 @@ def _train(config_file: str):
 
     class RecordingTrainer(DistributedTrainer):
         def training_step(self, dataloader):
-            outputs, loss = super().training_step(dataloader=dataloader)
+            returned = super().training_step(dataloader=dataloader)  # (outputs, loss); main adds z-loss and logs
+            loss = returned[1]
             losses.append(None if loss is None else loss.item())
-            return outputs, loss
+            return returned
 
     trainer = RecordingTrainer(config_file)
     start = time.perf_counter()
