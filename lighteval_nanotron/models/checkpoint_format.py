@@ -43,6 +43,9 @@ WEIGHTS_FOLDER = "model"
 ROPE_THETA_KEY = "rope_theta"
 ROPE_INTERLEAVED_KEY = "rope_interleaved"
 DEFAULT_ROPE_THETA = 10000.0
+CONVERTED_STAGE = "converted"
+"""The one data stage in the `checkpoint_metadata.json` of weights not produced by training (current
+Nanotron's metadata needs a step and stages: they are written as step 0 of this stage)."""
 """The RoPE base Nanotron 0.4's Llama always uses; its model config records `rope_theta` only when it differs."""
 
 _WEIGHT_FILE = re.compile(
