@@ -20,7 +20,7 @@ def _train(config_file: str):
     """Train from a YAML config with the synthetic loader; return (losses on output ranks, step, seconds)."""
     from nanotron.trainer import DistributedTrainer
 
-    from lighteval_nanotron.parallel.cpu.data import synthetic_dataloader_for
+    from lighteval_nanotron.hook.data import build_dataloader  # the synthetic loader, per data stage under main
 
     losses = []
 
@@ -33,7 +33,7 @@ def _train(config_file: str):
 
     trainer = RecordingTrainer(config_file)
     start = time.perf_counter()
-    trainer.train(synthetic_dataloader_for(trainer))
+    trainer.train(build_dataloader(trainer, cpu=True))
     return losses, trainer.iteration_step, time.perf_counter() - start
 
 
