@@ -312,9 +312,10 @@ def train_worker(config: str, report: str, cpu: bool) -> None:
 
     class RecordingTrainer(EvaluatingTrainer):
         def training_step(self, dataloader):
-            outputs, loss = super().training_step(dataloader)
+            returned = super().training_step(dataloader)  # (outputs, loss); current Nanotron adds z-loss and logs
+            loss = returned[1]
             losses.append(None if loss is None else float(loss.item()))
-            return outputs, loss
+            return returned
 
     trainer = RecordingTrainer(config)
     trainer.train(build_dataloader(trainer, cpu))

@@ -15,6 +15,7 @@ from typing import Any
 
 from lighteval_nanotron.errors import CheckpointError
 from lighteval_nanotron.models.checkpoint_format import (
+    CONVERTED_STAGE,
     METADATA_FILE,
     WEIGHTS_FOLDER,
     check_complete_checkpoint,
@@ -51,11 +52,21 @@ def _read_metas(path: Path) -> dict[str, Any]:
     return metas if isinstance(metas, dict) else {}
 
 
+def _not_from_training(metas: dict[str, Any]) -> bool:
+    """Metadata written for weights that no training produced (converted, or random test weights):
+    under current Nanotron step 0 of the one stage `CONVERTED_STAGE`, which is no training step."""
+    stages = metas.get("data_stages")
+    names = [stage.get("name") for stage in stages if isinstance(stage, dict)] if isinstance(stages, list) else []
+    return metas.get("last_train_step") == 0 and names == [CONVERTED_STAGE]
+
+
 def checkpoint_info(path: str | Path) -> CheckpointInfo:
     """Describe one checkpoint folder; raises CheckpointError naming what is missing."""
     path = Path(path)
     check_complete_checkpoint(path)
     metas = _read_metas(path)
+    if _not_from_training(metas):
+        metas = {}
     step = metas.get("last_train_step")
     if step is None and path.name.isdigit():
         step = int(path.name)

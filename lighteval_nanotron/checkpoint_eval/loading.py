@@ -13,7 +13,13 @@ from typing import Any
 import torch
 
 from lighteval_nanotron.errors import CheckpointError, ConfigError
-from lighteval_nanotron.models.checkpoint_format import CheckpointModel, read_checkpoint_dtype, read_training_config
+from lighteval_nanotron.models.checkpoint_format import (
+    ROPE_INTERLEAVED_KEY,
+    ROPE_THETA_KEY,
+    CheckpointModel,
+    read_checkpoint_dtype,
+    read_training_config,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -21,10 +27,15 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
+def _compared_fields(model: CheckpointModel) -> dict:
+    """The recorded fields and the RoPE settings (carried, or the config's where its class has them)."""
+    return {**model.config_fields(), ROPE_THETA_KEY: model.rope_theta, ROPE_INTERLEAVED_KEY: model.rope_interleaved}
+
+
 def check_same_model(reference: CheckpointModel, model: CheckpointModel, path: Path) -> None:
     """Every checkpoint of one run must have the architecture of the first (the model is built once)."""
     if model != reference:
-        expected, found = reference.config_fields(), model.config_fields()
+        expected, found = _compared_fields(reference), _compared_fields(model)
         changed = sorted(key for key in set(expected) | set(found) if expected.get(key) != found.get(key))
         raise CheckpointError(
             f"Checkpoint {path} has a different model config from the first checkpoint ({', '.join(changed)}): "

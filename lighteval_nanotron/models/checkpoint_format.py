@@ -43,6 +43,9 @@ WEIGHTS_FOLDER = "model"
 ROPE_THETA_KEY = "rope_theta"
 ROPE_INTERLEAVED_KEY = "rope_interleaved"
 DEFAULT_ROPE_THETA = 10000.0
+CONVERTED_STAGE = "converted"
+"""The one data stage in the `checkpoint_metadata.json` of weights not produced by training (current
+Nanotron's metadata needs a step and stages: they are written as step 0 of this stage)."""
 """The RoPE base Nanotron 0.4's Llama always uses; its model config records `rope_theta` only when it differs."""
 
 _WEIGHT_FILE = re.compile(
@@ -52,8 +55,9 @@ _WEIGHT_FILE = re.compile(
 
 @dataclass(frozen=True)
 class CheckpointModel:
-    """The architecture a checkpoint describes: the model config and the RoPE settings recorded
-    beside a config class that lacks them (0.4's `LlamaConfig`: `rope_theta`, `rope_interleaved`)."""
+    """The architecture a checkpoint describes: the model config and its RoPE settings, recorded
+    beside a config class that lacks them (0.4's `LlamaConfig`: `rope_theta`, `rope_interleaved`),
+    read from the config where its class has them (current Nanotron)."""
 
     model_config: Any
     rope_theta: float = DEFAULT_ROPE_THETA
@@ -65,10 +69,15 @@ class CheckpointModel:
 
     @property
     def carried(self) -> dict[str, Any]:
-        """The carried fields with values other than the defaults, for `ModelFamily.apply_carried`."""
+        """The carried fields the config class lacks, with values other than the defaults, for
+        `ModelFamily.apply_carried` (a field of the config class is recorded and applied by it)."""
         values = {ROPE_THETA_KEY: self.rope_theta, ROPE_INTERLEAVED_KEY: self.rope_interleaved}
         defaults = {ROPE_THETA_KEY: DEFAULT_ROPE_THETA, ROPE_INTERLEAVED_KEY: True}
-        return {key: value for key, value in values.items() if value != defaults[key]}
+        return {
+            key: value
+            for key, value in values.items()
+            if value != defaults[key] and not hasattr(self.model_config, key)
+        }
 
     @classmethod
     def from_fields(cls, fields: Any, where: str = "the model config") -> CheckpointModel:
@@ -83,14 +92,16 @@ class CheckpointModel:
         # current Nanotron's LlamaConfig defaults rope_interleaved to false, 0.4's Llama rotates interleaved.
         recorded = {**family.carried_fields, **fields}
         config_fields, carried = family.split_recorded_fields(recorded, where)
+        # Where the installed config class has the field (current Nanotron), the config's value is the
+        # one the model uses, and it is checked as a carried one is.
+        in_use = {**config_fields, **carried}
         try:
-            rope_theta = float(carried.get(ROPE_THETA_KEY, DEFAULT_ROPE_THETA))
-            float(config_fields.get(ROPE_THETA_KEY, rope_theta))  # a config field under current Nanotron
+            rope_theta = float(in_use.get(ROPE_THETA_KEY, DEFAULT_ROPE_THETA))
         except (TypeError, ValueError):
             raise CheckpointError(
-                f"{where} has {ROPE_THETA_KEY}={fields[ROPE_THETA_KEY]!r}, not a number: fix or remove it."
+                f"{where} has {ROPE_THETA_KEY}={in_use[ROPE_THETA_KEY]!r}, not a number: fix or remove it."
             ) from None
-        rope_interleaved = carried.get(ROPE_INTERLEAVED_KEY, True)
+        rope_interleaved = in_use.get(ROPE_INTERLEAVED_KEY, True)
         if not isinstance(rope_interleaved, bool):
             raise CheckpointError(f"{where} has {ROPE_INTERLEAVED_KEY}={rope_interleaved!r}, not true or false.")
         model_config = family.config_from_fields(config_fields, where)

@@ -23,6 +23,7 @@ import torch.distributed as dist
 
 from lighteval_nanotron.errors import CheckpointError, LayoutError, UnsupportedModelError
 from lighteval_nanotron.models.checkpoint_format import (
+    CONVERTED_STAGE,
     DEFAULT_ROPE_THETA,
     MODEL_CONFIG_FILE,
     ROPE_INTERLEAVED_KEY,
@@ -198,7 +199,7 @@ def save_checkpoint_metadata(parallel_context: "ParallelContext", root: Path) ->
         return
     from nanotron.serialize.metadata import DataStageMetadata, TrainingMetadata
 
-    stage = DataStageMetadata(name="converted", start_training_step=1, consumed_train_samples=0)
+    stage = DataStageMetadata(name=CONVERTED_STAGE, start_training_step=1, consumed_train_samples=0)
     metadata = TrainingMetadata(consumed_train_samples=0, last_train_step=0, consumed_tokens_total=0,
                                 last_stage_idx=0, data_stages=[stage])  # fmt: skip
     save_meta(parallel_context=parallel_context, root_folder=root, training_metadata=metadata)

@@ -60,6 +60,15 @@ def test_checkpoint_info_reads_step_and_consumed_tokens(tmp_path):
     assert checkpoint_info(_checkpoint(tmp_path / "45")).step == 45
     converted = _checkpoint(tmp_path / "smollm2", config={"tokens": None})
     assert checkpoint_info(converted) == CheckpointInfo(converted, None, None)
+    # current Nanotron's metadata has a step and stages: converted weights are written as step 0 of one
+    # "converted" stage (nanotron_builder.save_checkpoint_metadata), which is no training step
+    stage = {"name": "converted", "start_training_step": 1, "consumed_train_samples": 0}
+    main_converted = _checkpoint(tmp_path / "main_converted", {"last_train_step": 0, "consumed_train_samples": 0,
+                                                                "data_stages": [stage]})  # fmt: skip
+    assert checkpoint_info(main_converted) == CheckpointInfo(main_converted, None, None)
+    initial = _checkpoint(tmp_path / "initial", {"last_train_step": 0, "consumed_train_samples": 0,
+                                                  "data_stages": [{**stage, "name": "stable"}]})  # fmt: skip
+    assert checkpoint_info(initial).step == 0
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match="has no model"):
         checkpoint_info(tmp_path / "empty")

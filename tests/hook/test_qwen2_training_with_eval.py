@@ -2,8 +2,7 @@
 `DistributedTrainer` with the `lighteval_nanotron:` section: the loss curve and final weights are
 bitwise those of the same run without the hook, and, starting every layout from the same
 checkpoint on the same batches, the loss curve and the per-sample log-probs at every evaluated
-step are the same at TP1, TP2 and DP2 (not PP2: see `LAYOUTS`). Needs GitHub main (0.4 has no
-Qwen2)."""
+step are the same at TP1, TP2, PP2, TP2xPP2 and DP2. Needs GitHub main (0.4 has no Qwen2)."""
 
 from __future__ import annotations
 
@@ -30,11 +29,9 @@ TOLERANCE = 1e-4
 STEPS = [0, 2, 4]
 SECTION = {"eval_at_start": True}
 MODEL_CONFIGS = {"dense": QWEN2_MODEL_CONFIG, "moe": QWEN2_MOE_MODEL_CONFIG}
-LAYOUTS = {"tp2": (2, 1, 1), "dp2": (1, 1, 2)}
-"""Compared with TP1. Not PP2: main's own `Qwen2Model.forward` cannot train with PP > 1 (it calls
-`position_ids.numel()` on every stage, nanotron/models/qwen.py:766 at 2411b02, and later stages
-hold a TensorPointer there); the engine's PP2 evaluation of Qwen2 is tested from checkpoints
-(tests/checkpoint_eval/test_current_nanotron_qwen2.py)."""
+LAYOUTS = {"tp2": (2, 1, 1), "pp2": (1, 2, 1), "tp2pp2": (2, 2, 1), "dp2": (1, 1, 2)}
+"""Compared with TP1. PP > 1 trains through `model_patches.apply_qwen2_patches`, which fixes main's
+`Qwen2Model.forward` off the input stage (qwen.py:766 at 2411b02, docs/cpu.md)."""
 GLOBAL_BATCH = 4
 """Samples per step at every layout (micro-batches of 2; accumulation 2, or DP2), so every layout
 trains on the same batches."""

@@ -20,24 +20,20 @@ def _train(config_file: str):
     """Train from a YAML config with the synthetic loader; return (losses on output ranks, step, seconds)."""
     from nanotron.trainer import DistributedTrainer
 
-    from lighteval_nanotron.hook.stage_loader import StageLoader
-    from lighteval_nanotron.parallel.cpu.data import synthetic_dataloader_for
+    from lighteval_nanotron.hook.data import build_dataloader  # the synthetic loader, per data stage under main
 
     losses = []
 
     class RecordingTrainer(DistributedTrainer):
         def training_step(self, dataloader):
             returned = super().training_step(dataloader=dataloader)  # (outputs, loss); main adds z-loss and logs
-            losses.append(None if returned[1] is None else returned[1].item())
+            loss = returned[1]
+            losses.append(None if loss is None else loss.item())
             return returned
 
     trainer = RecordingTrainer(config_file)
     start = time.perf_counter()
-    stages = getattr(trainer.config, "data_stages", None)  # current Nanotron: one loader per data stage
-    loader = synthetic_dataloader_for(trainer)
-    if stages:
-        loader = {stage.name: StageLoader(loader, stage.name, trainer.metadata) for stage in stages}
-    trainer.train(loader)
+    trainer.train(build_dataloader(trainer, cpu=True))
     return losses, trainer.iteration_step, time.perf_counter() - start
 
 

@@ -26,6 +26,7 @@ import torch
 from nanotron.generation import decode
 from nanotron.models import llama, starcoder2
 from nanotron.parallel.context import ParallelContext
+from nanotron.parallel.pipeline_parallel.tensor_pointer import TensorPointer
 
 from lighteval_nanotron.nanotron_variant import has_qwen2, installed_nanotron
 from lighteval_nanotron.parallel.cpu.devices import on_cpu
@@ -130,12 +131,39 @@ def _with_launcher_node_size(init_parallel_groups):
 
 def apply_qwen2_patches() -> None:
     """Current Nanotron's Qwen2 (GitHub main): its pipeline P2P, and the MoE router, whose float32
-    weight `nn/moe.py` makes on "cuda", on the CPU."""
+    weight `nn/moe.py` makes on "cuda", on the CPU; its forward on the stages after the input one."""
     from nanotron.models import qwen
     from nanotron.nn import moe
 
     replace(qwen, "P2P", CpuP2P)
     replace(moe.Router, "__init__", on_cpu(moe.Router.__init__))
+    replace(qwen.Qwen2Model, "forward", _with_cu_seqlens_off_input_stage(qwen.Qwen2Model.forward))
+
+
+def _with_cu_seqlens_off_input_stage(forward: Any) -> Any:
+    """main's `Qwen2Model.forward` (qwen.py:758-810 at 2411b02) computes `cu_seqlens` from
+    `position_ids.numel()` on every pipeline stage, but off the input stage `position_ids` is a
+    `TensorPointer`: every PP > 1 forward fails there with an AttributeError. The input stage runs
+    main's forward unchanged; another stage runs the same blocks with `cu_seqlens` pointing at the
+    input stage, so the first decoder layer it runs receives it with the hidden states, as it
+    receives `position_ids`."""
+
+    @functools.wraps(forward)
+    def patched(self: Any, input_ids: Any, position_ids: Any) -> Any:
+        if not isinstance(position_ids, TensorPointer):
+            return forward(self, input_ids=input_ids, position_ids=position_ids)
+        output = self.token_position_embeddings(input_ids=input_ids, position_ids=position_ids)
+        states = {
+            "hidden_states": output["input_embeds"],
+            "position_ids": output["position_ids"],
+            "cu_seqlens": TensorPointer(group_rank=position_ids.group_rank),
+        }
+        for decoder_layer in self.decoder:
+            states = decoder_layer(**states)
+        hidden_states = self.final_layer_norm(input=states["hidden_states"])["hidden_states"]
+        return self.lm_head(x=hidden_states)["logits"]
+
+    return patched
 
 
 def _noop(*args: Any, **kwargs: Any) -> None:
