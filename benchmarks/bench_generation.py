@@ -42,7 +42,9 @@ def _docs(count: int, max_new_tokens: int) -> list:
 
     (task,) = Registry(TASK).load_tasks().values()
     docs = task.get_docs(max_samples=count)
-    return [dataclasses.replace(d, generation_size=min(d.generation_size or max_new_tokens, max_new_tokens)) for d in docs]
+    return [
+        dataclasses.replace(d, generation_size=min(d.generation_size or max_new_tokens, max_new_tokens)) for d in docs
+    ]
 
 
 def _requests(checkpoint: Path, count: int, max_new_tokens: int) -> list:
@@ -214,21 +216,24 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_reference:
         ref = reference(checkpoint, _requests(checkpoint, args.docs, args.max_new_tokens), args.threads)
         figures["reference"] = ref
-        print(f"  transformers generate loop       {ref['seconds']:8.1f} s  ({ref['cpu_seconds']:.1f} CPU s)", flush=True)
+        print(
+            f"  transformers generate loop       {ref['seconds']:8.1f} s  ({ref['cpu_seconds']:.1f} CPU s)", flush=True
+        )
     figures["engine"] = {}
     for text in args.layouts.split(","):
         layout = tuple(int(v) for v in text.split("x"))
         record = engine(checkpoint, layout, job, args.timeout)
         figures["engine"][text] = record
         line = f"  engine tp{layout[0]} pp{layout[1]} dp{layout[2]}" + " " * 15
-        line += f"{record['seconds']:8.1f} s  ({record['cpu_seconds']:.1f} CPU s, all ranks)  {record['new_tokens']} new tokens,"
+        line += f"{record['seconds']:8.1f} s  ({record['cpu_seconds']:.1f} CPU s, all ranks)"
+        line += f"  {record['new_tokens']} new tokens,"
         line += f" {record['batches']} prefills"
         if ref is not None:
             same = sum(a == b for a, b in zip(record["texts"], ref["texts"], strict=True))
             record["identical_texts"] = same
             record["speedup_vs_reference"] = ref["seconds"] / record["seconds"]
             record["cpu_speedup_vs_reference"] = ref["cpu_seconds"] / record["cpu_seconds"]
-            line += f"  x{ref['seconds'] / record['seconds']:.2f} wall, x{ref['cpu_seconds'] / record['cpu_seconds']:.2f} CPU"
+            line += f"  x{record['speedup_vs_reference']:.2f} wall, x{record['cpu_speedup_vs_reference']:.2f} CPU"
             line += f" vs reference, {same}/{len(ref['texts'])} texts identical"
         print(line, flush=True)
     try:

@@ -21,9 +21,20 @@ EVAL = Consumer(
     name="eval",
     takes=frozenset(
         {
-            "tasks", "custom_tasks", "max_samples", "output_dir", "loggers", "tensorboard_prefix",
-            "wandb_project", "wandb_entity", "pairwise_tokenization",
-            "multichoice_continuations_start_space", "generation", "tp", "pp", "dp",
+            "tasks",
+            "custom_tasks",
+            "max_samples",
+            "output_dir",
+            "loggers",
+            "tensorboard_prefix",
+            "wandb_project",
+            "wandb_entity",
+            "pairwise_tokenization",
+            "multichoice_continuations_start_space",
+            "generation",
+            "tp",
+            "pp",
+            "dp",
             "checkpoints_dir",
         }
     ),  # fmt: skip
@@ -62,7 +73,9 @@ def read_lighteval_config(path: str) -> Any:
     except yaml.YAMLError as error:
         raise ConfigError(f"--lighteval-config-path {path} is not valid YAML: {str(error).splitlines()[0]}.") from error
     if not isinstance(content, dict):
-        raise ConfigError(f"--lighteval-config-path {path}: expected lighteval's eval YAML (a mapping), not {content!r}.")
+        raise ConfigError(
+            f"--lighteval-config-path {path}: expected lighteval's eval YAML (a mapping), not {content!r}."
+        )
     return content
 
 

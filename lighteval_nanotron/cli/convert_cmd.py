@@ -29,7 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     formats = parser.add_subparsers(dest="source_format", required=True, metavar="FORMAT")
 
-    hf = formats.add_parser("hf", help="a Hugging Face Llama, Starcoder2 or Qwen2 (-MoE) folder (config.json + safetensors)")
+    hf = formats.add_parser(
+        "hf", help="a Hugging Face Llama, Starcoder2 or Qwen2 (-MoE) folder (config.json + safetensors)"
+    )
     hf.add_argument("src", type=Path, help="Hugging Face model folder")
     hf.add_argument("dst", type=Path, help="new Nanotron checkpoint folder")
     hf.add_argument("--dtype", choices=DTYPE_CHOICES, default=None, help="weight dtype (default: the source's)")

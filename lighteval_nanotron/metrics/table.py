@@ -19,8 +19,8 @@ from lighteval_nanotron.metrics.preparators import (
     TargetPerplexityPreparator,
 )
 from lighteval_nanotron.metrics.sample_generative import ExactMatches, F1Score, NumericAnswerMatch
-from lighteval_nanotron.metrics.sample_sampling import MajAtK, PassAtK
 from lighteval_nanotron.metrics.sample_logprob import MRR, AccGoldLikelihood, LoglikelihoodAcc, Recall
+from lighteval_nanotron.metrics.sample_sampling import MajAtK, PassAtK
 from lighteval_nanotron.tasks.requests import SamplingMethod
 
 LOGPROBS, GENERATIVE, PERPLEXITY = SamplingMethod.LOGPROBS, SamplingMethod.GENERATIVE, SamplingMethod.PERPLEXITY

@@ -118,7 +118,7 @@ def build_parallel_context(
         )
     init_process_group_from_env(backend=backend, timeout=timeout)
     check_layout(tp, pp, dp, dist.get_world_size())
-    if not is_cpu_support_enabled():  # on CPU, ParallelContext takes its node size from the launcher (cpu/model_patches)
+    if not is_cpu_support_enabled():  # on CPU, ParallelContext takes the launcher's node size (cpu/model_patches)
         check_nodes_fit_nanotron(dist.get_world_size())
     import_nanotron()
     from nanotron.parallel import ParallelContext

@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 
 from tests.checkpoint_eval.details_check import read_details
-from tests.helpers.tiny_model import tiny_tokenizer
 from tests.checkpoint_eval.test_lighteval_config_eval import _eval, _results
+from tests.helpers.tiny_model import tiny_tokenizer
 
 TEMPLATE = (
     "{% for message in messages %}<|{{ message['role'] }}|>{{ message['content'] }}\n{% endfor %}"

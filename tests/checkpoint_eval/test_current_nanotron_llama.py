@@ -67,7 +67,9 @@ def main_checkpoint(tmp_path_factory):
     return _write_main_checkpoint(folder), folder
 
 
-@skip_on_main("checks how Nanotron 0.4 carries main's keys beside its LlamaConfig; with main they are its config's fields")
+@skip_on_main(
+    "checks how Nanotron 0.4 carries main's keys beside its LlamaConfig; with main they are its config's fields"
+)
 def test_main_llama_keys_are_read_and_carried(main_checkpoint):
     _, folder = main_checkpoint
     recorded = json.loads((folder / "model_config.json").read_text())

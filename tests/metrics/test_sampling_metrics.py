@@ -81,7 +81,9 @@ def test_same_values_as_lighteval_majatk():
     for gold, predictions in cases:
         for k in range(1, len(predictions) + 1):
             for strip in (False, True):
-                theirs = lighteval_metrics.MajAtK(k=k, strip_strings=strip).compute(golds=[gold], predictions=predictions)
+                theirs = lighteval_metrics.MajAtK(k=k, strip_strings=strip).compute(
+                    golds=[gold], predictions=predictions
+                )
                 ours = MajAtK(k=k, strip_strings=strip)(_doc(gold), _texts(*predictions))
                 assert ours == theirs, (gold, predictions, k, strip)
     their_pass = lighteval_metrics.PassAtK(k=2, n=5)

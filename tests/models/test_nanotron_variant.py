@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from lighteval_nanotron.nanotron_variant import SUPPORTED_VARIANTS, installed_nanotron, starcoder2_trainable, variant_at
 
 REPO = Path(__file__).resolve().parents[2]

@@ -108,4 +108,6 @@ def test_task_config_and_run_configs_take_generation_parameters(tmp_path):
         EvaluationConfig(tasks="lighteval|gsm8k|0", generation={"top_k": -2})
     with pytest.raises(ConfigError, match="unknown generation parameter"):
         CheckpointEvalConfig(tasks="x", checkpoint=str(tmp_path), generation={"min_p": 0.1})
-    assert EvaluationConfig(tasks="lighteval|gsm8k|0", generation={"temperature": 0.7}).generation == {"temperature": 0.7}
+    assert EvaluationConfig(tasks="lighteval|gsm8k|0", generation={"temperature": 0.7}).generation == {
+        "temperature": 0.7
+    }

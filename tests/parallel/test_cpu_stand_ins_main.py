@@ -114,7 +114,11 @@ def test_a_subclass_overriding_the_rotary_cache_is_used():
         def _update_cos_sin_cache(self, seqlen, device=None, dtype=None):
             positions = torch.arange(seqlen, device=device, dtype=torch.float32) / 2  # linear interpolation
             freqs = torch.outer(positions, self.inv_freq)
-            self._seq_len_cached, self._cos_cached, self._sin_cached = seqlen, freqs.cos().to(dtype), freqs.sin().to(dtype)
+            self._seq_len_cached, self._cos_cached, self._sin_cached = (
+                seqlen,
+                freqs.cos().to(dtype),
+                freqs.sin().to(dtype),
+            )
 
     q, kv = torch.randn(1, 6, 2, 8), torch.randn(1, 6, 2, 2, 8)
     q_out, kv_out = Interpolated(dim=8)(q, kv=kv, seqlen_offset=0, max_seqlen=6)

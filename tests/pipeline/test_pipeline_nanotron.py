@@ -7,8 +7,8 @@ from helpers_pipeline import write_datasets
 from mesh_cases_pipeline import evaluate_on_mesh
 
 from tests.helpers.distributed import run_distributed
-from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (pytest fixture)
 from tests.helpers.results_layout import results_file
+from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (pytest fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 

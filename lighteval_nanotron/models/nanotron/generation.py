@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 import torch
 
 from lighteval_nanotron.models.nanotron.batching import round_up
+from lighteval_nanotron.models.nanotron.decode_attention import CachedDecode, CausalPrefill, PoolCache
 from lighteval_nanotron.models.nanotron.generation_plan import GenerationPlan, GenRequest
 from lighteval_nanotron.models.nanotron.runtime import Runtime
 from lighteval_nanotron.models.nanotron.sampling import sample_token, step_seed
 from lighteval_nanotron.models.nanotron.scoring_plan import PlanStats
-from lighteval_nanotron.models.nanotron.decode_attention import CachedDecode, CausalPrefill, PoolCache
 from lighteval_nanotron.parallel.pipeline import StageLink, run_stage
 from lighteval_nanotron.parallel.vocab_parallel import full_vocabulary, greedy_choice
 from lighteval_nanotron.tasks.requests import ModelResponse

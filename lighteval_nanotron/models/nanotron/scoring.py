@@ -15,7 +15,9 @@ from lighteval_nanotron.parallel.vocab_parallel import target_logprobs
 from lighteval_nanotron.tasks.requests import ModelResponse
 
 
-def _score_batch(rt: Runtime, batch: ScoringBatch, logits: torch.Tensor, sums: torch.Tensor, misses: torch.Tensor) -> None:
+def _score_batch(
+    rt: Runtime, batch: ScoringBatch, logits: torch.Tensor, sums: torch.Tensor, misses: torch.Tensor
+) -> None:
     """Add this batch's target log-probs to `sums` and non-greedy counts to `misses` (by slot),
     from the logits `[seq, rows, vocab / tp]` of every position (`logits_at_targets` off)."""
     if batch.targets.numel() == 0:
@@ -93,9 +95,7 @@ def _run_prefixes(rt: Runtime, link, prefixes: PrefixForward) -> dict[int, tuple
         rt.sync_pipeline()
     if len(captured) == 1:
         return captured[0]
-    return {
-        layer: tuple(torch.cat([c[layer][i] for c in captured]) for i in range(2)) for layer in captured[0]
-    }
+    return {layer: tuple(torch.cat([c[layer][i] for c in captured]) for i in range(2)) for layer in captured[0]}
 
 
 def _prefix_keys(

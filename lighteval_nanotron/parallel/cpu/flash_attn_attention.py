@@ -260,7 +260,9 @@ def _flash_attn_varlen_backward(
     _check_common(dropout_p, softcap, alibi_slopes)
     with torch.enable_grad():
         leaves = [tensor.detach().requires_grad_(True) for tensor in (q, k, v)]
-        recomputed, _ = _varlen_with_lse(*leaves, cu_seqlens_q, cu_seqlens_k, _scale(q, softmax_scale), causal, window_size)
+        recomputed, _ = _varlen_with_lse(
+            *leaves, cu_seqlens_q, cu_seqlens_k, _scale(q, softmax_scale), causal, window_size
+        )
         grads = torch.autograd.grad(recomputed, leaves, dout.to(recomputed.dtype), allow_unused=True)
     results = []
     for target, grad, like in zip((dq, dk, dv), grads, (q, k, v)):

@@ -42,7 +42,9 @@ logger = logging.getLogger(__name__)
 def gmm(a: torch.Tensor, b: torch.Tensor, batch_sizes: torch.Tensor, trans_b: bool = False) -> torch.Tensor:
     """Grouped matmul: a [sum(batch_sizes), K], b [E, K, N] (or [E, N, K] with trans_b) -> [rows, N]."""
     if batch_sizes.ndim != 1 or batch_sizes.shape[0] != b.shape[0]:
-        raise ValueError(f"batch_sizes must be 1-d with one entry per group ({b.shape[0]}), got {tuple(batch_sizes.shape)}")
+        raise ValueError(
+            f"batch_sizes must be 1-d with one entry per group ({b.shape[0]}), got {tuple(batch_sizes.shape)}"
+        )
     sizes = [int(size) for size in batch_sizes.tolist()]
     if sum(sizes) != a.shape[0]:
         raise ValueError(f"batch_sizes sum to {sum(sizes)} but a has {a.shape[0]} rows")
@@ -74,9 +76,7 @@ def permute(
     return permuted, row_id_map
 
 
-def unpermute(
-    input_act: torch.Tensor, row_id_map: torch.Tensor, probs: Optional[torch.Tensor] = None
-) -> torch.Tensor:
+def unpermute(input_act: torch.Tensor, row_id_map: torch.Tensor, probs: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Token t = sum over k of input_act[row_id_map[k * num_tokens + t]] * probs[t, k] (rows -1 skipped)."""
     num_tokens = probs.shape[0] if probs is not None else input_act.shape[0]
     topk = probs.shape[1] if probs is not None else 1
