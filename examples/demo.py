@@ -37,7 +37,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-CONFIG = REPO / "configs" / "demo_train.yaml"
+CONFIG_NAME = "demo_train.yaml"  # configs/ for Nanotron 0.4, configs/nanotron_main/ for GitHub main
 NPROC = 4
 
 
@@ -78,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_config(run_dir: Path) -> Path:
-    """configs/demo_train.yaml with its outputs under `run_dir` (written there as train.yaml)."""
-    config = yaml.safe_load(CONFIG.read_text())
+    """The installed Nanotron's demo_train.yaml with its outputs under `run_dir` (written there as train.yaml)."""
+    from lighteval_nanotron.nanotron_variant import shipped_config
+
+    config = yaml.safe_load(shipped_config(CONFIG_NAME).read_text())
     config["checkpoints"]["checkpoints_path"] = str(run_dir / "checkpoints")
     config["lighteval_nanotron"]["output_dir"] = str(run_dir / "eval")
     run_dir.mkdir(parents=True)

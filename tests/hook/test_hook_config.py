@@ -10,8 +10,8 @@ from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.nanotron_variant import CONFIG_FOLDERS, shipped_config
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = ("tiny_cpu_train.yaml", "llama_1b_train_with_eval.yaml")
-TINY_CONFIG, GPU_CONFIG = (shipped_config(name) for name in SHIPPED)
+SHIPPED = ("tiny_cpu_train.yaml", "llama_1b_train_with_eval.yaml", "demo_train.yaml")
+TINY_CONFIG, GPU_CONFIG = (shipped_config(name) for name in SHIPPED[:2])
 
 
 def test_tasks_string_becomes_list():
@@ -61,7 +61,7 @@ def test_checks_against_training_config():
 def test_shipped_configs_load_as_nanotron_configs(tmp_path):
     from lighteval_nanotron.hook.training_config import TrainingConfigWithEvaluation, load_training_config
 
-    for path in (TINY_CONFIG, GPU_CONFIG):
+    for path in map(shipped_config, SHIPPED):
         config = load_training_config(str(path))
         assert isinstance(config, TrainingConfigWithEvaluation)
         assert isinstance(config.lighteval_nanotron, EvaluationConfig)
