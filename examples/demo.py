@@ -5,9 +5,9 @@ Usage (from the repository root):
     # which runs:
     OMP_NUM_THREADS=1 .venv/bin/python examples/demo.py [--run-dir runs/demo]
 
-It trains the tiny Llama of configs/demo_train.yaml with Nanotron's DistributedTrainer on 4 CPU
-processes (gloo, TP2 x PP2) for 60 steps, on the text of a synthetic counting task
-(examples/counting_task.py: digits counting up, letters counting down). The config's
+It trains the tiny Llama of configs/demo_train.yaml (configs/nanotron_main/ under current Nanotron)
+with Nanotron's DistributedTrainer on 4 CPU processes (gloo, TP2 x PP2) for 60 steps, on the text of
+a synthetic counting task (examples/counting_task.py: digits counting up, letters counting down). The config's
 `lighteval_nanotron:` section evaluates the live, sharded model at steps 0, 10, ..., 60 on that
 task (log-likelihood over 4 choices, and a generative variant scored by exact match), which
 climbs from chance to about 1, and on three real benchmarks shipped with the package (arc:easy,
