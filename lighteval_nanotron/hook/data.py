@@ -82,7 +82,7 @@ def _main_stage(trainer: Any, cpu: bool, stage: Any) -> StageLoader:
         use_position_ids=position_ids,
         sequence_sep_tokens=_separators(tokenizer) if position_ids else None,
     )
-    return StageLoader(iter(loader), stage.name, trainer.metadata)
+    return StageLoader(iter(loader), stage.name, trainer.metadata, source=str(args.hf_dataset_or_datasets))
 
 
 def _tokenizer(trainer: Any) -> Any:
