@@ -5,7 +5,8 @@ Nanotron's example does (tokenize and cut into rows, as its `clm_process`, then
 `get_train_dataloader`), plus a CPU synthetic stream. Current Nanotron (GitHub main) takes one
 loader per data stage (`config.data_stages`), each a `StageLoader` so that its checkpoints can be
 resumed; a stage's HF dataset goes through main's own `get_datasets` and `get_train_dataloader`,
-tokenized by `token_chunks` as under 0.4, so that the same documents give the same rows.
+tokenized by `token_chunks` as under 0.4, so that the same documents give the same rows (main's
+sampler reads them in order, 0.4's shuffles them).
 """
 
 from typing import Any, Iterator, Union
