@@ -67,6 +67,14 @@ def _main_stage(trainer: Any, cpu: bool, stage: Any) -> StageLoader:
         )["train"]
         tokenizer = _tokenizer(trainer)
         dataset = token_chunks(raw, tokenizer, args.text_column_name, trainer.sequence_length)
+    consumed = int(recorded.consumed_train_samples) if recorded is not None else 0
+    needed = stage_steps_left(trainer.config, stage, trainer.iteration_step) * trainer.global_batch_size
+    if consumed + needed > len(dataset):
+        raise ConfigError(
+            f"Data stage {stage.name}: {args.hf_dataset_or_datasets} gives {len(dataset)} rows of "
+            f"{trainer.sequence_length + 1} tokens, {consumed} already consumed, but its remaining steps need "
+            f"{needed}. Lower tokens.train_steps (or the batch size), or add text."
+        )
     position_ids = takes_position_ids(model)
     loader = get_train_dataloader(
         train_dataset=dataset,
@@ -75,7 +83,7 @@ def _main_stage(trainer: Any, cpu: bool, stage: Any) -> StageLoader:
         input_pp_rank=model.input_pp_rank,
         output_pp_rank=model.output_pp_rank,
         micro_batch_size=trainer.micro_batch_size,
-        consumed_train_samples=int(recorded.consumed_train_samples) if recorded is not None else 0,
+        consumed_train_samples=consumed,
         dataloader_num_workers=stage.data.num_loading_workers,
         seed_worker=stage.data.seed,
         dataloader_drop_last=True,
@@ -84,6 +92,14 @@ def _main_stage(trainer: Any, cpu: bool, stage: Any) -> StageLoader:
         sequence_sep_tokens=_separators(tokenizer) if position_ids else None,
     )
     return StageLoader(iter(loader), stage.name, trainer.metadata, source=str(args.hf_dataset_or_datasets))
+
+
+def stage_steps_left(config: Any, stage: Any, last_step: int) -> int:
+    """Training steps of `stage` after step `last_step`: it runs from its `start_training_step` to
+    the next stage's (or to `tokens.train_steps`)."""
+    starts = sorted(other.start_training_step for other in config.data_stages)
+    end = next((start for start in starts if start > stage.start_training_step), config.tokens.train_steps + 1)
+    return max(0, end - max(stage.start_training_step, last_step + 1))
 
 
 def _tokenizer(trainer: Any) -> Any:
