@@ -5,9 +5,9 @@ Usage (from the repository root):
     # which runs:
     OMP_NUM_THREADS=1 .venv/bin/python examples/demo.py [--run-dir runs/demo]
 
-It trains the tiny Llama of configs/demo_train.yaml with Nanotron's DistributedTrainer on 4 CPU
-processes (gloo, TP2 x PP2) for 60 steps, on the text of a synthetic counting task
-(examples/counting_task.py: digits counting up, letters counting down). The config's
+It trains the tiny Llama of configs/demo_train.yaml (configs/nanotron_main/ under current Nanotron)
+with Nanotron's DistributedTrainer on 4 CPU processes (gloo, TP2 x PP2) for 60 steps, on the text of
+a synthetic counting task (examples/counting_task.py: digits counting up, letters counting down). The config's
 `lighteval_nanotron:` section evaluates the live, sharded model at steps 0, 10, ..., 60 on that
 task (log-likelihood over 4 choices, and a generative variant scored by exact match), which
 climbs from chance to about 1, and on three real benchmarks shipped with the package (arc:easy,
@@ -37,7 +37,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-CONFIG = REPO / "configs" / "demo_train.yaml"
+CONFIG_NAME = "demo_train.yaml"  # configs/ for Nanotron 0.4, configs/nanotron_main/ for GitHub main
 NPROC = 4
 
 
@@ -78,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_config(run_dir: Path) -> Path:
-    """configs/demo_train.yaml with its outputs under `run_dir` (written there as train.yaml)."""
-    config = yaml.safe_load(CONFIG.read_text())
+    """The installed Nanotron's demo_train.yaml with its outputs under `run_dir` (written there as train.yaml)."""
+    from lighteval_nanotron.nanotron_variant import shipped_config
+
+    config = yaml.safe_load(shipped_config(CONFIG_NAME).read_text())
     config["checkpoints"]["checkpoints_path"] = str(run_dir / "checkpoints")
     config["lighteval_nanotron"]["output_dir"] = str(run_dir / "eval")
     run_dir.mkdir(parents=True)

@@ -3,8 +3,10 @@
 Nanotron 0.4's wheel ships no `run_train.py`; this is the part of it that builds the loader, as
 Nanotron's example does (tokenize and cut into rows, as its `clm_process`, then
 `get_train_dataloader`), plus a CPU synthetic stream. Current Nanotron (GitHub main) takes one
-loader per data stage (`config.data_stages`); here only synthetic stages are built for it (its own
-`run_train.py` builds dataset stages), each a `StageLoader` so that its checkpoints can be resumed.
+loader per data stage (`config.data_stages`), each a `StageLoader` so that its checkpoints can be
+resumed; a stage's HF dataset goes through main's own `get_datasets` and `get_train_dataloader`,
+tokenized by `token_chunks` as under 0.4, so that the same documents give the same rows (main's
+sampler reads them in order, 0.4's shuffles them).
 """
 
 from typing import Any, Iterator, Union
@@ -17,9 +19,14 @@ from lighteval_nanotron.nanotron_variant import installed_nanotron
 
 def build_dataloader(trainer: Any, cpu: bool) -> Union[Iterator[Any], dict]:
     """The loader for `trainer.config.data`: synthetic when `data.dataset` is null, else the HF
-    dataset; with GitHub main, {stage name: synthetic loader} for its `data_stages`."""
+    dataset; with GitHub main, {stage name: loader} for its `data_stages`."""
     if installed_nanotron().name == "main":
-        return _synthetic_stages(trainer, cpu)
+        stages = trainer.config.data_stages or []
+        if not stages:
+            raise ConfigError("The config has no data_stages: current Nanotron (GitHub main) needs at least one.")
+        if all(stage.data.dataset is None for stage in stages):
+            return _synthetic_stages(trainer, cpu)
+        return {stage.name: _main_stage(trainer, cpu, stage) for stage in stages}
     data = trainer.config.data
     if data is None or data.dataset is None:
         return _synthetic(trainer, cpu, data.seed if data is not None else trainer.config.general.seed)
@@ -27,16 +34,84 @@ def build_dataloader(trainer: Any, cpu: bool) -> Union[Iterator[Any], dict]:
 
 
 def _synthetic_stages(trainer: Any, cpu: bool) -> dict:
-    stages = trainer.config.data_stages or []
-    with_datasets = [stage.name for stage in stages if stage.data.dataset is not None]
-    if with_datasets or not stages:
-        raise ConfigError(
-            f"With current Nanotron (GitHub main) lighteval_nanotron's run_train builds synthetic data stages only; "
-            f"the stages {', '.join(with_datasets) or '(none)'} have datasets. Train with Nanotron's own run_train.py "
-            "and the EvaluatingTrainer (docs/hook.md)."
-        )
+    stages = trainer.config.data_stages
     loader = _synthetic(trainer, cpu, stages[0].data.seed)
     return {stage.name: StageLoader(loader, stage.name, trainer.metadata) for stage in stages}
+
+
+def _main_stage(trainer: Any, cpu: bool, stage: Any) -> StageLoader:
+    """One data stage's loader under GitHub main: synthetic, or its HF dataset from the samples
+    this stage consumed before (as recorded in the checkpoint's metadata)."""
+    if stage.data.dataset is None:
+        return StageLoader(_synthetic(trainer, cpu, stage.data.seed), stage.name, trainer.metadata)
+    from nanotron.config.config import PretrainDatasetsArgs
+    from nanotron.data.dataloader import get_train_dataloader
+    from nanotron.data.processing import get_datasets
+    from nanotron.utils import main_rank_first
+
+    from lighteval_nanotron.parallel.cpu.data import takes_position_ids
+
+    model, args = trainer.unwrapped_model, stage.data.dataset
+    if not isinstance(args, PretrainDatasetsArgs):
+        raise ConfigError(
+            f"Data stage {stage.name}: lighteval_nanotron's run_train builds HF text datasets "
+            f"(hf_dataset_or_datasets, text_column_name), not {type(args).__name__}; train with Nanotron's own "
+            "run_train.py and the EvaluatingTrainer (docs/hook.md)."
+        )
+    recorded = next((done for done in trainer.metadata.data_stages or [] if done.name == stage.name), None)
+    with main_rank_first(trainer.parallel_context.world_pg):
+        raw = get_datasets(
+            hf_dataset_or_datasets=args.hf_dataset_or_datasets,
+            hf_dataset_config_name=args.hf_dataset_config_name,
+            splits=args.hf_dataset_splits,
+        )["train"]
+        tokenizer = _tokenizer(trainer)
+        dataset = token_chunks(raw, tokenizer, args.text_column_name, trainer.sequence_length)
+    consumed = int(recorded.consumed_train_samples) if recorded is not None else 0
+    needed = stage_steps_left(trainer.config, stage, trainer.iteration_step) * trainer.global_batch_size
+    if consumed + needed > len(dataset):
+        raise ConfigError(
+            f"Data stage {stage.name}: {args.hf_dataset_or_datasets} gives {len(dataset)} rows of "
+            f"{trainer.sequence_length + 1} tokens, {consumed} already consumed, but its remaining steps need "
+            f"{needed}. Lower tokens.train_steps (or the batch size), or add text."
+        )
+    position_ids = takes_position_ids(model)
+    loader = get_train_dataloader(
+        train_dataset=dataset,
+        sequence_length=trainer.sequence_length,
+        parallel_context=trainer.parallel_context,
+        input_pp_rank=model.input_pp_rank,
+        output_pp_rank=model.output_pp_rank,
+        micro_batch_size=trainer.micro_batch_size,
+        consumed_train_samples=consumed,
+        dataloader_num_workers=stage.data.num_loading_workers,
+        seed_worker=stage.data.seed,
+        dataloader_drop_last=True,
+        dataloader_pin_memory=not cpu,
+        use_position_ids=position_ids,
+        sequence_sep_tokens=_separators(tokenizer) if position_ids else None,
+    )
+    return StageLoader(iter(loader), stage.name, trainer.metadata, source=str(args.hf_dataset_or_datasets))
+
+
+def stage_steps_left(config: Any, stage: Any, last_step: int) -> int:
+    """Training steps of `stage` after step `last_step`: it runs from its `start_training_step` to
+    the next stage's (or to `tokens.train_steps`)."""
+    starts = sorted(other.start_training_step for other in config.data_stages)
+    end = next((start for start in starts if start > stage.start_training_step), config.tokens.train_steps + 1)
+    return max(0, end - max(stage.start_training_step, last_step + 1))
+
+
+def _tokenizer(trainer: Any) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(trainer.config.tokenizer.tokenizer_name_or_path)
+
+
+def _separators(tokenizer: Any) -> list:
+    """The token ids that start a new document in a packed row (main's collator cuts position ids there)."""
+    ids = (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id, tokenizer.unk_token_id)
+    return [token for token in ids if token is not None]
 
 
 def _synthetic(trainer: Any, cpu: bool, seed: int) -> Iterator[Any]:
@@ -71,14 +146,12 @@ def _synthetic(trainer: Any, cpu: bool, seed: int) -> Iterator[Any]:
 def _hf_dataset(trainer: Any) -> Iterator[Any]:
     from nanotron.dataloader import get_datasets, get_train_dataloader
     from nanotron.utils import main_rank_first
-    from transformers import AutoTokenizer
 
     config, model = trainer.config, trainer.unwrapped_model
     args = config.data.dataset
     with main_rank_first(trainer.parallel_context.world_pg):
         raw = get_datasets(hf_dataset_or_datasets=args.hf_dataset_or_datasets, splits=args.hf_dataset_splits)["train"]
-        tokenizer = AutoTokenizer.from_pretrained(config.tokenizer.tokenizer_name_or_path)
-        dataset = token_chunks(raw, tokenizer, args.text_column_name, trainer.sequence_length)
+        dataset = token_chunks(raw, _tokenizer(trainer), args.text_column_name, trainer.sequence_length)
     loader = get_train_dataloader(
         train_dataset=dataset,
         sequence_length=trainer.sequence_length,

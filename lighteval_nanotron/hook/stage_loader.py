@@ -16,31 +16,34 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 SOURCE = "synthetic"
-"""The name under which the stage's tokens are recorded (main records one count per dataset folder)."""
+"""The name under which a synthetic stage's tokens are recorded (main records one count per dataset
+folder; a dataset stage records under its dataset's name)."""
 
 
 class StageConsumption:
     """The `dataset` main's trainer asks a stage loader for: tokens consumed in this stage."""
 
-    def __init__(self, tokens: int) -> None:
+    def __init__(self, tokens: int, source: str = SOURCE) -> None:
         self.tokens = tokens
+        self.source = source
 
     def update_consumption_metrics(self, start_idx: int, end_idx: int, sequence_length: int) -> None:
         """The trainer's call after each step: samples [start_idx, end_idx) of `sequence_length` tokens."""
         self.tokens += (end_idx - start_idx) * sequence_length
 
     def get_consumption_stats(self) -> dict[str, dict[str, int]]:
-        return {SOURCE: {"tokens": self.tokens}}
+        return {self.source: {"tokens": self.tokens}}
 
 
 class StageLoader:
-    """`batches` as the loader of the data stage `stage_name`, with its token count in `dataset`."""
+    """`batches` as the loader of the data stage `stage_name`, with its token count (recorded under
+    `source`) in `dataset`."""
 
-    def __init__(self, batches: Iterator[Any], stage_name: str, metadata: Any) -> None:
+    def __init__(self, batches: Iterator[Any], stage_name: str, metadata: Any, source: str = SOURCE) -> None:
         self._batches = batches
         recorded = next((stage for stage in metadata.data_stages or [] if stage.name == stage_name), None)
-        done = recorded.consumed_tokens_per_dataset_folder.get(SOURCE, 0) if recorded is not None else 0
-        self.dataset = StageConsumption(int(done))
+        done = recorded.consumed_tokens_per_dataset_folder.get(source, 0) if recorded is not None else 0
+        self.dataset = StageConsumption(int(done), source)
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self._batches)

@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+from lighteval_nanotron.nanotron_variant import shipped_config
 from lighteval_nanotron.tracking import results_files_by_step
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,9 +32,11 @@ def test_demo_accuracy_rises_and_leaves_its_files(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     results = results_files_by_step(run_dir / "eval", MODEL)
-    assert sorted(results) == [0, 10, 20, 30, 40, 50, 60]
+    config = yaml.safe_load(shipped_config("demo_train.yaml").read_text())  # the installed Nanotron's schema
+    steps, interval = config["tokens"]["train_steps"], config["lighteval_nanotron"]["eval_interval"]
+    assert sorted(results) == list(range(0, steps + 1, interval))
     first = json.loads(results[0].read_text())["results"]
-    last = json.loads(results[60].read_text())["results"]
+    last = json.loads(results[steps].read_text())["results"]
     assert last["custom|counting|0"]["acc"] - first["custom|counting|0"]["acc"] >= 0.5
     assert last["custom|counting_gen|0"]["em"] - first["custom|counting_gen|0"]["em"] >= 0.5
     overview = run_dir / "eval" / "plots" / "overview.png"

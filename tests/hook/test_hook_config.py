@@ -1,5 +1,6 @@
 """The `lighteval_nanotron:` section: defaults, normalisation and every check, from the real YAML."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -10,8 +11,8 @@ from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.nanotron_variant import CONFIG_FOLDERS, shipped_config
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = ("tiny_cpu_train.yaml", "llama_1b_train_with_eval.yaml")
-TINY_CONFIG, GPU_CONFIG = (shipped_config(name) for name in SHIPPED)
+SHIPPED = ("tiny_cpu_train.yaml", "llama_1b_train_with_eval.yaml", "demo_train.yaml")
+TINY_CONFIG, GPU_CONFIG = (shipped_config(name) for name in SHIPPED[:2])
 
 
 def test_tasks_string_becomes_list():
@@ -61,7 +62,7 @@ def test_checks_against_training_config():
 def test_shipped_configs_load_as_nanotron_configs(tmp_path):
     from lighteval_nanotron.hook.training_config import TrainingConfigWithEvaluation, load_training_config
 
-    for path in (TINY_CONFIG, GPU_CONFIG):
+    for path in map(shipped_config, SHIPPED):
         config = load_training_config(str(path))
         assert isinstance(config, TrainingConfigWithEvaluation)
         assert isinstance(config.lighteval_nanotron, EvaluationConfig)
@@ -124,3 +125,21 @@ def test_shipped_configs_of_both_nanotrons_differ_only_in_schema(name):
     main = yaml.safe_load((REPO / CONFIG_FOLDERS["main"] / name).read_text())
     assert len(main["data_stages"]) == 1 and main["data_stages"][0].pop("name")
     assert main == _in_main_schema(v04)
+
+
+def test_data_stage_steps_left_counts_to_the_next_stage_or_the_end():
+    from lighteval_nanotron.hook.data import stage_steps_left
+    from lighteval_nanotron.hook.training_config import load_training_config
+
+    config = load_training_config(str(shipped_config("demo_train.yaml")))
+    stages = getattr(config, "data_stages", None)
+    if not stages:
+        pytest.skip("Nanotron 0.4 has one data section, no data stages")
+    stage = stages[0]
+    assert stage_steps_left(config, stage, last_step=0) == config.tokens.train_steps
+    assert stage_steps_left(config, stage, last_step=40) == config.tokens.train_steps - 40
+    later = dataclasses.replace(stage, name="later", start_training_step=31)
+    config.data_stages = [stage, later]
+    assert stage_steps_left(config, stage, last_step=10) == 20
+    assert stage_steps_left(config, later, last_step=10) == config.tokens.train_steps - 30
+    assert stage_steps_left(config, stage, last_step=35) == 0

@@ -72,3 +72,24 @@ def test_a_stage_the_checkpoint_has_not_reached_starts_at_zero():
     metadata = TrainingMetadata(consumed_train_samples=2, last_train_step=1, last_stage_idx=0, data_stages=[done])
     assert StageLoader(iter(()), "main", metadata).dataset.get_consumption_stats() == {SOURCE: {"tokens": 0}}
     assert StageLoader(iter(()), "warmup", metadata).dataset.get_consumption_stats() == {SOURCE: {"tokens": 64}}
+
+
+def test_a_dataset_stage_records_and_resumes_under_its_dataset_name():
+    from lighteval_nanotron.parallel.cpu import import_nanotron
+
+    import_nanotron()
+    from nanotron.serialize.metadata import DataStageMetadata, TrainingMetadata
+
+    source = "examples/data/counting_train"
+    stage = DataStageMetadata(
+        name="counting", start_training_step=1, consumed_train_samples=0, sequence_length=SEQUENCE
+    )
+    metadata = TrainingMetadata(
+        consumed_train_samples=0, consumed_tokens_total=0, last_train_step=0, last_stage_idx=0, data_stages=[stage]
+    )
+    batches = iter(range(1000))
+    _train(metadata, StageLoader(batches, "counting", metadata, source=source), steps=2)
+    resumed = _reloaded(metadata)
+    assert resumed.current_stage.consumed_tokens_per_dataset_folder == {source: 2 * GLOBAL_BATCH * SEQUENCE}
+    loader = StageLoader(batches, "counting", resumed, source=source)
+    assert loader.dataset.get_consumption_stats() == {source: {"tokens": 2 * GLOBAL_BATCH * SEQUENCE}}
