@@ -110,12 +110,11 @@ def load_tokenizer(source: str, chat_template: bool = False) -> Any:
     transformers import), else a `transformers` tokenizer, always one for a chat template."""
     from lighteval_nanotron.models.fast_tokenizer import FastTokenizer, TransformersNeeded
 
-    try:
-        if chat_template:
-            raise TransformersNeeded("a chat template is rendered by transformers")
-        return FastTokenizer.from_folder(source)
-    except TransformersNeeded as reason:
-        logger.debug("Tokenizer %s loaded with transformers: %s.", source, reason)
+    if not chat_template:  # a chat template is rendered by transformers
+        try:
+            return FastTokenizer.from_folder(source)
+        except TransformersNeeded as reason:
+            logger.debug("Tokenizer %s loaded with transformers: %s.", source, reason)
     from transformers import AutoTokenizer
 
     try:

@@ -47,7 +47,6 @@ def _main_stage(trainer: Any, cpu: bool, stage: Any) -> StageLoader:
     from nanotron.config.config import PretrainDatasetsArgs
     from nanotron.data.dataloader import get_train_dataloader
     from nanotron.data.processing import get_datasets
-    from nanotron.utils import main_rank_first
 
     from lighteval_nanotron.parallel.cpu.data import takes_position_ids
 
@@ -59,14 +58,8 @@ def _main_stage(trainer: Any, cpu: bool, stage: Any) -> StageLoader:
             "run_train.py and the EvaluatingTrainer (docs/hook.md)."
         )
     recorded = next((done for done in trainer.metadata.data_stages or [] if done.name == stage.name), None)
-    with main_rank_first(trainer.parallel_context.world_pg):
-        raw = get_datasets(
-            hf_dataset_or_datasets=args.hf_dataset_or_datasets,
-            hf_dataset_config_name=args.hf_dataset_config_name,
-            splits=args.hf_dataset_splits,
-        )["train"]
-        tokenizer = _tokenizer(trainer)
-        dataset = token_chunks(raw, tokenizer, args.text_column_name, trainer.sequence_length)
+    tokenizer = _tokenizer(trainer)
+    dataset = _token_rows(trainer, get_datasets, args, tokenizer, hf_dataset_config_name=args.hf_dataset_config_name)
     consumed = int(recorded.consumed_train_samples) if recorded is not None else 0
     needed = stage_steps_left(trainer.config, stage, trainer.iteration_step) * trainer.global_batch_size
     if consumed + needed > len(dataset):
@@ -77,16 +70,7 @@ def _main_stage(trainer: Any, cpu: bool, stage: Any) -> StageLoader:
         )
     position_ids = takes_position_ids(model)
     loader = get_train_dataloader(
-        train_dataset=dataset,
-        sequence_length=trainer.sequence_length,
-        parallel_context=trainer.parallel_context,
-        input_pp_rank=model.input_pp_rank,
-        output_pp_rank=model.output_pp_rank,
-        micro_batch_size=trainer.micro_batch_size,
-        consumed_train_samples=consumed,
-        dataloader_num_workers=stage.data.num_loading_workers,
-        seed_worker=stage.data.seed,
-        dataloader_drop_last=True,
+        **_loader_args(trainer, dataset, consumed, stage.data),
         dataloader_pin_memory=not cpu,
         use_position_ids=position_ids,
         sequence_sep_tokens=_separators(tokenizer) if position_ids else None,
@@ -145,26 +129,40 @@ def _synthetic(trainer: Any, cpu: bool, seed: int) -> Iterator[Any]:
 
 def _hf_dataset(trainer: Any) -> Iterator[Any]:
     from nanotron.dataloader import get_datasets, get_train_dataloader
+
+    data = trainer.config.data
+    dataset = _token_rows(trainer, get_datasets, data.dataset, _tokenizer(trainer))
+    return iter(get_train_dataloader(**_loader_args(trainer, dataset, consumed_train_samples(trainer), data)))
+
+
+def _token_rows(trainer: Any, get_datasets: Any, args: Any, tokenizer: Any, **dataset_options: Any) -> Any:
+    """The dataset's train split as `token_chunks` rows, built on the main rank first (the others read its cache);
+    `get_datasets` is the installed Nanotron's."""
     from nanotron.utils import main_rank_first
 
-    config, model = trainer.config, trainer.unwrapped_model
-    args = config.data.dataset
     with main_rank_first(trainer.parallel_context.world_pg):
-        raw = get_datasets(hf_dataset_or_datasets=args.hf_dataset_or_datasets, splits=args.hf_dataset_splits)["train"]
-        dataset = token_chunks(raw, _tokenizer(trainer), args.text_column_name, trainer.sequence_length)
-    loader = get_train_dataloader(
-        train_dataset=dataset,
-        sequence_length=trainer.sequence_length,
-        parallel_context=trainer.parallel_context,
-        input_pp_rank=model.input_pp_rank,
-        output_pp_rank=model.output_pp_rank,
-        micro_batch_size=trainer.micro_batch_size,
-        consumed_train_samples=consumed_train_samples(trainer),
-        dataloader_num_workers=config.data.num_loading_workers,
-        seed_worker=config.data.seed,
-        dataloader_drop_last=True,
-    )
-    return iter(loader)
+        raw = get_datasets(
+            hf_dataset_or_datasets=args.hf_dataset_or_datasets, splits=args.hf_dataset_splits, **dataset_options
+        )["train"]
+        return token_chunks(raw, tokenizer, args.text_column_name, trainer.sequence_length)
+
+
+def _loader_args(trainer: Any, dataset: Any, consumed: int, data: Any) -> dict:
+    """`get_train_dataloader`'s arguments that both Nanotrons take: the rows, the mesh, the batch, the resume point
+    and `data`'s (0.4's `config.data`, or a stage's) workers and seed."""
+    model = trainer.unwrapped_model
+    return {
+        "train_dataset": dataset,
+        "sequence_length": trainer.sequence_length,
+        "parallel_context": trainer.parallel_context,
+        "input_pp_rank": model.input_pp_rank,
+        "output_pp_rank": model.output_pp_rank,
+        "micro_batch_size": trainer.micro_batch_size,
+        "consumed_train_samples": consumed,
+        "dataloader_num_workers": data.num_loading_workers,
+        "seed_worker": data.seed,
+        "dataloader_drop_last": True,
+    }
 
 
 def token_chunks(raw: Any, tokenizer: Any, text_column: str, sequence_length: int) -> Any:
