@@ -31,9 +31,13 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -87,8 +91,8 @@ def _env(threads: int, extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**env, **(extra or {})}
 
 
-def _torchrun(nproc: int, args: list[str], env: dict[str, str], timeout: float, log: Path) -> tuple[int, float]:
-    command = [
+def _torchrun_command(nproc: int, args: list[str]) -> list[str]:
+    return [
         sys.executable,
         "-m",
         "torch.distributed.run",
@@ -100,16 +104,41 @@ def _torchrun(nproc: int, args: list[str], env: dict[str, str], timeout: float, 
         str(_port()),
         *args,
     ]
+
+
+def _run_all(jobs: list[tuple[list[str], dict[str, str], Path]], timeout: float) -> list[tuple[int, float]]:
+    """Run the commands at once (each to its log), each stopped after `timeout` s; (exit code, seconds)."""
     started = time.perf_counter()
-    log.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with log.open("w") as stream:
-            code = subprocess.run(
-                command, cwd=REPO, env=env, stdout=stream, stderr=subprocess.STDOUT, timeout=timeout
-            ).returncode
-    except subprocess.TimeoutExpired:
-        code = 124
-    return code, time.perf_counter() - started
+    running = []
+    for command, env, log in jobs:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        stream = log.open("w")
+        process = subprocess.Popen(
+            command, cwd=REPO, env=env, stdout=stream, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        running.append((process, stream))
+    outcomes = []
+    for process, stream in running:
+        try:
+            code = process.wait(timeout=max(1.0, timeout - (time.perf_counter() - started)))
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)  # torchrun and its workers
+            process.wait()
+            code = 124
+        stream.close()
+        outcomes.append((code, time.perf_counter() - started))
+    return outcomes
+
+
+def _torchrun(nproc: int, args: list[str], env: dict[str, str], timeout: float, log: Path) -> tuple[int, float]:
+    return _run_all([(_torchrun_command(nproc, args), env, log)], timeout)[0]
+
+
+def _error_line(log: Path) -> str:
+    """The last exception line of a failed run's log (else its last line)."""
+    lines = log.read_text(errors="replace").strip().splitlines() if log.is_file() else []
+    errors = [line for line in lines if re.search(r"(Error|Exception|error:)", line) and "elastic" not in line]
+    return (errors or lines or ["(no output)"])[-1].strip()[:400]
 
 
 def _tail(log: Path, lines: int = 15) -> str:
@@ -148,66 +177,59 @@ def environment(dry: bool) -> dict[str, Any]:
     }
 
 
+def _eval_job(ns: argparse.Namespace, profile: Profile, models: dict[str, Path], device: str) -> dict[str, Any]:
+    runs = []
+    for kind, checkpoint in models.items():
+        for dtype in ("float32", "bfloat16"):
+            name = f"{device}-{kind}-{dtype}"
+            runs.append(
+                {
+                    "name": name,
+                    "checkpoint": str(checkpoint),
+                    "dtype": dtype,
+                    "tasks": RANDOM_TASKS if kind == "random" else TRAINED_TASKS,
+                    "custom_tasks": str(CHECK_TASKS),
+                    "max_samples": profile.max_samples,
+                    "output_dir": str(ns.work / "runs" / name),
+                }
+            )
+    cpu = device == "cpu"
+    return {
+        "layout": [1, 1, 1],
+        "cpu": cpu or ns.dry,
+        "threads": profile.cpu_threads if cpu else 1,
+        "runs": runs,
+        "timings": str(ns.work / f"{device}-timings.json"),
+    }
+
+
 def evaluations(ns: argparse.Namespace, profile: Profile, models: dict[str, Path]) -> tuple[dict, list, list[str]]:
-    """Both devices' runs (one worker process each), the comparisons, the transformers baseline."""
+    """The CPU reference and the device runs, at the same time (one worker process each, TP1: one
+    GPU; the CPU one with the cores the device process leaves), then every doc compared."""
     from device_check.evaluations import compare_bf16, compare_fp32, read_details, read_results, write_job
 
-    failures: list[str] = []
-    runs_of = {}
-    for device in ("cpu", "device"):
-        cpu = device == "cpu" or ns.dry
-        layout = (1, 1, 1)  # one GPU; the CPU reference in one process with every core
-        runs = []
-        for kind, checkpoint in models.items():
-            for dtype in ("float32", "bfloat16"):
-                name = f"{device}-{kind}-{dtype}"
-                runs.append(
-                    {
-                        "name": name,
-                        "checkpoint": str(checkpoint),
-                        "dtype": dtype,
-                        "tasks": RANDOM_TASKS if kind == "random" else TRAINED_TASKS,
-                        "custom_tasks": str(CHECK_TASKS),
-                        "max_samples": profile.max_samples,
-                        "output_dir": str(ns.out / "runs" / name),
-                    }
-                )
-        job = {
-            "layout": layout,
-            "cpu": cpu,
-            "threads": profile.cpu_threads if device == "cpu" else 1,
-            "runs": runs,
-            "timings": str(ns.out / f"{device}-timings.json"),
-        }
-        if device == "device":
-            job["baseline"] = {
-                "run": "device-random-bfloat16",
-                "checkpoint": str(models["random"]),
-                "output_dir": str(ns.out / "runs" / "device-random-bfloat16"),
-                "dtype": "bfloat16",
-                "figures": str(ns.out / "baseline.json"),
-            }
-        job_file = write_job(ns.out / f"{device}-job.json", **job)
-        log = ns.out / f"{device}-eval.log"
-        code, wall = _torchrun(
-            layout[0] * layout[1] * layout[2],
-            [__file__, "--worker", "eval", str(job_file)],
-            _env(job["threads"]),
-            ns.timeout,
-            log,
-        )
-        runs_of[device] = {"seconds": wall, "code": code, "names": [r["name"] for r in runs]}
+    jobs = {device: _eval_job(ns, profile, models, device) for device in ("cpu", "device")}
+    commands = []
+    for device, job in jobs.items():
+        job_file = write_job(ns.work / f"{device}-job.json", **job)
+        command = _torchrun_command(1, [__file__, "--worker", "eval", str(job_file)])
+        commands.append((command, _env(job["threads"]), ns.work / f"{device}-eval.log"))
+    outcomes = _run_all(commands, ns.remaining())
+    runs_of, failures = {}, []
+    for (device, job), (code, wall), (_, _, log) in zip(jobs.items(), outcomes, commands):
+        runs_of[device] = {"seconds": wall, "code": code, "names": [r["name"] for r in job["runs"]]}
         if code != 0:
-            failures.append(f"{device} evaluations failed (exit {code}, {log.name}): {_tail(log, 3)}")
+            failures.append(f"{device} evaluations failed (exit {code}, {log.name}): {_error_line(log)}")
             runs_of[device]["error"] = _tail(log)
     if failures:
         return runs_of, [], failures
     loaded = {}
-    for device in ("cpu", "device"):
-        timings = json.loads((ns.out / f"{device}-timings.json").read_text())
+    for device in jobs:
+        timings = json.loads((ns.work / f"{device}-timings.json").read_text())
         for name in runs_of[device]["names"]:
-            folder = ns.out / "runs" / name
+            folder = ns.work / "runs" / name
             loaded[name] = {"details": read_details(folder), "results": read_results(folder), **timings[name]}
+        runs_of[device]["timings"] = timings
     comparisons = []
     for kind in models:
         cpu32, cpu16 = loaded[f"cpu-{kind}-float32"], loaded[f"cpu-{kind}-bfloat16"]
@@ -216,10 +238,6 @@ def evaluations(ns: argparse.Namespace, profile: Profile, models: dict[str, Path
             compare_bf16(cpu32, cpu16, loaded[f"device-{kind}-bfloat16"], f"{kind} bf16: device vs cpu fp32", kind)
         )
     failures += [f for c in comparisons for f in c["failures"]]
-    for device in runs_of.values():
-        device["timings"] = {
-            name: {k: v for k, v in loaded[name].items() if k.endswith("seconds")} for name in device["names"]
-        }
     return runs_of, comparisons, failures
 
 
@@ -228,15 +246,15 @@ def training(ns: argparse.Namespace, profile: Profile) -> tuple[dict[str, Any], 
     from device_check.models import SHAPES, TOKENIZER_FOLDER
     from device_check.training import DETERMINISM_ENV, compare_trainings, hook_cost, train_config
 
-    out = ns.out / "training"
+    out = ns.work / "training"
     reports, failures = {}, []
     for name, evaluate in (("train-with-hook", True), ("train-without", False)):
         config = train_config(out, name, SHAPES[profile.shape], profile, ns.carry / TOKENIZER_FOLDER, evaluate)
         report, log = out / name, out / f"{name}.log"
         args = [__file__, "--worker", "train", str(config), str(report)] + (["--dry"] if ns.dry else [])
-        code, wall = _torchrun(1, args, _env(1, DETERMINISM_ENV), ns.timeout, log)
+        code, wall = _torchrun(1, args, _env(1, DETERMINISM_ENV), ns.remaining(), log)
         if code != 0:
-            failures.append(f"{name} failed (exit {code}, {log.name}): {_tail(log, 3)}")
+            failures.append(f"{name} failed (exit {code}, {log.name}): {_error_line(log)}")
             reports[name] = {"error": _tail(log), "seconds": wall}
             continue
         reports[name] = {"seconds": wall, "ranks": [json.loads(Path(f"{report}.rank0.json").read_text())]}
@@ -259,7 +277,8 @@ def training(ns: argparse.Namespace, profile: Profile) -> tuple[dict[str, Any], 
 
 
 def figures(ns: argparse.Namespace, profile: Profile) -> tuple[dict[str, Any], list[str]]:
-    from device_check.figures import kind_figures, matmul_peak, run_bench
+    """The measured bf16 matmul peak, the benchmark per shape, the transformers baseline."""
+    from device_check.figures import bench_command, kind_figures, matmul_peak, read_bench
     from device_check.models import SHAPES, TOKENIZER_FOLDER
 
     peak = matmul_peak("cpu" if ns.dry else "cuda", profile.peak_size, profile.peak_repeats)
@@ -267,19 +286,44 @@ def figures(ns: argparse.Namespace, profile: Profile) -> tuple[dict[str, Any], l
     failures = []
     extra = ["--max-new-tokens", "16"] if ns.dry else []
     for name in profile.bench_shapes:
-        bench = run_bench(
-            name, SHAPES[name], profile.bench_scale, ns.carry / TOKENIZER_FOLDER, ns.out, _env(1), extra, ns.timeout
-        )
-        if "error" in bench:
-            failures.append(f"benchmark {name} failed: {bench['error'].splitlines()[-1:]}")
-            result["shapes"][name] = bench
+        log = ns.work / f"bench-{name}.log"
+        command = bench_command(name, SHAPES[name], profile.bench_scale, ns.carry / TOKENIZER_FOLDER, ns.work, extra)
+        ((code, wall),) = _run_all([(command, _env(1), log)], ns.remaining())
+        if code != 0:
+            failures.append(f"benchmark {name} failed (exit {code}, {log.name}): {_error_line(log)}")
+            result["shapes"][name] = {"error": _tail(log), "seconds": wall}
             continue
+        bench = read_bench(ns.work, name)
         result["shapes"][name] = {
-            "seconds": bench["seconds"],
+            "seconds": wall,
             "kinds": kind_figures(bench, peak["flop_per_s"]),
             "record": bench["record"],
         }
-    return result, failures
+    baseline, more = transformers_baseline(ns)
+    return {**result, "transformers_baseline": baseline}, failures + more
+
+
+def transformers_baseline(ns: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
+    """The device run of the random model in bf16, again through transformers on the same device."""
+    timings = ns.work / "device-timings.json"
+    if not timings.is_file():
+        return {}, ["transformers baseline: no device evaluation to compare with"]
+    job = {
+        "checkpoint": str(ns.work / "models" / "random"),
+        "output_dir": str(ns.work / "runs" / "device-random-bfloat16"),
+        "dtype": "bfloat16",
+        "cpu": ns.dry,
+        "figures": str(ns.work / "baseline.json"),
+        "engine_model_seconds": json.loads(timings.read_text())["device-random-bfloat16"]["model_seconds"],
+    }
+    job_file = ns.work / "baseline-job.json"
+    job_file.write_text(json.dumps(job))
+    log = ns.work / "baseline.log"
+    command = [sys.executable, __file__, "--worker", "baseline", str(job_file)]
+    ((code, _),) = _run_all([(command, _env(1), log)], ns.remaining())
+    if code != 0:
+        return {"error": _tail(log)}, [f"transformers baseline failed (exit {code}, {log.name}): {_error_line(log)}"]
+    return json.loads((ns.work / "baseline.json").read_text()), []
 
 
 # ------------------------------------------------------------------ report
@@ -293,21 +337,43 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path("gpu_check"), help="folder for the JSON, summary and runs")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("gpu_check"),
+        help="gpu_check.json, summary.txt and logs.tar.gz (the runs' logs and small files) go here",
+    )
+    parser.add_argument("--work", type=Path, default=None, help="models, runs and logs (default: a temporary folder)")
     parser.add_argument("--dry", action="store_true", help="CPU/gloo at toy sizes instead of CUDA (CI)")
     parser.add_argument("--carry", type=Path, default=REPO / ".gpu-carry", help="the carried assets (make gpu-carry)")
     parser.add_argument("--skip", default="", help="comma list of steps to skip: evaluations, training, figures")
-    parser.add_argument("--timeout", type=float, default=420.0, help="seconds per subprocess")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=450.0,
+        help="seconds for the whole check: each step gets what is left, a step past it is stopped "
+        "and reported, and the report is always written",
+    )
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     return parser
+
+
+def _archive_logs(work: Path, target: Path) -> None:
+    """The logs, jobs, timings and benchmark JSON of `work` (no weights, no details) as one file."""
+    with tarfile.open(target, "w:gz") as archive:
+        for path in sorted(work.rglob("*")):
+            if path.is_file() and path.suffix in (".log", ".json", ".yaml") and "models" not in path.parts:
+                archive.add(path, arcname=str(path.relative_to(work)))
 
 
 def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
     if ns.worker:
         return _worker(ns.worker, ns.dry)
-    ns.out, ns.carry = ns.out.resolve(), ns.carry.resolve()
     started = time.perf_counter()
+    ns.remaining = lambda: ns.budget - (time.perf_counter() - started)
+    ns.out, ns.carry = ns.out.resolve(), ns.carry.resolve()
+    ns.work = (ns.work or Path(tempfile.mkdtemp(prefix="gpu_check_"))).resolve()
     profile = PROFILES["dry" if ns.dry else "gpu"]
     env = environment(ns.dry)
     if not ns.dry and env["gpus"] == 0:
@@ -316,13 +382,15 @@ def main(argv: list[str] | None = None) -> int:
     from device_check.models import random_checkpoint, trained_checkpoint
 
     ns.out.mkdir(parents=True, exist_ok=True)
-    step_started = time.perf_counter()
-    made = random_checkpoint(profile.shape, SEED, ns.carry, ns.out / "models" / "random")
+    ns.work.mkdir(parents=True, exist_ok=True)
+    made = random_checkpoint(profile.shape, SEED, ns.carry, ns.work / "models" / "random")
     models = {"random": Path(made["checkpoint"]), "trained": trained_checkpoint(ns.carry)}
     report: dict[str, Any] = {
         "environment": env,
         "profile": dataclasses.asdict(profile),
-        "models": {**made, "trained": str(models["trained"]), "seconds": time.perf_counter() - step_started},
+        "work": str(ns.work),
+        "models": {**made, "trained": str(models["trained"])},
+        "step_seconds": {"models": time.perf_counter() - started},
     }
     failures: list[str] = []
     skip = set(ns.skip.split(",")) - {""}
@@ -334,23 +402,24 @@ def main(argv: list[str] | None = None) -> int:
     for name, step in steps:
         if name in skip:
             continue
+        if ns.remaining() < 5:
+            failures.append(f"{name}: not run, the budget of {ns.budget:.0f} s is spent (--budget)")
+            continue
         step_started = time.perf_counter()
-        print(f"[gpu_check] {name} ...", flush=True)
+        print(f"[gpu_check] {name} ({ns.remaining():.0f} s of the budget left) ...", flush=True)
         outcome = step()
         if name == "evaluations":
             report["evaluations"], report["comparisons"], more = outcome
-            baseline = ns.out / "baseline.json"
-            if baseline.is_file():
-                report["baseline"] = json.loads(baseline.read_text())
         else:
             report[name], more = outcome
-        report.setdefault("step_seconds", {})[name] = time.perf_counter() - step_started
+        report["step_seconds"][name] = time.perf_counter() - step_started
         failures += more
     report["failures"] = failures
     report["seconds"] = time.perf_counter() - started
     (ns.out / "gpu_check.json").write_text(json.dumps(report, indent=2, default=str))
     lines = summary_lines(report)
     (ns.out / "summary.txt").write_text("\n".join(lines) + "\n")
+    _archive_logs(ns.work, ns.out / "logs.tar.gz")
     print("\n".join(lines))
     return 1 if failures else 0
 
@@ -361,6 +430,10 @@ def _worker(args: list[str], dry: bool) -> int:
         from device_check.evaluations import eval_worker
 
         eval_worker(*rest)
+    elif kind == "baseline":
+        from device_check.baseline import baseline_worker
+
+        baseline_worker(*rest)
     else:
         from device_check.training import train_worker
 

@@ -11,6 +11,7 @@ Timed with the device synchronised; the engine's time for the same docs is its
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -136,3 +137,16 @@ def transformers_baseline(checkpoint: Path, output_dir: Path, dtype: Any, device
         "max_abs_logprob_diff_vs_engine": max(diffs, default=0.0),
         "generations_equal_to_engine": sum(a == b for a, b in zip(tokens, engine_tokens)) / max(1, len(tokens)),
     }
+
+
+def baseline_worker(job_file: str) -> None:
+    """In its own process: `transformers_baseline` of the job, written to its `figures` file."""
+    import torch
+
+    job = json.loads(Path(job_file).read_text())
+    device = torch.device("cpu") if job["cpu"] else torch.device("cuda", 0)
+    figures = transformers_baseline(
+        Path(job["checkpoint"]), Path(job["output_dir"]), getattr(torch, job["dtype"]), device
+    )
+    figures["engine_model_seconds"] = job["engine_model_seconds"]
+    Path(job["figures"]).write_text(json.dumps(figures))

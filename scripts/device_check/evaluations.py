@@ -37,9 +37,8 @@ flat (a near-tie may flip under another kernel's rounding)."""
 
 def eval_worker(job_file: str) -> None:
     """Under torchrun: every run of the job (model, dtype, tasks) on one mesh; timings to the job's
-    `timings` file (reporting rank), then the transformers baseline of the job, if any."""
+    `timings` file (reporting rank)."""
     import torch
-    import torch.distributed as dist
 
     job = json.loads(Path(job_file).read_text())
     torch.set_num_threads(job["threads"])
@@ -79,15 +78,6 @@ def eval_worker(job_file: str) -> None:
             torch.cuda.empty_cache()
     if timings:
         Path(job["timings"]).write_text(json.dumps(timings))
-    baseline = job.get("baseline")
-    if baseline and dist.get_world_size() == 1:
-        from device_check.baseline import transformers_baseline
-
-        figures = transformers_baseline(
-            Path(baseline["checkpoint"]), Path(baseline["output_dir"]), getattr(torch, baseline["dtype"]), device
-        )
-        figures["engine_model_seconds"] = timings[baseline["run"]]["model_seconds"]
-        Path(baseline["figures"]).write_text(json.dumps(figures))
 
 
 def read_details(output_dir: Path) -> dict[str, dict[int, dict[str, Any]]]:

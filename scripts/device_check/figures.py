@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -58,16 +57,11 @@ def bench_fields(shape: dict[str, Any]) -> dict[str, Any]:
     return {**SMOLLM2_SHAPE, **shape}
 
 
-def run_bench(
-    name: str, shape: dict, scale: float, tokenizer: Path, out: Path, env: dict, extra: list[str], timeout: float
-) -> dict[str, Any]:
-    """bench_eval.py on a random model of `shape` at TP1 in bf16; its record with the per-kind rows."""
-    from bench_eval import per_task_rows
-
-    fields_file = out / f"bench-{name}-fields.json"
+def bench_command(name: str, shape: dict, scale: float, tokenizer: Path, work: Path, extra: list[str]) -> list[str]:
+    """bench_eval.py on a random model of `shape` at TP1 in bf16, its JSON to `work/bench-NAME.json`."""
+    fields_file = work / f"bench-{name}-fields.json"
     fields_file.write_text(json.dumps(bench_fields(shape)))
-    target = out / f"bench-{name}.json"
-    command = [
+    return [
         sys.executable,
         str(REPO / "benchmarks" / "bench_eval.py"),
         "--model-fields",
@@ -82,21 +76,19 @@ def run_bench(
         "on",
         "--scale",
         str(scale),
-        "--timeout",
-        str(timeout),
         "--out",
-        str(target),
+        str(work / f"bench-{name}.json"),
         *extra,
     ]
-    started = time.perf_counter()
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
-    (out / f"bench-{name}.log").write_text(done.stdout + done.stderr)
-    if done.returncode != 0 or not target.is_file():
-        lines = (done.stdout + done.stderr).strip().splitlines()
-        return {"error": "\n".join(lines[-20:]), "seconds": time.perf_counter() - started}
-    (record,) = json.loads(target.read_text())["records"]
+
+
+def read_bench(work: Path, name: str) -> dict[str, Any]:
+    """The benchmark's record and its per-kind rows (`bench_eval.per_task_rows`)."""
+    from bench_eval import per_task_rows
+
+    (record,) = json.loads((work / f"bench-{name}.json").read_text())["records"]
     kinds = {row["kind"]: row for row in per_task_rows(record) if row["task"].startswith("all ")}
-    return {"seconds": time.perf_counter() - started, "record": record, "kinds": kinds}
+    return {"record": record, "kinds": kinds}
 
 
 def kind_figures(bench: dict[str, Any], peak: float) -> dict[str, dict[str, float]]:

@@ -17,6 +17,7 @@ class Profile:
     max_samples: int
     """Docs per task of the compared evaluations."""
     cpu_threads: int
+    """Threads of the CPU reference process."""
     sequence_length: int
     micro_batch_size: int
     train_steps: int
@@ -31,8 +32,8 @@ PROFILES = {
     "gpu": Profile(
         shape="smollm2",
         bench_shapes=("smollm2", "llama-1b"),
-        max_samples=40,
-        cpu_threads=os.cpu_count() or 1,
+        max_samples=24,
+        cpu_threads=max(1, (os.cpu_count() or 1) - 2),  # the device process runs beside it
         sequence_length=2048,
         micro_batch_size=8,
         train_steps=8,

@@ -66,8 +66,8 @@ def _figure_lines(report: dict[str, Any]) -> list[str]:
                 f"{row['flop_per_s']:.3g} FLOP/s = {100 * row['of_bf16_peak']:.1f}% of the bf16 peak "
                 f"({100 * row['of_fair_peak']:.0f}% of the fair per-shape peak)"
             )
-    baseline = report.get("baseline")
-    if baseline:
+    baseline = figures.get("transformers_baseline")
+    if baseline and "seconds" in baseline:
         engine_s = baseline["engine_model_seconds"]
         lines.append(
             f"same docs ({baseline['scored_docs']} scored, {baseline['generated_docs']} generated), random "

@@ -72,8 +72,8 @@ def test_dry_gpu_check_passes_and_writes_its_report(carry, tmp_path):
     env = {**os.environ, "PYTHON": sys.executable, "GPU_CHECK_SITE": str(site), "OMP_NUM_THREADS": "1"}
     env.pop("PYTHONPATH", None)  # the script puts the checkout (and the carried wheels) on it
     out = tmp_path / "out"
-    done = subprocess.run(["bash", str(SCRIPTS / "gpu_check.sh"), "--dry", "--out", str(out)], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=580)  # fmt: skip
+    command = ["bash", str(SCRIPTS / "gpu_check.sh"), "--dry", "--out", str(out), "--work", str(tmp_path / "work")]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=580)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     report = json.loads((out / "gpu_check.json").read_text())
     assert report["failures"] == []
@@ -96,7 +96,9 @@ def test_dry_gpu_check_passes_and_writes_its_report(carry, tmp_path):
     figures = report["figures"]
     assert figures["bf16_matmul_peak"]["flop_per_s"] > 0
     assert {"multi-token", "generative", "mix"} <= set(figures["shapes"]["smollm2-mini"]["kinds"])
-    assert report["baseline"]["scored_docs"] > 0 and report["baseline"]["generated_docs"] > 0
+    baseline = figures["transformers_baseline"]
+    assert baseline["scored_docs"] > 0 and baseline["generated_docs"] > 0 and baseline["seconds"] > 0
+    assert sorted(p.name for p in out.iterdir()) == ["gpu_check.json", "logs.tar.gz", "summary.txt"]
     summary = (out / "summary.txt").read_text()
     assert "RESULT: PASSED" in summary and "bitwise equal: True" in summary
 
@@ -104,8 +106,8 @@ def test_dry_gpu_check_passes_and_writes_its_report(carry, tmp_path):
 def test_help_builds_nothing(tmp_path):
     """`gpu_check.sh --help` prints the usage and the check's options, installs and writes nothing."""
     env = {**os.environ, "PYTHON": sys.executable, "GPU_CARRY": str(tmp_path / "absent")}
-    done = subprocess.run(["bash", str(SCRIPTS / "gpu_check.sh"), "--help"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    command = ["bash", str(SCRIPTS / "gpu_check.sh"), "--help"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "--no-index" in done.stdout and "usage: gpu_check.py" in done.stdout
     assert list(tmp_path.iterdir()) == []
