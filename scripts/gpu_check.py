@@ -262,7 +262,7 @@ def evaluations(checkpoint: str, out: Path, layouts: list, ns: argparse.Namespac
 def _train_config(out: Path, name: str, tp: int, evaluate: bool) -> Path:
     import yaml
 
-    from lighteval_nanotron.nanotron_variant import shipped_config
+    from lighteval_nanotron.nanotron_compat.variant import shipped_config
 
     content = yaml.safe_load(shipped_config("tiny_cpu_train.yaml").read_text())
     content["parallelism"].update(tp=tp, pp=1, dp=1, tp_mode="REDUCE_SCATTER" if tp > 1 else "ALL_REDUCE")
@@ -300,13 +300,13 @@ def train_worker(config: str, report: str, cpu: bool) -> None:
     if cpu:
         from datetime import timedelta
 
-        from lighteval_nanotron.parallel.cpu import enable_cpu_support
+        from lighteval_nanotron.cpu import enable_cpu_support
         from lighteval_nanotron.parallel.distributed import init_process_group_from_env
 
         enable_cpu_support()
         init_process_group_from_env(backend="gloo", timeout=timedelta(seconds=300))
-    from lighteval_nanotron.hook.data import build_dataloader
     from lighteval_nanotron.hook.trainer import EvaluatingTrainer
+    from lighteval_nanotron.hook.training_data.dataloader import build_dataloader
 
     losses: list[float | None] = []
 
