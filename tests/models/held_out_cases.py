@@ -90,3 +90,55 @@ def held_out_run(
         "max_logits_width": widths.max_width,
         "batches": len(plan.batches),
     }
+
+
+def write_nanoset(folder: Path, token_files: list, token_size: int = 2, tokenizer_name: str = "tiny") -> Path:
+    """A Nanoset folder as datatrove's `DocumentTokenizer` writes one: per file `<name>.ds` (little-endian
+    token ids, `token_size` bytes each), `<name>.ds.index` (uint64 document ends) and `<name>.ds.metadata`
+    (`tokenizer_name|token_size`, then the token count). `token_files`: per file, a list of documents
+    (lists of token ids)."""
+    import numpy as np
+
+    folder.mkdir(parents=True, exist_ok=True)
+    dtype = {2: "<u2", 4: "<u4"}[token_size]
+    for index, documents in enumerate(token_files):
+        name = f"held_out_{index:05d}_shuffled.ds"
+        tokens = np.concatenate([np.asarray(doc, dtype=np.int64) for doc in documents]).astype(dtype)
+        tokens.tofile(folder / name)
+        np.cumsum([len(doc) for doc in documents]).astype("<u8").tofile(folder / f"{name}.index")
+        (folder / f"{name}.metadata").write_text(f"{tokenizer_name}|{token_size}\n{len(tokens)}\n{len(tokens)}T")
+    return folder
+
+
+def pipeline_run(checkpoint: str, held_out: dict, sequence_length: int, tasks: str, output_dir: str) -> dict:
+    """Rank function: `EvaluationPipeline` with held-out domains (and `tasks`) at TP1, results written
+    with the json, details and tensorboard loggers."""
+    from lighteval_nanotron.heldout import held_out_specs
+    from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
+    from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.pipeline import EvaluationPipeline
+    from lighteval_nanotron.tracking import TrackingConfig, format_results_table
+    from lighteval_nanotron.tracking.scalars import result_scalars
+    from tests.helpers.distributed import parallel_context
+    from tests.helpers.tiny_model import tiny_tokenizer
+
+    context = parallel_context(1, 1, 1)
+    model, _ = load_nanotron_checkpoint(checkpoint, context)
+    engine = NanotronLightevalModel(model, context, tiny_tokenizer(), EngineConfig())
+    specs = held_out_specs(held_out, tokens=10 * sequence_length)
+    pipeline = EvaluationPipeline.prepare(
+        engine, tasks, max_samples=4, held_out=specs, held_out_sequence_length=sequence_length
+    )
+    result = pipeline.run(step=3)
+    tracker = TrackingConfig(output_dir=output_dir, loggers=["json", "details", "tensorboard"]).build()
+    tracker.log(result)
+    tracker.close()
+    return {
+        "table": format_results_table(result),
+        "content": result.to_dict(),
+        "scalars": result_scalars(result),
+        "details": {key: [row.to_dict() for row in rows] for key, rows in result.details.items()},
+        "windows": {s.name: s.windows.tolist() for s in pipeline.held_out.sets},
+        "bytes": {s.name: s.target_bytes.tolist() for s in pipeline.held_out.sets},
+        "result_names": pipeline.result_names,
+    }
