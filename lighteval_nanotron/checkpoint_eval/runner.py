@@ -30,12 +30,14 @@ from lighteval_nanotron.checkpoint_eval.discovery import (
 from lighteval_nanotron.checkpoint_eval.loading import check_same_model, load_tokenizer, resolve_dtype, tokenizer_source
 from lighteval_nanotron.checkpoint_eval.mesh_setup import AGREEMENT_TIMEOUT_S, collectively, parallel_context_for
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model
+from lighteval_nanotron.heldout import DEFAULT_HELD_OUT_TOKENS, HeldOutSpec, held_out_specs
+from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model, read_training_config
 from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, check_model_layout, load_checkpoint_weights
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron_trainer
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.pipeline.result import EvaluationResult, raise_for_failed_tasks
 from lighteval_nanotron.requests import GenerationParameters
+from lighteval_nanotron.requests.held_out import held_out_key
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +46,8 @@ logger = logging.getLogger(__name__)
 class CheckpointEvalConfig:
     """What to evaluate, at which layout, and where the results go."""
 
-    tasks: str
-    """Task specs (`suite|task|k,...`) or a file of specs, one or more a line."""
+    tasks: str = ""
+    """Task specs (`suite|task|k,...`) or a file of specs, one or more a line (may be empty with `held_out`)."""
     checkpoint: str | None = None
     """One checkpoint folder (exclusive with `checkpoints_dir`)."""
     checkpoints_dir: str | None = None
@@ -94,6 +96,17 @@ class CheckpointEvalConfig:
     stage's outcome) may take before the evaluation stops with an EvaluationError."""
     progress_bar: bool = True
     """A bar per checkpoint on world rank 0 (docs done, docs/s, ETA), shown only on a terminal."""
+    held_out: list[str] | dict[str, Any] | None = None
+    """Held-out domains: `NAME=PATH` strings (`--held-out`) or `{name: path or {path, tokens, ...}}`
+    (PATH: a Nanoset folder, a jsonl/parquet file or folder with a `text` column, or a dataset name)."""
+    held_out_tokens: int = DEFAULT_HELD_OUT_TOKENS
+    """Target tokens scored per held-out domain (a fixed subset, the same at every checkpoint)."""
+    held_out_sequence_length: int | None = None
+    """Tokens per held-out window's input. Unset: the checkpoint's `tokens.sequence_length`, else its positions."""
+
+    @property
+    def held_out_specs(self) -> list[HeldOutSpec]:
+        return held_out_specs(self.held_out, self.held_out_tokens)
 
     def __post_init__(self) -> None:
         if (self.checkpoint is None) == (self.checkpoints_dir is None):
@@ -112,6 +125,11 @@ class CheckpointEvalConfig:
         if self.system_prompt is not None and not self.system_prompt.strip():
             raise ConfigError("--system-prompt is empty: give a prompt or leave it out.")
         GenerationParameters.from_dict(self.generation)  # refuse bad values before any rank loads a model
+        if not self.tasks and not self.held_out:
+            raise ConfigError("Nothing to evaluate: give --tasks, or --held-out NAME=PATH.")
+        if self.held_out_sequence_length is not None and self.held_out_sequence_length < 1:
+            raise ConfigError(f"--held-out-sequence-length {self.held_out_sequence_length}: use a positive number.")
+        self.held_out_specs  # noqa: B018 - a bad domain name, budget or entry is refused here
 
 
 @dataclass
@@ -132,6 +150,8 @@ class EvaluationPlan:
     """The tasks still to evaluate at each pending step (all of them when the step has no results)."""
     docs: dict[str, Any] = field(default_factory=dict)
     """Every task's `TaskDocs`, built on world rank 0 and broadcast (datasets opened once)."""
+    held_out_sequence_length: int | None = None
+    """The held-out windows' length: the option, else the first checkpoint's training sequence length."""
 
 
 def _discover(config: CheckpointEvalConfig) -> list[CheckpointInfo]:
@@ -169,6 +189,8 @@ def _load_tasks(config: CheckpointEvalConfig) -> dict[str, Any]:
 
     if config.data_dirs:
         set_data_dirs([*config.data_dirs, *get_data_dirs()])
+    if not config.tasks:
+        return {}
     return load_tasks(config.tasks, config.custom_tasks, config.fewshot_draws)
 
 
@@ -197,7 +219,8 @@ def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> Eval
     tasks = collectively(world, "loading the tasks", lambda: _load_tasks(config))
     backfill = config.checkpoints_dir is not None
     done = _done_tasks(config.output_dir, model_name, world) if backfill else {}
-    tasks_by_step = pending_tasks(checkpoints, list(tasks), done, config.max_samples)
+    names = [*tasks, *(held_out_key(spec.name) for spec in config.held_out_specs)]
+    tasks_by_step = pending_tasks(checkpoints, names, done, config.max_samples)
     todo = [info for info in checkpoints if info.step in tasks_by_step]
     skipped = sorted(info.step for info in checkpoints if info.step not in tasks_by_step)
     if not todo:
@@ -211,7 +234,12 @@ def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> Eval
     needed = {name for names in tasks_by_step.values() for name in names}
     tasks = {name: task for name, task in tasks.items() if name in needed}
     docs = collectively(world, "loading the datasets", lambda: _load_docs(config, tasks, world))
-    return EvaluationPlan(todo, skipped, checkpoint_model, model_name, tokenizer, prompts, tasks, tasks_by_step, docs)
+    length = config.held_out_sequence_length or (read_training_config(todo[0].path).get("tokens") or {}).get(
+        "sequence_length"
+    )
+    return EvaluationPlan(
+        todo, skipped, checkpoint_model, model_name, tokenizer, prompts, tasks, tasks_by_step, docs, length
+    )
 
 
 def _prompt_manager(config: CheckpointEvalConfig, tokenizer: Any) -> Any:
@@ -257,18 +285,23 @@ class CheckpointEvaluator:
         """The pipeline of the tasks still to evaluate at `step`, prepared once per task set."""
         from lighteval_nanotron.pipeline import EvaluationPipeline
 
-        names = tuple(self.setup.tasks_by_step.get(step, list(self.setup.tasks)))
+        held_out = self.config.held_out_specs
+        every = [*self.setup.tasks, *(held_out_key(spec.name) for spec in held_out)]
+        names = tuple(self.setup.tasks_by_step.get(step, every))
+        tasks = [name for name in names if name in self.setup.tasks]
         if names not in self.pipelines:
             self.pipelines[names] = collectively(
                 self.world,
                 "preparing the requests",
                 lambda: EvaluationPipeline.prepare(
                     self.engine,
-                    {name: self.setup.tasks[name] for name in names},
+                    {name: self.setup.tasks[name] for name in tasks},
                     self.config.max_samples,
                     model_name=self.setup.model_name,
-                    docs={name: self.setup.docs[name] for name in names},
+                    docs={name: self.setup.docs[name] for name in tasks},
                     show_progress=self.config.progress_bar and dist.get_rank(self.world) == 0,
+                    held_out=[spec for spec in held_out if held_out_key(spec.name) in names],
+                    held_out_sequence_length=self.setup.held_out_sequence_length,
                 ),
             )
         return self.pipelines[names]

@@ -8,6 +8,8 @@ Usage:
     # every step folder of a training run, in step order, skipping steps already in --output-dir
     torchrun --nproc-per-node 8 -m lighteval_nanotron eval --checkpoints-dir checkpoints \\
         --tp 2 --pp 2 --dp 2 --tasks tasks.txt --output-dir eval_results
+    torchrun --nproc-per-node 2 -m lighteval_nanotron eval checkpoints/1000 --tp 2 --tasks "lighteval|piqa|0" \\
+        --held-out web=/data/web_val.jsonl --held-out code=/data/code_nanoset --held-out-tokens 2000000
 
     # a single process needs no torchrun
     lighteval-nanotron eval checkpoints/1000 --cpu --tasks "lighteval|hellaswag|0" --max-samples 50
@@ -61,6 +63,22 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         choices=["lighteval", "per_doc"],
         default=None,
         help="few-shot draws for every task (default: lighteval for lighteval's suites, per_doc for custom tasks)",
+    )
+    held_out = parser.add_argument_group("held-out loss (docs/held_out.md)")
+    held_out.add_argument(
+        "--held-out",
+        action="append",
+        default=None,
+        metavar="NAME=PATH",
+        help="a held-out domain (repeatable): a Nanoset folder, a jsonl/parquet file or folder with a text column, "
+        "or a dataset name",
+    )
+    held_out.add_argument("--held-out-tokens", type=int, default=None, help="target tokens per domain (1000000)")
+    held_out.add_argument(
+        "--held-out-sequence-length",
+        type=int,
+        default=None,
+        help="window length (default: the checkpoint's tokens.sequence_length)",
     )
     parser.add_argument("--output-dir", default=None, help="results folder (default: eval_results)")
     parser.add_argument("--model-name", default=None, help="name in the results paths (default: as the training hook)")
@@ -126,7 +144,8 @@ FLAG_OPTIONS = (
     "tasks", "checkpoint", "checkpoints_dir", "tp", "pp", "dp", "cpu", "dtype", "tokenizer", "custom_tasks",
     "max_samples", "fewshot_draws", "tokens_per_batch", "use_chat_template", "system_prompt",
     "pairwise_tokenization", "multichoice_continuations_start_space", "output_dir", "model_name",
-    "tensorboard_prefix", "wandb_project", "wandb_entity", "failure_timeout_s",
+    "tensorboard_prefix", "wandb_project", "wandb_entity", "failure_timeout_s", "held_out", "held_out_tokens",
+    "held_out_sequence_length",
 )  # fmt: skip
 """`CheckpointEvalConfig` options set by the flag of the same name (a flag not given is left out)."""
 GENERATION_FLAGS = ("temperature", "top_k", "top_p", "num_samples", "seed")

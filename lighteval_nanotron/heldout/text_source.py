@@ -53,6 +53,8 @@ def load_text_dataset(spec: HeldOutSpec) -> Any:
             if not path.exists():
                 raise ConfigError(f"{where}: {path} does not exist: give an existing file or folder.")
             builder, files = _local_files(spec, path)
+            if all(Path(file).stat().st_size == 0 for file in files):
+                raise ConfigError(f"{where}: {path} is empty: give a file with at least one row of text.")
             dataset = datasets.load_dataset(builder, data_files=files, split="train")
         else:
             dataset = datasets.load_dataset(spec.path, spec.subset, split=spec.split)
