@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.heldout import DEFAULT_HELD_OUT_TOKENS, held_out_specs
 from lighteval_nanotron.requests import GenerationParameters
 from lighteval_nanotron.tasks.fewshot import FewShotDraws
 
@@ -19,9 +20,20 @@ WANDB_MODES = ("online", "offline", "disabled")
 class EvaluationConfig:
     """Evaluation during training. All fields but `tasks` are optional."""
 
-    tasks: Union[str, List[str]]
+    tasks: Union[str, List[str]] = ""
     """Task specs, `suite|task|num_fewshot`, as a comma-separated string or a list
-    (e.g. `"lighteval|arc:easy|0,lighteval|piqa|0"`)."""
+    (e.g. `"lighteval|arc:easy|0,lighteval|piqa|0"`). May be empty when `held_out` is set."""
+
+    held_out: Optional[Dict[str, Any]] = None
+    """Held-out domains, `{name: path}` or `{name: {path: ..., tokens: ..., text_column: ..., split: ...,
+    subset: ..., seed: ...}}`; a path is a Nanoset folder, a jsonl/parquet file or folder with a text
+    column, or a dataset name (docs/held_out.md). Results `heldout|<name>`: loss, perplexity, bits per byte."""
+
+    held_out_tokens: int = DEFAULT_HELD_OUT_TOKENS
+    """Target tokens scored per held-out domain at each evaluation (a fixed subset)."""
+
+    held_out_sequence_length: Optional[int] = None
+    """Tokens per held-out window's input. Unset: the training's `tokens.sequence_length`."""
 
     custom_tasks: Optional[str] = None
     """Python file or module that defines a `TASKS_TABLE` of extra tasks."""
@@ -121,11 +133,16 @@ class EvaluationConfig:
 
     def __post_init__(self) -> None:
         self.tasks = _as_list(self.tasks)
-        if not self.tasks:
+        if not self.tasks and not self.held_out:
             raise ConfigError(
                 "lighteval_nanotron.tasks is empty: set it to task specs, e.g. "
-                "tasks: 'lighteval|arc:easy|0,lighteval|piqa|0'."
+                "tasks: 'lighteval|arc:easy|0,lighteval|piqa|0' (or give held_out domains)."
             )
+        try:
+            held_out_specs(self.held_out, self.held_out_tokens)
+        except ConfigError as error:
+            raise ConfigError(f"lighteval_nanotron.held_out: {error}") from error
+        _check_positive("held_out_sequence_length", self.held_out_sequence_length, "or remove it for the training's")
         if self.data_dirs is not None:
             self.data_dirs = _as_list(self.data_dirs)
         _check_positive("max_samples", self.max_samples, "or remove it to evaluate every doc")

@@ -117,7 +117,10 @@ class TrainingEvaluator:
             # Two agreed phases: the second has collectives (datasets loaded once, broadcast), so
             # every rank must have got through the first (tokenizer, tasks) before any rank enters it.
             engine, tasks = self._agreed(world, lambda: build_engine(trainer, self.config))
-            self.pipeline = self._agreed(world, lambda: build_pipeline(engine, tasks, self.config, self.model_name))
+            length = int(trainer.config.tokens.sequence_length)
+            self.pipeline = self._agreed(
+                world, lambda: build_pipeline(engine, tasks, self.config, self.model_name, length)
+            )
 
             def open_outputs() -> set[int]:
                 if is_reporting_rank(self.pipeline):
@@ -130,7 +133,7 @@ class TrainingEvaluator:
                 # reporting rank moved to another node still finds the steps evaluated before.
                 if is_reporting_rank(self.pipeline) or local_rank() == 0:
                     return _evaluated_steps(
-                        self.config.output_dir, self.model_name, list(self.pipeline.tasks), self.pipeline.max_samples
+                        self.config.output_dir, self.model_name, self.pipeline.result_names, self.pipeline.max_samples
                     )
                 return set()
 
@@ -146,7 +149,8 @@ class TrainingEvaluator:
         _log_rank0(
             world,
             logging.INFO,
-            f"[lighteval_nanotron] prepared {', '.join(self.config.tasks)} in {time.perf_counter() - started:.1f}s; "
+            f"[lighteval_nanotron] prepared {', '.join(self.pipeline.result_names)} "
+            f"in {time.perf_counter() - started:.1f}s; "
             f"evaluating at {self._plan_description(trainer)}",
         )
 

@@ -44,11 +44,15 @@ def build_engine(trainer: Any, config: EvaluationConfig) -> tuple[Any, dict[str,
     engine = NanotronLightevalModel(
         trainer.model, trainer.parallel_context, tokenizer, engine_config, prompt_fn=prompts.prepare_prompt
     )
-    return engine, load_tasks(config.tasks, config.custom_tasks, config.fewshot_draws)
+    return engine, load_tasks(config.tasks, config.custom_tasks, config.fewshot_draws) if config.tasks else {}
 
 
-def build_pipeline(engine: Any, tasks: dict[str, Any], config: EvaluationConfig, model_name: str) -> Any:
-    """Prepare the tasks once (collective: one rank loads the datasets and tokenizes, all receive)."""
+def build_pipeline(
+    engine: Any, tasks: dict[str, Any], config: EvaluationConfig, model_name: str, sequence_length: int
+) -> Any:
+    """Prepare the tasks and held-out domains once (collective: one rank loads the datasets and
+    tokenizes, all receive); held-out windows default to the training's `sequence_length`."""
+    from lighteval_nanotron.heldout import held_out_specs
     from lighteval_nanotron.pipeline import EvaluationPipeline
 
     return EvaluationPipeline.prepare(
@@ -57,6 +61,8 @@ def build_pipeline(engine: Any, tasks: dict[str, Any], config: EvaluationConfig,
         config.max_samples,
         model_name=model_name,
         show_progress=config.progress_bar and dist.get_rank() == 0,
+        held_out=held_out_specs(config.held_out, config.held_out_tokens),
+        held_out_sequence_length=config.held_out_sequence_length or sequence_length,
     )
 
 
