@@ -95,6 +95,8 @@ def text_stream(
             sizes.append(doc_bytes)
             total += len(doc_ids)
             documents += 1
+            if needed_tokens is not None and total >= needed_tokens:
+                break
         if needed_tokens is not None and total >= needed_tokens:
             break
     if not ids:
