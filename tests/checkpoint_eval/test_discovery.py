@@ -108,7 +108,7 @@ def test_tokenizer_source_order(tmp_path):
 def test_relative_tokenizer_path_resolved_against_the_training_folder(tmp_path, monkeypatch):
     import shutil
 
-    from lighteval_nanotron.checkpoint_eval.loading import load_tokenizer
+    from lighteval_nanotron.setup.tokenizer import load_tokenizer
 
     repo = Path(__file__).resolve().parents[2]
     training_cwd = tmp_path / "project"
