@@ -17,7 +17,7 @@ SECTION = "lighteval_nanotron"
 
 @dataclass(kw_only=True)
 class EvaluationConfig(EvaluationOptions):
-    """Evaluation during training: the shared options, and when to evaluate."""
+    """When to evaluate during training. The section's other keys are the shared options."""
 
     eval_interval: Optional[int] = None
     """Evaluate after every `eval_interval` training steps (steps divisible by it)."""

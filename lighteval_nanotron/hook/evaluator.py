@@ -104,12 +104,11 @@ class TrainingEvaluator:
     def setup(self, trainer: Any) -> None:
         """Through `lighteval_nanotron.setup`, as `eval` does: tokenizer, engine and tasks; prompts,
         tokens and batch plans; loggers and the steps already evaluated. Each phase is agreed on."""
-        from lighteval_nanotron.setup.engine import build_engine, prompt_manager
+        from lighteval_nanotron.setup.engine import training_engine
         from lighteval_nanotron.setup.finished_steps import finished_steps, finished_tasks_by_step
         from lighteval_nanotron.setup.loggers import open_loggers
         from lighteval_nanotron.setup.naming import model_name
         from lighteval_nanotron.setup.tasks import load_tasks, prepare_pipeline
-        from lighteval_nanotron.setup.tokenizer import training_tokenizer
 
         world = trainer.parallel_context.world_pg
         general = trainer.config.general
@@ -117,9 +116,7 @@ class TrainingEvaluator:
         started = time.perf_counter()
 
         def engine_and_tasks() -> tuple[Any, dict]:
-            tokenizer = training_tokenizer(trainer.config, self.config.use_chat_template)
-            prompts = prompt_manager(self.config, tokenizer)
-            engine = build_engine(trainer.model, trainer.parallel_context, tokenizer, self.config, prompts)
+            engine = training_engine(trainer.config, trainer.model, trainer.parallel_context, self.config)
             return engine, load_tasks(self.config)
 
         def open_outputs() -> None:

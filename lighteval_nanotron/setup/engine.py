@@ -1,5 +1,6 @@
 """The engine over a Nanotron model, its settings taken from the options: the training hook builds
-it over the trainer's live model, `eval` over the model it loads; both through `build_engine`."""
+it over the trainer's live model (`training_engine`), `eval` over the model it loads; both through
+`build_engine`, with the tokenizer of `setup.tokenizer`."""
 
 from __future__ import annotations
 
@@ -39,3 +40,12 @@ def build_engine(
     return NanotronLightevalModel(
         model, parallel_context, tokenizer, engine_config(options), prompt_fn=prompts.prepare_prompt
     )
+
+
+def training_engine(training_config: Any, model: Any, parallel_context: Any, options: EvaluationOptions) -> Any:
+    """The hook's engine: the training config's tokenizer over the trainer's own model and mesh.
+    A chat template asked of a tokenizer without one fails here, before step 1."""
+    from lighteval_nanotron.setup.tokenizer import training_tokenizer
+
+    tokenizer = training_tokenizer(training_config, options.use_chat_template)
+    return build_engine(model, parallel_context, tokenizer, options)

@@ -21,9 +21,8 @@ throughput of a whole 8k-token micro-batch on one core, docs/performance.md)."""
 
 @dataclass
 class EngineConfig(TokenizationOptions):
-    """How requests become micro-batches, and where results go. How docs become tokens
-    (`pairwise_tokenization`, `multichoice_continuations_start_space`) is `TokenizationOptions`,
-    shared with the hook's section and `eval`."""
+    """How requests become micro-batches, and where results go. How docs become tokens is
+    `TokenizationOptions` (its fields are this config's too), shared with the hook's section and `eval`."""
 
     max_tokens_per_batch: int = 8192
     """Token budget of one micro-batch: rows x padded length (generation without `kv_cache`:
