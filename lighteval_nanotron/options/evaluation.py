@@ -61,6 +61,11 @@ class EvaluationOptions(TrackingOptions, TokenizationOptions):
     """Decoding of generative tasks: any of `temperature` (0: greedy, the default), `top_k`,
     `top_p`, `num_samples`, `seed`. A task's own `generation_parameters` override them."""
 
+    bootstrap_iters: Optional[int] = None
+    """Bootstrap resamples behind the standard error of each metric that is not a mean (F1, MCC,
+    perplexities, ...; means get the analytic one). Fewer make an in-loop evaluation of such
+    metrics cheaper, more make the error bars steadier. Unset: 1000, as lighteval."""
+
     model_name: Optional[str] = None
     """Name in the results paths (`results/<model_name>/<step>/`). Unset: the training config's
     `general.project/general.run` (for `eval`, the checkpoint's `config.yaml`: its
@@ -90,5 +95,7 @@ class EvaluationOptions(TrackingOptions, TokenizationOptions):
             GenerationParameters.from_dict(self.generation)
         except ConfigError as error:
             raise ConfigError(f"{self.named('generation')}: {error}") from error
+        if self.bootstrap_iters is not None and self.bootstrap_iters < 2:
+            raise ConfigError(f"{self.named('bootstrap_iters')} is {self.bootstrap_iters}: set it to 2 or more.")
         self.check_positive("failure_timeout_s", "(seconds), e.g. 1800", kind="number")
         self.failure_timeout_s = float(self.failure_timeout_s)

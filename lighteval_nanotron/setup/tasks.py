@@ -41,5 +41,6 @@ def prepare_pipeline(
         options.max_samples,
         model_name=model_name,
         docs=docs,
+        bootstrap_iters=options.bootstrap_iters,
         show_progress=options.progress_bar and dist.get_rank() == 0,
     )
