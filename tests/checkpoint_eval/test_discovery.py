@@ -7,6 +7,7 @@ import pytest
 import torch
 import yaml
 
+from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.checkpoint_eval.discovery import (
     CheckpointInfo,
     checkpoint_info,
@@ -16,7 +17,6 @@ from lighteval_nanotron.checkpoint_eval.discovery import (
 )
 from lighteval_nanotron.checkpoint_eval.loading import check_same_model, resolve_dtype, tokenizer_source
 from lighteval_nanotron.checkpoint_eval.mesh_setup import check_world
-from lighteval_nanotron.checkpoint_eval.runner import CheckpointEvalConfig
 from lighteval_nanotron.cli.main import build_parser
 from lighteval_nanotron.errors import CheckpointError, ConfigError, LayoutError
 from lighteval_nanotron.models.checkpoint.format import CheckpointModel
