@@ -117,11 +117,13 @@ def pipeline_run(checkpoint: str, held_out: dict, sequence_length: int, tasks: s
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.pipeline import EvaluationPipeline
+    from lighteval_nanotron.tasks.data_dirs import set_data_dirs
     from lighteval_nanotron.tracking import TrackingConfig, format_results_table
     from lighteval_nanotron.tracking.scalars import result_scalars
     from tests.helpers.distributed import parallel_context
     from tests.helpers.tiny_model import tiny_tokenizer
 
+    set_data_dirs(["bundled"])
     context = parallel_context(1, 1, 1)
     model, _ = load_nanotron_checkpoint(checkpoint, context)
     engine = NanotronLightevalModel(model, context, tiny_tokenizer(), EngineConfig())
