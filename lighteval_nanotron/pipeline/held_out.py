@@ -14,12 +14,21 @@ import numpy as np
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.heldout import HeldOutSpec, build_held_out_set
-from lighteval_nanotron.metrics.held_out import domain_scores, macro_scores, micro_scores
+from lighteval_nanotron.metrics.held_out import (
+    BITS_PER_BYTE,
+    LOSS,
+    PERPLEXITY,
+    domain_scores,
+    macro_scores,
+    micro_scores,
+)
 from lighteval_nanotron.pipeline.result import SampleDetail
 from lighteval_nanotron.requests.held_out import HELD_OUT_METHOD, HeldOutLosses, HeldOutSet, held_out_key
 
 MICRO_KEY = held_out_key("_micro")
 MACRO_KEY = held_out_key("_macro")
+LOWER_IS_BETTER = (LOSS, PERPLEXITY, BITS_PER_BYTE)
+"""Recorded per domain in `config_tasks` (`higher_is_better`), as the signal analysis reads a metric's direction."""
 _NEEDED = ("prepare_held_out", "run", "computed_once", "tokenizer", "vocab_size", "max_length")
 
 
@@ -121,7 +130,7 @@ def held_out_results(prepared: PreparedHeldOut, runs: Sequence[HeldOutRun]) -> H
         out.details[key] = [
             _detail(key, i, float(v), per_window, int(b)) for i, (v, b) in enumerate(zip(nll, held_out.target_bytes))
         ]
-        out.config_tasks[key] = dict(held_out.description)
+        out.config_tasks[key] = {**held_out.description, "higher_is_better": dict.fromkeys(LOWER_IS_BETTER, False)}
         tokens = held_out.target_tokens
         out.task_costs[key] = {
             "seconds": run.seconds,
