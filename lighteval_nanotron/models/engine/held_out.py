@@ -77,7 +77,7 @@ def build_held_out_plan(
     batches = [(a, min(a + rows, len(mine))) for a in range(0, len(mine), rows)]
     stats = PlanStats(
         docs=total,
-        useful_tokens=total * (length + 1),
+        useful_tokens=total * length,
         processed_tokens=total * length,
         logit_positions=total * length,
         attention_pairs=total * length * (length + 1) // 2,
