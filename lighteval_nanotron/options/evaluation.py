@@ -31,7 +31,13 @@ class EvaluationOptions(TrackingOptions, TokenizationOptions):
     when `held_out` names domains."""
 
     held_out: Optional[Union[Dict[str, Any], List[str]]] = field(
-        default=None, metadata={"flag": "--held-out", "repeat": True, "examples": ("web=/data/web", "code=/data/code")}
+        default=None,
+        metadata={
+            "flag": "--held-out",
+            "repeat": True,
+            "metavar": "NAME=PATH",
+            "examples": ("web=/data/web", "code=/data/code"),
+        },
     )
     """Held-out domains, scored for loss (nats per token), perplexity and bits per byte: `NAME=PATH`
     (the flag, repeatable) or `{name: path}` / `{name: {path, tokens, text_column, split, subset, seed}}`
