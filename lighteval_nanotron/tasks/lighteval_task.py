@@ -220,6 +220,8 @@ class LightevalTask:
         the first other pool doc in pool order, so the doc still gets `num_fewshots` examples.
         """
         num_fewshots = self.config.num_fewshots
+        if num_fewshots <= 0:  # a 0-shot task never opens its few-shot split
+            return []
         candidates = draws.candidates(rng)
         is_self = self._is_self(doc, key)
         if any(is_self(index) for index in candidates[:num_fewshots]):
