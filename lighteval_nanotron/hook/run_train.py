@@ -2,10 +2,10 @@
 
 Usage:
     # GPUs, one process per GPU:
-    torchrun --nproc_per_node 8 -m lighteval_nanotron.hook.run_train \
+    torchrun --nproc_per_node 8 -m lighteval_nanotron.hook.run_train \\
         --config-file configs/llama_1b_train_with_eval.yaml
     # CPU (gloo), 4 local processes started for you:
-    OMP_NUM_THREADS=1 python -m lighteval_nanotron.hook.run_train \
+    OMP_NUM_THREADS=1 python -m lighteval_nanotron.hook.run_train \\
         --config-file configs/tiny_cpu_train.yaml --cpu --nproc 4
 
 The config is a Nanotron training YAML; its `lighteval_nanotron:` section (see docs/hook.md)
@@ -98,7 +98,11 @@ def launch_cpu(config_file: str, nproc: int, timeout_s: int = DEFAULT_TIMEOUT_S)
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    parser = parser or argparse.ArgumentParser(prog="python -m lighteval_nanotron.hook.run_train", description=__doc__)
+    parser = parser or argparse.ArgumentParser(
+        prog="python -m lighteval_nanotron.hook.run_train",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--config-file", required=True, help="Nanotron training YAML with a lighteval_nanotron section")
     parser.add_argument("--cpu", action="store_true", help="train on CPU with gloo (patches Nanotron for CPU)")
     parser.add_argument("--nproc", type=int, default=None, help="with --cpu: start this many local processes")
