@@ -169,5 +169,8 @@ class FastTokenizer:
         """The model's vocabulary, added tokens left out (as transformers counts it)."""
         return self.backend.get_vocab_size(with_added_tokens=False)
 
+    def get_vocab(self, with_added_tokens: bool = True) -> dict[str, int]:
+        return self.backend.get_vocab(with_added_tokens=with_added_tokens)
+
     def __len__(self) -> int:
         return self.backend.get_vocab_size(with_added_tokens=True)
