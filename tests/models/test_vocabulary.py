@@ -115,7 +115,9 @@ def _engine_outcomes(checkpoint: str, tp: int) -> dict:
     except ConfigError as error:
         outcomes["bigger"] = str(error)
     engine = NanotronLightevalModel(model, context, _OpaqueTokenizer(), config)
-    in_query = Doc(query=f"Pick {EXTRA}:", choices=[" a", " b"], gold_index=0, task_name="t|q|0", id="3", generation_size=2)
+    in_query = Doc(
+        query=f"Pick {EXTRA}:", choices=[" a", " b"], gold_index=0, task_name="t|q|0", id="3", generation_size=2
+    )
     in_choice = Doc(query="Pick:", choices=[" a", EXTRA], gold_index=0, task_name="t|c|0", id="4")
     for name, prepare, doc in (
         ("query", engine.prepare_loglikelihood, in_query),
