@@ -153,6 +153,16 @@ class NanotronLightevalModel(LightevalModel):
             return list(plan.doc_processed_tokens), list(plan.doc_useful_tokens)
         return [spec.processed_tokens for spec in plan.specs], [spec.useful_tokens for spec in plan.specs]
 
+    def truncation(self, plan: Plan) -> list[tuple[int, int]]:
+        """Per doc of the plan (in order): (context tokens cut from the left to fit `max_length`,
+        continuation tokens left unscored because the continuation alone is longer)."""
+        if isinstance(plan, GenerationPlan):
+            return [(r.truncated_tokens_count, 0) for r in plan.requests]
+        return [
+            (min(len(spec.input_tokens), spec.truncated_tokens_count), spec.unscored_continuation_tokens)
+            for spec in plan.specs
+        ]
+
     def loglikelihood(self, docs: list[Doc], unconditioned: bool = False) -> list[ModelResponse]:
         return self.run(self.prepare_loglikelihood(docs, unconditioned))
 
