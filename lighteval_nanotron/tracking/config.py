@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.tracking.atomic import check_writable
 from lighteval_nanotron.tracking.container import LoggerContainer
 from lighteval_nanotron.tracking.details_logger import DetailsParquetLogger
 from lighteval_nanotron.tracking.json_logger import ResultsJsonLogger
@@ -55,8 +56,13 @@ class TrackingConfig:
 
     def build(self, tensorboard_writer: Any = None, wandb_run: Any = None) -> LoggerContainer:
         """The loggers this config asks for. Pass the trainer's `SummaryWriter` / W&B run to log
-        next to the training loss instead of opening new ones."""
+        next to the training loss instead of opening new ones. The folders they write to are
+        checked first (TrackingError when one cannot be written: before anything is evaluated)."""
         loggers: list[EvaluationLogger] = []
+        if {"json", "details"} & set(self.loggers):
+            check_writable(self.output_dir, "output folder")
+        if "tensorboard" in self.loggers and tensorboard_writer is None:
+            check_writable(self.tensorboard_dir or Path(self.output_dir) / "tensorboard", "TensorBoard folder")
         if "json" in self.loggers:
             loggers.append(ResultsJsonLogger(Path(self.output_dir)))
         if "details" in self.loggers:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.errors import ConfigError, TrackingError
 from lighteval_nanotron.pipeline.result import EvaluationResult
 from lighteval_nanotron.tracking.logger import EvaluationLogger
 from lighteval_nanotron.tracking.scalars import result_scalars
@@ -32,6 +32,20 @@ def import_wandb() -> Any:
             "(or `pip install lighteval-nanotron[wandb]`), or turn W&B logging off."
         ) from error
     return wandb
+
+
+def open_wandb_run(**settings: Any) -> Any:
+    """`wandb.init(**settings)`; a failure (no API key, no network, an unwritable `dir`) is a
+    TrackingError in one line saying the ways out, instead of W&B's own exception."""
+    wandb = import_wandb()
+    try:
+        return wandb.init(**settings)
+    except Exception as error:  # noqa: BLE001 - W&B raises many types; each becomes one actionable error
+        raise TrackingError(
+            f"W&B could not open a run ({type(error).__name__}: {' '.join(str(error).split())}): log in "
+            "(`wandb login` or WANDB_API_KEY), use W&B's offline mode (wandb_mode: offline, or WANDB_MODE=offline; "
+            "`wandb sync` later), or remove `wandb` from the loggers."
+        ) from error
 
 
 class WandbLogger(EvaluationLogger):
@@ -54,7 +68,9 @@ class WandbLogger(EvaluationLogger):
         if run is None:
             run = wandb.run
         if run is None:
-            run = wandb.init(project=project, name=run_name, entity=entity, mode=mode, dir=directory, resume="allow")
+            run = open_wandb_run(
+                project=project, name=run_name, entity=entity, mode=mode, dir=directory, resume="allow"
+            )
             self._owns_run = True
         self.run = run
         self.prefix = prefix

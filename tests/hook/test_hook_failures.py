@@ -119,3 +119,30 @@ def _set_resume(config_path: Path, checkpoint: Path) -> None:
     content = yaml.safe_load(config_path.read_text())
     content["checkpoints"].update(resume_checkpoint_path=str(checkpoint), checkpoint_interval=1000)
     config_path.write_text(yaml.safe_dump(content))
+
+
+def _train_without_wandb_credentials(config_paths: list) -> list:
+    """run_distributed worker: a new user's environment (no W&B key, no W&B settings file)."""
+    import os
+    import tempfile
+
+    os.environ.pop("WANDB_API_KEY", None)
+    os.environ["HOME"] = tempfile.mkdtemp(prefix="home_")
+    return train_expecting_error_worker(config_paths)
+
+
+def test_wandb_without_credentials_and_an_unwritable_output_folder_stop_every_rank_before_step_1(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    for name in ("wandb", "unwritable"):
+        (tmp_path / name).mkdir()
+    wandb = write_config(
+        tmp_path / "wandb", dp=2, section={"loggers": ["json", "wandb"], "wandb_mode": "online"}
+    )  # W&B's run opens on one rank only: the others must not wait for it
+    unwritable = write_config(tmp_path / "unwritable", dp=2, section={"output_dir": str(blocker / "eval")})
+    reports = run_distributed(_train_without_wandb_credentials, 2, [str(wandb), str(unwritable)], timeout=240)
+    for wandb_report, unwritable_report in reports:
+        assert wandb_report["type"] == "TrackingError" and wandb_report["step"] in (None, 0), wandb_report
+        assert "W&B could not open a run (UsageError: No API key configured" in wandb_report["error"]
+        assert unwritable_report["type"] == "EvaluationError" and unwritable_report["step"] in (None, 0)
+        assert f"The output folder {blocker / 'eval'} cannot be written" in unwritable_report["error"]
