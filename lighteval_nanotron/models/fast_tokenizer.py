@@ -43,7 +43,7 @@ class TransformersNeeded(Exception):
 
 def _read_config(folder: Path) -> dict[str, Any]:
     try:
-        with open(folder / "tokenizer_config.json", encoding="utf-8") as handle:
+        with open(folder / "tokenizer_config.json", encoding="utf-8-sig") as handle:
             config = json.load(handle)
     except (OSError, ValueError) as error:
         raise TransformersNeeded(f"unreadable tokenizer_config.json ({error})") from error

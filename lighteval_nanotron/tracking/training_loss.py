@@ -49,7 +49,7 @@ def read_training_loss(path: str | Path) -> list[tuple[int, float]]:
     if not path.is_file():
         return []
     by_step: dict[int, float] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8-sig").splitlines():
         try:
             row = json.loads(line)
             by_step[int(row["step"])] = float(row["lm_loss"])

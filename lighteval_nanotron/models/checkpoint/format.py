@@ -157,7 +157,7 @@ def read_training_config(path: str | Path) -> dict[str, Any]:
 def _recorded_model_config(root: Path) -> Any:
     try:
         if (root / MODEL_CONFIG_FILE).is_file():
-            return json.loads((root / MODEL_CONFIG_FILE).read_text(encoding="utf-8"))
+            return json.loads((root / MODEL_CONFIG_FILE).read_text(encoding="utf-8-sig"))
         if (root / TRAINING_CONFIG_FILE).is_file():
             return read_training_config(root)["model"]["model_config"]
     except (OSError, ValueError, KeyError, TypeError) as error:

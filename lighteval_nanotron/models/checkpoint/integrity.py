@@ -136,7 +136,7 @@ def _config_problems(path: Path) -> list[str]:
     if not json_file.is_file() or not isinstance(yaml_section, dict):
         return []
     try:
-        recorded = json.loads(json_file.read_text(encoding="utf-8"))
+        recorded = json.loads(json_file.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError):
         return []  # reported by read_checkpoint_model, with its own fix
     if not isinstance(recorded, dict):
