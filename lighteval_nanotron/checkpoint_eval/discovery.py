@@ -22,6 +22,7 @@ from lighteval_nanotron.models.checkpoint.format import (
     check_complete_checkpoint,
     is_complete_checkpoint,
     read_training_config,
+    training_config_section,
 )
 
 logger = logging.getLogger(__name__)
@@ -72,9 +73,8 @@ def checkpoint_info(path: str | Path) -> CheckpointInfo:
     if step is None and path.name.isdigit():
         step = int(path.name)
     samples = _integer(metas.get("consumed_train_samples"), f"{path / METADATA_FILE}'s consumed_train_samples")
-    tokens_section = read_training_config(path).get("tokens")
     sequence_length = _integer(
-        tokens_section.get("sequence_length") if isinstance(tokens_section, dict) else None,
+        training_config_section(path, "tokens").get("sequence_length"),
         f"{path / TRAINING_CONFIG_FILE}'s tokens.sequence_length",
     )
     tokens = samples * sequence_length if samples is not None and sequence_length else None

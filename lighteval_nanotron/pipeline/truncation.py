@@ -1,7 +1,8 @@
 """Truncation said on the console when the requests are prepared: per task, how many docs had their
-context cut from the left to fit the model's window, and how many continuations are longer than the
-window (scored on their last tokens only: their log-likelihood is not the whole continuation's).
-The details' `truncated` column and `summary_tasks.truncated` keep the per-doc counts."""
+context cut from the left to fit the model's window, how many continuations are longer than the
+window (scored on their last tokens only: their log-likelihood is not the whole continuation's), and
+how many generations ask for more new tokens than the window leaves (stopped earlier than asked).
+The details' `truncated` column and `summary_tasks.truncated` keep the per-doc context counts."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lighteval_nanotron.pipeline.request_groups import RequestGroup
+from lighteval_nanotron.requests import SamplingMethod
 
 logger = logging.getLogger(__name__)
 
@@ -22,27 +24,34 @@ class TaskTruncation:
     most_context_tokens_cut: int = 0
     continuations_cut: int = 0
     most_continuation_tokens_cut: int = 0
+    budgets_cut: int = 0
+    most_budget_tokens_cut: int = 0
 
 
 def count_truncation(
     groups: Sequence[RequestGroup], cuts: Sequence[Sequence[tuple[int, int]] | None]
 ) -> dict[str, TaskTruncation]:
-    """`{task: counts}` from each group's per-doc `(context tokens cut, continuation tokens unscored)`
-    (None: the model does not say). Tasks without any truncation are left out."""
+    """`{task: counts}` from each group's per-doc `(context tokens cut, continuation tokens unscored
+    or, generating, new tokens beyond the window)` (None: the model does not say). Tasks without any
+    truncation are left out."""
     counts: dict[str, TaskTruncation] = {}
     for group, group_cuts in zip(groups, cuts, strict=True):
         if group_cuts is None:
             continue
-        for task, (context, continuation) in zip(group.task_names, group_cuts, strict=True):
-            task_counts = counts.setdefault(task, TaskTruncation())
-            task_counts.docs += 1
+        generating = group.method is SamplingMethod.GENERATIVE
+        for task, (context, after) in zip(group.task_names, group_cuts, strict=True):
+            c = counts.setdefault(task, TaskTruncation())
+            c.docs += 1
             if context > 0:
-                task_counts.contexts_cut += 1
-                task_counts.most_context_tokens_cut = max(task_counts.most_context_tokens_cut, context)
-            if continuation > 0:
-                task_counts.continuations_cut += 1
-                task_counts.most_continuation_tokens_cut = max(task_counts.most_continuation_tokens_cut, continuation)
-    return {task: c for task, c in counts.items() if c.contexts_cut or c.continuations_cut}
+                c.contexts_cut += 1
+                c.most_context_tokens_cut = max(c.most_context_tokens_cut, context)
+            if after > 0 and generating:
+                c.budgets_cut += 1
+                c.most_budget_tokens_cut = max(c.most_budget_tokens_cut, after)
+            elif after > 0:
+                c.continuations_cut += 1
+                c.most_continuation_tokens_cut = max(c.most_continuation_tokens_cut, after)
+    return {task: c for task, c in counts.items() if c.contexts_cut or c.continuations_cut or c.budgets_cut}
 
 
 def truncation_lines(counts: dict[str, TaskTruncation], max_length: int | None) -> list[str]:
@@ -61,6 +70,11 @@ def truncation_lines(counts: dict[str, TaskTruncation], max_length: int | None) 
                 f"{c.continuations_cut} of {c.docs} requests have a continuation longer than {window}: only its last "
                 f"tokens are scored (up to {c.most_continuation_tokens_cut} left out), so its log-likelihood is not "
                 "the whole continuation's"
+            )
+        if c.budgets_cut:
+            parts.append(
+                f"{c.budgets_cut} of {c.docs} requests ask for more new tokens than {window} leaves: they stop "
+                f"earlier (up to {c.most_budget_tokens_cut} tokens fewer)"
             )
         lines.append(f"task {task}: " + "; ".join(parts) + " (per doc: the details' `truncated`).")
     return lines

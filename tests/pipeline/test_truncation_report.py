@@ -1,6 +1,7 @@
 """Truncation is said on the console when requests are prepared: per task, how many contexts were cut
-from the left and how many continuations are longer than the window (scored on their tail only),
-once, on the reporting rank. Real tiny Llama at TP2 with an 8-token window over the bundled slices."""
+from the left, how many continuations are longer than the window (scored on their tail only) and
+how many generations ask for more tokens than the window leaves, once, on the reporting rank. Real
+tiny Llama at TP2 with an 8-token window over the bundled slices."""
 
 from __future__ import annotations
 
@@ -56,4 +57,5 @@ def test_truncated_contexts_and_continuations_are_counted_on_the_console_once(ti
     assert summary["lighteval|arc:easy|0"]["truncated"] == int(contexts.group(1)) == 6
     assert 0 < int(tails.group(1)) <= 6
     assert "6 of 6 requests have a context longer" in trivia and "continuation" not in trivia
+    assert "6 of 6 requests ask for more new tokens than the model's 8-token window leaves" in trivia  # 20 asked
     assert summary["lighteval|triviaqa|0"]["truncated"] == 6

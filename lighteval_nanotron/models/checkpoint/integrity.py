@@ -35,7 +35,7 @@ from lighteval_nanotron.models.checkpoint.format import (
     MODEL_CONFIG_FILE,
     TRAINING_CONFIG_FILE,
     WEIGHTS_FOLDER,
-    read_training_config,
+    training_config_section,
     weight_files,
 )
 
@@ -132,7 +132,7 @@ def _weight_problems(name: str, files: list[Path], expected: tuple[int, ...]) ->
 
 def _config_problems(path: Path) -> list[str]:
     json_file = path / MODEL_CONFIG_FILE
-    yaml_section = (read_training_config(path).get("model") or {}).get("model_config")
+    yaml_section = training_config_section(path, "model").get("model_config")
     if not json_file.is_file() or not isinstance(yaml_section, dict):
         return []
     try:

@@ -155,9 +155,10 @@ class NanotronLightevalModel(LightevalModel):
 
     def truncation(self, plan: Plan) -> list[tuple[int, int]]:
         """Per doc of the plan (in order): (context tokens cut from the left to fit `max_length`,
-        continuation tokens left unscored because the continuation alone is longer)."""
+        continuation tokens left unscored because the continuation alone is longer; generation:
+        new tokens asked for beyond what the window leaves)."""
         if isinstance(plan, GenerationPlan):
-            return [(r.truncated_tokens_count, 0) for r in plan.requests]
+            return [(r.truncated_tokens_count, r.capped_new_tokens) for r in plan.requests]
         return [
             (min(len(spec.input_tokens), spec.truncated_tokens_count), spec.unscored_continuation_tokens)
             for spec in plan.specs
