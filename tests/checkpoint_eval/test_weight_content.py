@@ -125,14 +125,18 @@ def test_freshly_initialised_norms_and_zero_biases_are_accepted(tmp_path):
 
 
 @pytest.mark.distributed
-def test_eval_refuses_damaged_weights_on_every_rank_and_keeps_earlier_results(tiny_converted, tmp_path):
+def test_eval_refuses_damaged_weights_and_a_bigger_tokenizer_on_every_rank_keeping_results(tiny_converted, tmp_path):
+    from tests.models.test_vocabulary import _bigger_tokenizer
+
     _, checkpoint = tiny_converted
     copies = {name: _damaged_copy(checkpoint, tmp_path / "ckpt", name) for name in ("integer", "zeroed")}
+    _bigger_tokenizer().save_pretrained(tmp_path / "bigger_tokenizer")
     out = tmp_path / "out"
     base = dict(tasks="lighteval|arc:easy|0", tp=2, cpu=True, max_samples=2, data_dirs=["bundled"],
                 output_dir=str(out), model_name="run", loggers=["json"])  # fmt: skip
     cases = [({**base, "checkpoint": str(checkpoint)}, {})]
     cases += [({**base, "checkpoint": str(copies[name])}, {}) for name in ("integer", "zeroed")]
+    cases += [({**base, "checkpoint": str(checkpoint), "tokenizer": str(tmp_path / "bigger_tokenizer")}, {})]
     outcomes = run_distributed(_evaluate_each, 2, cases, timeout=240)
     (written,) = (out / "results" / "run").rglob("results_*.json")
     before = written.read_bytes()
@@ -140,4 +144,5 @@ def test_eval_refuses_damaged_weights_on_every_rank_and_keeps_earlier_results(ti
         assert rank[0] == ("ok", "")
         assert rank[1][0] == "CheckpointError" and "o_proj.weight: " in rank[1][1] and "I64" in rank[1][1]
         assert rank[2][0] == "CheckpointError" and "qkv_proj.weight: every one of the" in rank[2][1]
+        assert rank[3][0] == "ConfigError" and "has 1025 token ids" in rank[3][1] and "has 1024" in rank[3][1]
     assert list((out / "results" / "run").rglob("*.json")) == [written] and written.read_bytes() == before

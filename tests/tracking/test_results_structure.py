@@ -75,3 +75,20 @@ def test_an_unreadable_details_file_costs_only_its_chance_level(tmp_path):
     details.write_bytes(b"not parquet")
     assert chance_levels(tmp_path, "toy-run") == {}
     assert plot_overview(tmp_path, "toy-run").is_file()
+
+
+def test_a_loss_log_that_cannot_be_written_never_stops_training(tmp_path, caplog):
+    from lighteval_nanotron.tracking.training_loss import TrainingLossLog, read_training_loss
+
+    log = TrainingLossLog(tmp_path, "run")
+    log.append(1, 64, 2.5)
+    log.path.with_suffix(".jsonl.saved").write_bytes(log.path.read_bytes())
+    log.path.unlink()
+    log.path.mkdir()  # in the way of every later append, as a full disk would be
+    with caplog.at_level(logging.WARNING, logger="lighteval_nanotron.tracking"):
+        log.append(2, 128, 2.25)
+        log.append(3, 192, 2.0)
+    assert len([r for r in caplog.records if "cannot be appended" in r.getMessage()]) == 1  # said once
+    log.path.rmdir()
+    log.path.write_bytes(b"\xef\xbb\xbf" + log.path.with_suffix(".jsonl.saved").read_bytes())  # with a BOM
+    assert read_training_loss(log.path) == [(1, 2.5)]
