@@ -27,10 +27,10 @@ import gzip
 import json
 import os
 import re
-import socket
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
+
+from lighteval_nanotron.tasks.hub_access import DATASETS_OFFLINE_VARS, hub_unreachable, offline_mode
 
 ENV_VAR = "LIGHTEVAL_NANOTRON_DATA_DIRS"
 BUNDLED = "bundled"
@@ -38,8 +38,6 @@ BUNDLED_ROOT = Path(__file__).resolve().parent.parent / "bundled_data" / "slices
 SPLIT_FILE_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
 SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
 """`<split>-00000-of-00001`: the shard numbering of files the Hub's parquet conversion writes."""
-HUB_PROBE_TIMEOUT_S = 3.0
-OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 
 _data_dirs: list[str] | None = None
 
@@ -230,27 +228,12 @@ def load_source(source: DatasetSource):
     return _load_with_datasets(source, source.hf_repo, tried)
 
 
-def _offline() -> bool:
-    return any(os.environ.get(name, "").upper() in ("1", "ON", "YES", "TRUE") for name in OFFLINE_VARS)
-
-
 def _hub_unreachable() -> str | None:
     """Why the Hub cannot be reached (one connection attempt, a few seconds at most), else None.
 
     Offline mode (`HF_HUB_OFFLINE` / `HF_DATASETS_OFFLINE`) means "use the Hugging Face cache":
     nothing is probed then."""
-    if _offline():
-        return None
-    from huggingface_hub import constants
-
-    endpoint = urlparse(constants.ENDPOINT)
-    host = endpoint.hostname or "huggingface.co"
-    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
-    try:
-        socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT_S).close()
-    except OSError as error:
-        return f"{constants.ENDPOINT} unreachable: {error}"
-    return None
+    return None if offline_mode(DATASETS_OFFLINE_VARS) else hub_unreachable()
 
 
 def _load_error(source: DatasetSource, reason: str, tried: list[str]):
