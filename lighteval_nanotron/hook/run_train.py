@@ -179,17 +179,24 @@ def main(argv: List[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     """Entry point shared with `lighteval-nanotron train`; every torchrun rank calls it."""
     from lighteval_nanotron.hook.config_check import check_training_config
+    from lighteval_nanotron.hook.preflight import check_evaluation_inputs, check_launch
 
     if not os.path.isfile(args.config_file):
         return _usage_error(f"config file {args.config_file} does not exist: pass the path of a training YAML.")
     if args.nproc is not None and not args.cpu:
         return _usage_error("--nproc starts local CPU processes: add --cpu, or launch with torchrun.")
-    world_size = args.nproc if args.nproc is not None else _torchrun_world_size()
     try:
-        check_training_config(args.config_file, world_size)
+        apply_launcher_env()
+        world_size = args.nproc if args.nproc is not None else _torchrun_world_size()
+        config = check_training_config(args.config_file, world_size)
+        check_launch(args.config_file, config, args.cpu, args.nproc)
+        check_evaluation_inputs(config)
         if args.nproc is not None:
             launch_cpu(args.config_file, args.nproc, args.timeout_s)
-        else:
+        elif "WORLD_SIZE" in os.environ:
+            train(args.config_file, cpu=args.cpu, timeout_s=args.timeout_s)
+        else:  # one process, no launcher: a world of one
+            os.environ.update(local_rank_env(0, 1, free_loopback_port()))
             train(args.config_file, cpu=args.cpu, timeout_s=args.timeout_s)
     except ReportedError as error:
         print_error(error.message)

@@ -25,11 +25,12 @@ TOKENIZER_FILE = "tokenizer_config.json"
 """A file every tokenizer repository of the Hub has (looked up in the local cache)."""
 
 
-def _hub_lookup(source: str, revision: str | None, setting: str) -> bool:
-    """For a source that is no folder here: True when it is a Hub name already in the Hugging
-    Face cache (read from there only), False when the Hub is to be asked; raises ConfigError at
-    once when it is neither a folder nor a Hub name that can be had (no retries against an
-    unreachable Hub)."""
+def check_tokenizer_source(source: str, revision: str | None = None, setting: str = "--tokenizer") -> bool:
+    """Whether `source` is read from the Hugging Face cache only (a Hub name cached there); False
+    for a folder, or a Hub name to ask the Hub for. Raises ConfigError at once when it is neither a
+    folder nor a Hub name that can be had (no retries against an unreachable Hub)."""
+    if Path(source).expanduser().is_dir():
+        return False
     fix = f"Set {setting} to a folder that holds tokenizer.json / tokenizer_config.json"
     if not HUB_NAME.match(source):
         absolute = Path(source).expanduser().resolve()
@@ -61,7 +62,7 @@ def load_tokenizer(
     error's fix)."""
     from lighteval_nanotron.models.fast_tokenizer import FastTokenizer, TransformersNeeded
 
-    cached = False if Path(source).expanduser().is_dir() else _hub_lookup(source, revision, setting)
+    cached = check_tokenizer_source(source, revision, setting)
     if not chat_template:  # a chat template is rendered by transformers
         try:
             return FastTokenizer.from_folder(source)
