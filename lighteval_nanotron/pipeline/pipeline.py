@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -75,21 +75,41 @@ class TaskDocs:
     effective_num_docs: int
     fewshot_self_draws: int = 0
     fewshot_short_docs: int = 0
+    data_source: dict = field(default_factory=dict)
+    """Where the docs came from, rows available, cap asked and met (`LightevalTask.data_source_record`)."""
 
 
 def build_docs(tasks: Mapping[str, LightevalTask], max_samples: int | None) -> dict[str, TaskDocs]:
-    """Load every task's dataset and build its docs, prompts' few-shot examples included."""
+    """Load every task's dataset and build its docs, prompts' few-shot examples included. A task with
+    fewer docs than `max_samples` asks for is evaluated on all it has, with a warning saying so."""
     built = {}
     for name, task in tasks.items():
         docs = task.get_docs(max_samples)
+        source = task.data_source_record(max_samples)
+        if not source["cap_met"]:
+            logger.warning("%s", cap_note(name, source))
         built[name] = TaskDocs(
             docs,
             task.config.original_num_docs,
             task.config.effective_num_docs,
             task.fewshot_self_draws,
             task.fewshot_short_docs,
+            source,
         )
     return built
+
+
+def cap_note(task_name: str, source: Mapping[str, Any]) -> str:
+    """One line: the cap was not met, and what the docs are a part of."""
+    from lighteval_nanotron.tasks.data_origin import KINDS
+
+    where = KINDS.get(source.get("kind", ""), "its dataset")
+    rows = ", ".join(f"{count} rows of {split}" for split, count in source["rows"].items())
+    part = "; a slice of the benchmark, not the full split" if source["slice"] else ""
+    return (
+        f"Task {task_name}: max_samples {source['max_samples']} asked for, but {where} holds "
+        f"{source['docs_available']} docs ({rows}{part}): all {source['docs_evaluated']} are evaluated."
+    )
 
 
 def share_docs(
@@ -106,6 +126,7 @@ def share_docs(
         task.config.effective_num_docs = docs[name].effective_num_docs
         task.fewshot_self_draws = docs[name].fewshot_self_draws
         task.fewshot_short_docs = docs[name].fewshot_short_docs
+        task.data_source = dict(docs[name].data_source)
     return {name: docs[name].docs for name in tasks}
 
 
@@ -262,7 +283,11 @@ class EvaluationPipeline:
             versions={**{name: self.tasks[name].version for name in evaluated}, **dict.fromkeys(held_out.results, 0)},
             config_tasks={
                 **{
-                    name: {**self.tasks[name].config.as_dict(), "fewshot_sampling": self.tasks[name].fewshot_record()}
+                    name: {
+                        **self.tasks[name].config.as_dict(),
+                        "fewshot_sampling": self.tasks[name].fewshot_record(),
+                        "data_source": self.tasks[name].data_source,
+                    }
                     for name in evaluated
                 },
                 **held_out.config_tasks,
