@@ -38,6 +38,7 @@ from lighteval_nanotron.console_errors import (
     wants_traceback,
 )
 from lighteval_nanotron.errors import LightevalNanotronError
+from lighteval_nanotron.nanotron_compat.console import add_verbose_flag, is_verbose, quiet_process, set_verbose
 from lighteval_nanotron.parallel.distributed import free_loopback_port, local_rank_env
 from lighteval_nanotron.parallel.launch_env import apply_launcher_env
 
@@ -172,7 +173,11 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 
 def main(argv: List[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    add_verbose_flag(parser)
+    args = parser.parse_args(argv)
+    set_verbose(args.verbose or is_verbose())
+    quiet_process()
     return run(args)
 
 

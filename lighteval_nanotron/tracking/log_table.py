@@ -49,6 +49,21 @@ def format_cost_table(task_costs: Mapping[str, Mapping[str, float]]) -> str:
     return "\n".join([*_aligned(rows, left=1), COST_NOTE])
 
 
+def format_results_line(results: Mapping[str, Mapping[str, float]]) -> str:
+    """Each task's first metric on one line (`task metric value ± stderr; ...`), the cross-task
+    `all` left out: what the training log shows per evaluation unless verbose."""
+    parts = []
+    for task, scores in results.items():
+        metric = next((name for name in scores if not name.endswith(STDERR_SUFFIX)), None)
+        if task == "all" or metric is None:
+            continue
+        stderr = scores.get(metric + STDERR_SUFFIX)
+        error = "" if not isinstance(stderr, numbers.Real) else f" ± {float(stderr):.3f}"
+        value = f"{float(scores[metric]):.3f}" if isinstance(scores[metric], numbers.Real) else str(scores[metric])
+        parts.append(f"{task} {metric} {value}{error}")
+    return "; ".join(parts)
+
+
 def format_results_table(result: EvaluationResult | Mapping[str, Mapping[str, float]]) -> str:
     """One row per (task, metric): value and standard error, columns aligned.
 
