@@ -13,6 +13,7 @@ model, run the forwards and the metrics, and write the results with the tracking
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -176,6 +177,7 @@ class CheckpointEvaluator:
                     docs={name: self.setup.docs[name] for name in tasks},
                     sequence_length=self.setup.sequence_length,
                     held_out=list(names),
+                    progress_log=None if sys.stderr.isatty() else _progress_line,
                 ),
             )
         return self.pipelines[names]
@@ -229,6 +231,11 @@ class CheckpointEvaluator:
         if self.loggers is not None:
             self.loggers.close()
             self.loggers = None
+
+
+def _progress_line(line: str) -> None:
+    """A progress line on stderr, where no bar is drawn (a log file, a Slurm job's output)."""
+    print(line, file=sys.stderr, flush=True)
 
 
 @dataclass

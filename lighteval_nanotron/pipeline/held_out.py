@@ -43,6 +43,11 @@ class PreparedHeldOut:
     def keys(self) -> list[str]:
         return [held_out.key for held_out in self.sets]
 
+    @property
+    def windows(self) -> int:
+        """Windows scored per evaluation, over every domain (progress counts each as a doc)."""
+        return sum(len(held_out.windows) for held_out in self.sets)
+
 
 def prepare_held_out(model: Any, specs: Sequence[HeldOutSpec], sequence_length: int | None) -> PreparedHeldOut:
     """Read and tokenize every domain once for the mesh (`computed_once`), then plan each on every rank.
@@ -68,12 +73,22 @@ class HeldOutRun:
     seconds: float
 
 
-def run_held_out(model: Any, prepared: PreparedHeldOut) -> list[HeldOutRun]:
-    """Every domain's losses (on the reporting rank; None elsewhere). Every rank calls it."""
+def run_held_out(model: Any, prepared: PreparedHeldOut, progress: Any = None, docs_before: int = 0) -> list[HeldOutRun]:
+    """Every domain's losses (on the reporting rank; None elsewhere). Every rank calls it.
+    `progress` (an `EvaluationProgress`, if any) advances through the windows after `docs_before`."""
     runs = []
-    for plan in prepared.plans:
+    for held_out, plan in zip(prepared.sets, prepared.plans, strict=True):
         start = time.perf_counter()
-        answer = model.run(plan)
+        if progress is None:
+            answer = model.run(plan)
+        else:
+
+            def advance(done: int, total: int, base: int = docs_before, size: int = len(held_out.windows)) -> None:
+                progress.advance_to(base + size * done / max(total, 1))
+
+            answer = model.run(plan, on_micro_batch=advance)
+            docs_before += len(held_out.windows)
+            progress.advance_to(docs_before)
         runs.append(HeldOutRun(answer[0] if answer else None, time.perf_counter() - start))
     return runs
 

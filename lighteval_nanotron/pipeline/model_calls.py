@@ -100,21 +100,37 @@ def _doc_tokens(
     return [float(n + r.padded_tokens_count) for n, r in zip(useful, responses)], useful
 
 
+def reports_micro_batches(model: Any) -> bool:
+    """Whether the model's `run(plan, on_micro_batch=...)` tells when each micro-batch ends."""
+    run = getattr(model, "run", None)
+    return callable(run) and "on_micro_batch" in inspect.signature(run).parameters
+
+
 def run_requests(model: Any, prepared: PreparedRequests, progress: Any = None) -> list[GroupRun]:
     """The model's responses, one run per group. Every rank must call this together.
-    `progress` (a tqdm bar, if any) advances by each group's docs as the group is done."""
+    `progress` (an `EvaluationProgress`, if any) advances through each group's docs as this rank's
+    micro-batches end (the share of the group's micro-batches done), else when the group is done."""
     runs = []
+    docs_before = 0
+    per_micro_batch = progress is not None and reports_micro_batches(model)
     for group, plan in zip(prepared.groups, prepared.plans, strict=True):
         start = time.perf_counter()
-        if plan is not None:
+        if plan is not None and per_micro_batch:
+
+            def advance(done: int, total: int, base: int = docs_before, size: int = len(group.docs)) -> None:
+                progress.advance_to(base + size * done / max(total, 1))
+
+            responses = list(model.run(plan, on_micro_batch=advance))
+        elif plan is not None:
             responses = list(model.run(plan))
         else:
             responses = list(getattr(model, MODEL_CALLS[group.method])(group.docs, **_kwargs(group)))
         seconds = time.perf_counter() - start
         processed, useful = _doc_tokens(model, group, plan, responses) if responses else ([], [])
         runs.append(GroupRun(responses, seconds, processed, useful))
+        docs_before += len(group.docs)
         if progress is not None:
-            progress.update(len(group.docs))
+            progress.advance_to(docs_before)
     return runs
 
 

@@ -24,7 +24,7 @@ from lighteval_nanotron.pipeline.apply_metrics import aggregate_results, score_g
 from lighteval_nanotron.pipeline.doc_checks import check_gold_indices
 from lighteval_nanotron.pipeline.held_out import PreparedHeldOut, held_out_results, prepare_held_out, run_held_out
 from lighteval_nanotron.pipeline.model_calls import PreparedRequests, is_reporting_rank, prepare_requests, run_requests
-from lighteval_nanotron.pipeline.progress import evaluation_progress
+from lighteval_nanotron.pipeline.progress import EvaluationProgress, ProgressLog
 from lighteval_nanotron.pipeline.request_groups import RequestGroup, group_requests
 from lighteval_nanotron.pipeline.result import EvaluationResult
 from lighteval_nanotron.pipeline.summary import summarize
@@ -144,6 +144,8 @@ class EvaluationPipeline:
         bootstrap_iters: int | None = None,
         show_progress: bool = False,
         held_out: PreparedHeldOut | None = None,
+        progress_log: ProgressLog | None = None,
+        progress_log_interval_s: float = 30.0,
     ) -> None:
         """Use `EvaluationPipeline.prepare(...)`; this only stores what prepare built."""
         self.model = model
@@ -157,6 +159,8 @@ class EvaluationPipeline:
         self.max_samples = max_samples
         self.bootstrap_iters = bootstrap_iters
         self.show_progress = show_progress
+        self.progress_log = progress_log
+        self.progress_log_interval_s = progress_log_interval_s
         self.metrics_by_task = {name: list(task.metrics) for name, task in self.tasks.items()}
         unconditioned = [
             name
@@ -189,6 +193,8 @@ class EvaluationPipeline:
         show_progress: bool = False,
         held_out: Sequence[HeldOutSpec] = (),
         held_out_sequence_length: int | None = None,
+        progress_log: ProgressLog | None = None,
+        progress_log_interval_s: float = 30.0,
     ) -> EvaluationPipeline:
         """Load tasks and datasets, build docs (with few-shot examples) and let the model plan its
         requests. Every problem with a task (unknown name, missing dataset, bad prompt function)
@@ -208,7 +214,10 @@ class EvaluationPipeline:
             docs: The tasks' docs when already built (`build_docs`), else built here, once for
                 the whole mesh when the model offers `computed_once`.
             show_progress: Show a bar per evaluation (docs done, docs/s, ETA) on this process
-                when stderr is a terminal; pass True on one rank only (e.g. world rank 0).
+                when stderr is a terminal, advanced as its micro-batches end; pass True on one
+                rank only (the reporting rank: `model.is_reporting_rank`).
+            progress_log: Where progress lines go (e.g. a logger's `info`), at most one every
+                `progress_log_interval_s` seconds during an evaluation; None: no lines.
             held_out: Held-out domains (`heldout.HeldOutSpec`), read and tokenized here, once for
                 the mesh; `tasks` may then be empty.
             held_out_sequence_length: Tokens per held-out window's input (the training's sequence
@@ -239,6 +248,8 @@ class EvaluationPipeline:
             bootstrap_iters=bootstrap_iters,
             show_progress=show_progress,
             held_out=prepared_held_out,
+            progress_log=progress_log,
+            progress_log_interval_s=progress_log_interval_s,
         )
 
     def run(
@@ -247,10 +258,12 @@ class EvaluationPipeline:
         """Evaluate the model as it is now. Every rank must call this (the model's forwards are
         collective); the reporting rank gets the `EvaluationResult`, the others None."""
         start_time, start = time.time(), time.perf_counter()
-        total_docs = sum(len(group.docs) for group in self.groups)
-        with evaluation_progress(total_docs, step, self.show_progress) as progress:
+        task_docs = sum(len(group.docs) for group in self.groups)
+        with EvaluationProgress(
+            task_docs + self.held_out.windows, step, self.show_progress, self.progress_log, self.progress_log_interval_s
+        ) as progress:
             runs = run_requests(self.model, self.prepared, progress)
-        held_out_runs = run_held_out(self.model, self.held_out)
+            held_out_runs = run_held_out(self.model, self.held_out, progress, task_docs)
         if not is_reporting_rank(self.model):
             return None
         responses = [run.responses for run in runs]

@@ -106,7 +106,7 @@ def _local_sums(rt: Runtime, plan: HeldOutPlan) -> torch.Tensor | None:
     length = plan.sequence_length
     link = rt.new_link()
     chunk = rt.config.chunk_tokens_for(rt.device)
-    for first, last in plan.batches:
+    for done, (first, last) in enumerate(plan.batches, start=1):
         rows = last - first
         block = torch.from_numpy(plan.windows[first:last]).long()
         x = block[:, :-1].to(rt.device) if rt.stage.is_first else None
@@ -118,6 +118,7 @@ def _local_sums(rt: Runtime, plan: HeldOutPlan) -> torch.Tensor | None:
         consume = _consumer(rt, block[:, 1:].reshape(-1), window_of, sums) if rt.stage.is_last else None
         run_stage(rt.stage, link, x, mask, attention, select, consume)
         rt.sync_pipeline()
+        rt.micro_batch_done(done, len(plan.batches))
     link.flush()
     return sums
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -39,6 +39,8 @@ class Runtime:
     """Rows of the model's embedding (its config's `vocab_size`): every id fed or scored is below it."""
     tokenizer_size: int
     """Ids the tokenizer knows (<= vocab_size); a generated id at or past it cannot be decoded."""
+    on_micro_batch: Callable[[int, int], None] | None = None
+    """Told `(done, total)` as each of this rank's micro-batches of the running plan ends (progress)."""
 
     @classmethod
     def build(cls, model: Any, parallel_context: Any, tokenizer: Any, config: EngineConfig) -> "Runtime":
@@ -70,6 +72,11 @@ class Runtime:
 
     def new_link(self) -> StageLink:
         return StageLink(self.mesh, self.device, 2 * self.config.micro_batches_in_flight)
+
+    def micro_batch_done(self, done: int, total: int) -> None:
+        """Report that `done` of this rank's `total` micro-batches of the running plan have ended."""
+        if self.on_micro_batch is not None:
+            self.on_micro_batch(done, total)
 
     def sync_pipeline(self) -> None:
         """Without pipeline overlap: wait until every stage has finished the current micro-batch."""

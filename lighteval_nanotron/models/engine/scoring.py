@@ -74,12 +74,15 @@ def _add_slot_scores(payload: SlotScores, sums: np.ndarray, missed: np.ndarray) 
     np.logical_or.at(missed, slots, np.frombuffer(missed_bytes, dtype=np.uint8).astype(bool))
 
 
-def _run_prefixes(rt: Runtime, link, prefixes: PrefixForward) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+def _run_prefixes(
+    rt: Runtime, link, prefixes: PrefixForward, total: int
+) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
     """This stage's keys/values of every node of the prefix micro-batches (per layer, flattened
-    and concatenated in batch order); no logits are computed."""
+    and concatenated in batch order); no logits are computed. They are the first of the plan's
+    `total` micro-batches (progress)."""
     captured: list[dict[int, tuple[torch.Tensor, torch.Tensor]]] = []
     nothing = torch.zeros(0, dtype=torch.long)
-    for batch in prefixes.batches:
+    for done, batch in enumerate(prefixes.batches, start=1):
         mask = torch.ones(batch.input_ids.shape, dtype=torch.bool, device=rt.device)
         x = batch.input_ids.to(rt.device) if rt.stage.is_first else None
         capture: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -93,6 +96,7 @@ def _run_prefixes(rt: Runtime, link, prefixes: PrefixForward) -> dict[int, tuple
         run_stage(rt.stage, link, x, mask, tree, (nothing, nothing))
         captured.append(capture)
         rt.sync_pipeline()
+        rt.micro_batch_done(done, total)
     if len(captured) == 1:
         return captured[0]
     return {layer: tuple(torch.cat([c[layer][i] for c in captured]) for i in range(2)) for layer in captured[0]}
@@ -116,8 +120,10 @@ def _local_scores(rt: Runtime, plan: ScoringPlan) -> SlotScores | None:
         return None
     link = rt.new_link()
     select_ok = rt.config.logits_at_targets
-    store = _run_prefixes(rt, link, plan.prefixes) if plan.prefixes.batches else {}
-    for batch in plan.batches:
+    first = len(plan.prefixes.batches)
+    total = first + len(plan.batches)
+    store = _run_prefixes(rt, link, plan.prefixes, total) if plan.prefixes.batches else {}
+    for done, batch in enumerate(plan.batches, start=first + 1):
         mask = torch.ones(batch.input_ids.shape, dtype=torch.bool, device=rt.device)
         x = batch.input_ids.to(rt.device) if rt.stage.is_first else None
         tree = None
@@ -136,6 +142,7 @@ def _local_scores(rt: Runtime, plan: ScoringPlan) -> SlotScores | None:
         if logits is not None:
             _score_batch(rt, batch, logits, sums, misses)
         rt.sync_pipeline()
+        rt.micro_batch_done(done, total)
     link.flush()
     return slot_scores(plan, sums, misses) if rt.mesh.holds_results else None
 
