@@ -70,7 +70,9 @@ def save_with_nanotron(folder: str, moe: bool, overrides: dict) -> None:
     torch.manual_seed(7)
     model = build_model(
         model_builder=lambda: Qwen2ForTraining(
-            config=model_config, parallel_context=context, parallel_config=parallel,
+            config=model_config,
+            parallel_context=context,
+            parallel_config=parallel,
             random_states=RandomStates({"tp_synced": get_current_random_state()}),
         ),  # fmt: skip
         parallel_context=context,
@@ -113,9 +115,9 @@ def engine_and_nanotron_forward(checkpoint: str) -> list[tuple[list[float], list
     own `Qwen2Model.forward` (`[batch * seq]` ids with position ids, flash varlen attention)."""
     import torch
 
+    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter, encode_pair, score_window
-    from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.tasks.prompt_manager import PromptManager
     from tests.helpers.distributed import parallel_context
     from tests.helpers.tiny_model import tiny_tokenizer

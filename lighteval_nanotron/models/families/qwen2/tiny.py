@@ -1,10 +1,11 @@
-"""Tiny random Hugging Face Qwen2 and Qwen2-MoE models (fp32, eval mode) for the conversion tests."""
+"""Tiny Qwen2 models for tests: random Hugging Face Qwen2 and Qwen2-MoE models (fp32, eval mode), whose
+conversion gives the Nanotron configs (`conversion.nanotron_config_from_hf`)."""
 
 from __future__ import annotations
 
 import torch
 
-from tests.helpers.tiny_model import VOCAB_SIZE
+from lighteval_nanotron.models.families.tiny import EOS_ID, VOCAB_SIZE
 
 ROPE_THETA = 50000.0
 
@@ -27,7 +28,7 @@ def tiny_hf_qwen2(tie: bool = True, seed: int = 0, **overrides):
     fields = dict(
         vocab_size=VOCAB_SIZE, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, max_position_embeddings=512, rope_theta=ROPE_THETA, tie_word_embeddings=tie,
-        bos_token_id=VOCAB_SIZE - 1, eos_token_id=VOCAB_SIZE - 1,
+        bos_token_id=EOS_ID, eos_token_id=EOS_ID,
     )  # fmt: skip
     torch.manual_seed(seed)
     return _scaled(Qwen2ForCausalLM(Qwen2Config(**{**fields, **overrides})))
@@ -43,7 +44,7 @@ def tiny_hf_qwen2_moe(seed: int = 0, **overrides):
         shared_expert_intermediate_size=48, num_experts=4, num_experts_per_tok=2, norm_topk_prob=False,
         num_hidden_layers=3, mlp_only_layers=[1], num_attention_heads=4, num_key_value_heads=2,
         max_position_embeddings=512, rope_theta=ROPE_THETA, tie_word_embeddings=False,
-        bos_token_id=VOCAB_SIZE - 1, eos_token_id=VOCAB_SIZE - 1,
+        bos_token_id=EOS_ID, eos_token_id=EOS_ID,
     )  # fmt: skip
     torch.manual_seed(seed)
     return _scaled(Qwen2MoeForCausalLM(Qwen2MoeConfig(**{**fields, **overrides})))

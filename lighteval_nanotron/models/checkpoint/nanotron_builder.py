@@ -37,8 +37,8 @@ from lighteval_nanotron.models.checkpoint.format import (
     saved_weight_shapes,
 )
 from lighteval_nanotron.models.checkpoint.integrity import check_checkpoint_integrity, model_weight_shapes
+from lighteval_nanotron.models.checkpoint.no_init import random_init_skipped
 from lighteval_nanotron.models.families import family_of_config
-from lighteval_nanotron.models.no_init import random_init_skipped
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron
 from lighteval_nanotron.nanotron_compat.variant import installed_nanotron
 
