@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.models.abstract_model import LightevalModel
+from lighteval_nanotron.models.interface import LightevalModel
 from lighteval_nanotron.pipeline.pipeline import EvaluationPipeline, TaskSelection
 from lighteval_nanotron.pipeline.result import EvaluationResult
 
