@@ -16,8 +16,8 @@ import importlib
 import logging
 import sys
 
-from lighteval_nanotron import __version__
 from lighteval_nanotron.errors import LightevalNanotronError
+from lighteval_nanotron.version import __version__
 
 COMMANDS = (
     "lighteval_nanotron.cli.tasks_cmd",
