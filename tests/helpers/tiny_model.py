@@ -23,7 +23,7 @@ import torch
 
 from lighteval_nanotron.models.families.llama.tiny import tiny_llama_config
 from lighteval_nanotron.models.families.starcoder2.tiny import tiny_starcoder2_config
-from lighteval_nanotron.models.families.tiny import VOCAB_SIZE
+from lighteval_nanotron.models.families.tiny_vocab import VOCAB_SIZE
 
 EOS_TOKEN = "<|endoftext|>"
 SEED = 1234

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from lighteval_nanotron.models.families.tiny import EOS_ID, VOCAB_SIZE
+from lighteval_nanotron.models.families.tiny_vocab import EOS_ID, VOCAB_SIZE
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron
 
 
