@@ -31,7 +31,7 @@ ROOT = "lighteval_nanotron"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
-    ("version",),
+    ("version", "console_errors"),
     ("requests", "data", "nanotron_compat"),
     ("metrics", "parallel"),
     ("tasks", "heldout"),

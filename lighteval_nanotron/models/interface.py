@@ -4,9 +4,10 @@
 per doc, in doc order) and the few attributes the pipeline reads, with their defaults for a model
 that runs in one process. `PlanningModel` adds the prepare-once / run-many split of the Nanotron
 engine: the pipeline plans the requests when it prepares and only runs the plans at each
-evaluation. A model lacking an optional capability says so: `supports_unconditioned = False` (no
-unconditioned log-probabilities, so no PMI metric), or not being a `PlanningModel` (its request
-methods then run at every evaluation).
+evaluation. `HeldOutModel` adds held-out loss (`pipeline.held_out`). A model lacking an optional
+capability says so: `supports_unconditioned = False` (no unconditioned log-probabilities, so no PMI
+metric), or not being a `PlanningModel` (its request methods then run at every evaluation) or a
+`HeldOutModel` (held-out domains are refused when the pipeline prepares).
 
     class MyModel(LightevalModel):          # subclassing gives the defaults; the three methods are required
         def loglikelihood(self, docs, unconditioned=False): ...
@@ -78,16 +79,40 @@ class PlanningModel(LightevalModel, Protocol):
     def run(self, plan: Any) -> list[ModelResponse]:
         """The responses of a plan, on the model's current weights."""
 
+    max_length: int | None = None
+    """The longest input it takes, named in the truncation warnings (None: not known)."""
+
     def doc_tokens(self, plan: Any) -> tuple[list[float], list[int]] | None:
         """Per doc of a plan that ran: the token positions computed for it and its useful tokens
         (None: the pipeline counts them from the responses)."""
         return None
+
+    def truncation(self, plan: Any) -> list[tuple[int, int]] | None:
+        """Per doc of a plan: (context tokens cut to fit `max_length`, continuation tokens left unscored;
+        generation: new tokens asked for beyond the window), for the truncation warnings (None: not known)."""
+        return None
+
+
+@runtime_checkable
+class HeldOutModel(PlanningModel, Protocol):
+    """A planning model that also scores held-out text windows (`pipeline.held_out`)."""
+
+    tokenizer: Any
+    """What held-out text is tokenized with."""
+    vocab_size: int
+    """The model's vocabulary (held-out token ids must fit it)."""
+    max_length: int
+
+    @abstractmethod
+    def prepare_held_out(self, held_out: Any) -> Any:
+        """The plan of a held-out domain's windows (a `requests.held_out.HeldOutSet`); `run` of it gives
+        `[HeldOutLosses]` on the ranks that receive results."""
 
 
 def missing_members(model: Any, protocol: type) -> list[str]:
     """The members of `protocol` (a class above) that `model` lacks, for the message refusing it."""
     members: set[str] = set()
     for klass in protocol.__mro__:
-        if klass in (LightevalModel, PlanningModel):
+        if klass.__module__ == __name__:
             members |= {name for name in vars(klass) if not name.startswith("_")} | set(klass.__annotations__)
     return sorted(name for name in members if not hasattr(model, name))

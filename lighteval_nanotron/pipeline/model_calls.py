@@ -15,6 +15,7 @@ from typing import Any
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.models.interface import LightevalModel, PlanningModel, missing_members
 from lighteval_nanotron.pipeline.request_groups import RequestGroup
+from lighteval_nanotron.pipeline.truncation import report_truncation
 from lighteval_nanotron.requests import ModelResponse, SamplingMethod
 
 
@@ -70,7 +71,9 @@ def prepare_requests(model: LightevalModel, groups: list[RequestGroup]) -> Prepa
     _check_unconditioned(model, groups)
     if not isinstance(model, PlanningModel):
         return PreparedRequests(groups, [None] * len(groups))
-    return PreparedRequests(groups, [_prepare(model, group) for group in groups])
+    plans = [_prepare(model, group) for group in groups]
+    report_truncation(model, groups, plans)
+    return PreparedRequests(groups, plans)
 
 
 @dataclass
