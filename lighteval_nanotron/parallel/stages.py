@@ -49,11 +49,28 @@ class LocalStage:
                 f"PP rank {pp_rank} owns blocks {owned} of the model's chain; the engine needs one "
                 "contiguous, non-empty slice per pipeline rank (use fewer pipeline stages than blocks)."
             )
+        norm = next((i for i, step in enumerate(steps) if step.kind == "norm"), None)
+        if norm is None:
+            raise LayoutError("The model's chain has no final norm block; the engine selects positions before it.")
         self._steps = [steps[i] for i in owned]
         self.is_first = owned[0] == 0
         self.is_last = owned[-1] == len(steps) - 1
         self.prev_pp_rank = None if self.is_first else steps[owned[0] - 1].block.rank
         self.next_pp_rank = None if self.is_last else steps[owned[-1] + 1].block.rank
+        # Nanotron places blocks by compute cost: with few layers or a large vocabulary the final
+        # norm (and lm_head) can sit on an earlier stage than the last, whose activations are then
+        # only the selected positions.
+        self.receives_selected = norm < owned[0]
+        self.sends_selected = norm <= owned[-1]
+
+    def boundary_leading(self, leading: tuple[int, ...], select: Any, outgoing: bool) -> tuple[int, ...]:
+        """The first dimensions of the activation this stage receives (`outgoing` False) or sends:
+        `leading` (`[seq, rows]`) before the final norm, `[selected positions, 1]` after it when
+        `select` picks positions (`forward`); `()` stays `()` (a header with every activation)."""
+        selected = self.sends_selected if outgoing else self.receives_selected
+        if not leading or select is None or not selected:
+            return leading
+        return (len(select[0]), 1)
 
     def forward(
         self,
@@ -133,11 +150,18 @@ class StageLink:
         wait(dist.irecv(buffer, src=self._peer(pp_rank), group=self._mesh.pp_group, tag=tag))
         return buffer
 
-    def send_activation(self, tensor: torch.Tensor, pp_rank: int, leading: int = 0) -> None:
-        """`leading` > 0: the receiver passes the first `leading` dimensions to `recv_activation`,
-        so after the first activation on this link no header is sent."""
+    def send_activation(self, tensor: torch.Tensor, pp_rank: int, leading: tuple[int, ...] = ()) -> None:
+        """`leading`: the first dimensions of `tensor`, which the receiver passes to
+        `recv_activation`, so after the first activation on this link no header is sent. A tensor
+        that does not start with them raises LayoutError before anything is sent (the receiver
+        would read a wrong-sized buffer: gloo fills a longer one in part, silently)."""
+        if tuple(tensor.shape[: len(leading)]) != tuple(leading):
+            raise LayoutError(
+                f"Activation to PP rank {pp_rank} has shape {tuple(tensor.shape)}, but the receiver expects it to "
+                f"start with {tuple(leading)}."
+            )
         tensor = tensor.contiguous()
-        trailing = (tensor.dtype, tuple(tensor.shape[leading:]))
+        trailing = (tensor.dtype, tuple(tensor.shape[len(leading) :]))
         agreed = self._agreed_out.get(pp_rank) if leading else None
         if agreed is None:
             self._isend_bounded(_header(tensor).to(self._device), pp_rank)
@@ -154,6 +178,11 @@ class StageLink:
             header = self._recv(torch.empty(_HEADER, dtype=torch.int64, device=self._device), pp_rank, _TAG_ACTIVATION)
             values = header.tolist()
             dtype, shape = _DTYPES[values[0]], tuple(values[2 : 2 + values[1]])
+            if shape[: len(leading)] != tuple(leading):
+                raise LayoutError(
+                    f"Activation from PP rank {pp_rank} has shape {shape}, but this stage expects it to start with "
+                    f"{tuple(leading)}."
+                )
             if leading:
                 self._agreed_in[pp_rank] = (dtype, shape[len(leading) :])
         else:
@@ -190,12 +219,14 @@ def run_stage(
 ) -> torch.Tensor | None:
     """One micro-batch through this rank's stage: receive (unless first), compute, send (unless
     last). Returns the logits on the last stage (None with `consume`), None elsewhere (`tree`,
-    `select`, `consume`: see `LocalStage.forward`; `leading`: the activations' first dimensions,
-    known to every stage, so that only the first activation of the link carries a header)."""
+    `select`, `consume`: see `LocalStage.forward`; `leading`: the first dimensions of the
+    activations before the final norm, known to every stage, so that only the first activation of
+    the link carries a header; after the norm they are the selected positions', see
+    `LocalStage.boundary_leading`)."""
     if not stage.is_first:
-        x = link.recv_activation(stage.prev_pp_rank, leading)
+        x = link.recv_activation(stage.prev_pp_rank, stage.boundary_leading(leading, select, outgoing=False))
     out = stage.forward(x, mask, tree, select, consume)
     if stage.is_last:
         return out
-    link.send_activation(out, stage.next_pp_rank, len(leading))
+    link.send_activation(out, stage.next_pp_rank, stage.boundary_leading(leading, select, outgoing=True))
     return None
