@@ -13,7 +13,7 @@ from typing import List, Optional, Tuple
 import torch
 import torch.distributed as dist
 
-from lighteval_nanotron.errors import EvaluationError
+from lighteval_nanotron.errors import EvaluationError, LightevalNanotronError
 
 
 @dataclass(frozen=True)
@@ -44,21 +44,32 @@ def _flag_device(group: dist.ProcessGroup) -> torch.device:
 
 
 def agree(
-    error: Optional[BaseException], group: dist.ProcessGroup, timeout_s: float, what: str, *, timeout_hint: str
+    error: Optional[BaseException],
+    group: dist.ProcessGroup,
+    timeout_s: Optional[float],
+    what: str,
+    *,
+    timeout_hint: str,
 ) -> Verdict:
     """Collective: returns the same `Verdict` on every rank of `group`.
 
     Raises `EvaluationError` on the ranks that do not hear from every other rank within
-    `timeout_s` (a rank stuck in a collective after a peer failed): continuing would hang. Its
-    message ends with `timeout_hint`, the caller's advice (e.g. which setting raises the deadline).
+    `timeout_s` (None: the group's own timeout; a rank stuck in a collective after a peer failed):
+    continuing would hang. Its message names this rank's own failure, if any, and ends with
+    `timeout_hint`, the caller's advice (e.g. which setting raises the deadline).
     """
     flag = torch.tensor([0 if error is None else 1], dtype=torch.int64, device=_flag_device(group))
     work = dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group, async_op=True)
     try:
-        work.wait(timeout=datetime.timedelta(seconds=timeout_s))
+        if timeout_s is None:
+            work.wait()
+        else:
+            work.wait(timeout=datetime.timedelta(seconds=timeout_s))
     except RuntimeError as timeout:
+        mine = "" if error is None else f" This rank failed: {describe_exception(error)}."
         raise EvaluationError(
-            f"{what}: not every rank reported within {timeout_s}s ({timeout}); a rank is stuck or dead. {timeout_hint}"
+            f"{what}: not every rank reported within {timeout_s}s ({timeout}); a rank is stuck or dead.{mine} "
+            f"{timeout_hint}"
         ) from error
     if int(flag.item()) == 0:
         return Verdict()
@@ -66,3 +77,22 @@ def agree(
     gathered: List[Optional[Tuple[int, str]]] = [None] * dist.get_world_size(group)
     dist.all_gather_object(gathered, mine, group=group)
     return Verdict(tuple(item for item in gathered if item is not None))
+
+
+def raise_together(
+    error: Optional[BaseException],
+    group: dist.ProcessGroup,
+    timeout_s: Optional[float],
+    what: str,
+    *,
+    timeout_hint: str,
+) -> None:
+    """Collective (`agree`): returns on every rank when no rank failed, else every rank raises: a
+    rank that failed with one of this library's errors raises it, every other rank an
+    `EvaluationError` naming each failing rank and its message."""
+    verdict = agree(error, group, timeout_s, what, timeout_hint=timeout_hint)
+    if not verdict.failed:
+        return
+    if isinstance(error, LightevalNanotronError):
+        raise error
+    raise EvaluationError(f"{what} failed: {verdict.describe()}") from error

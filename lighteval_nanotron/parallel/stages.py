@@ -8,9 +8,12 @@ contiguous slice of that chain this rank owns, calling the built modules directl
 `isend`/`irecv` (gloo's blocking `send` waits for the peer, so Nanotron's own eval batch state
 deadlocks there with several micro-batches in flight). Shape and dtype travel in a small header,
 so the receiver needs no knowledge of TP mode or hidden size; when both sides know the leading
-dimensions of every activation (generation: `[seq, rows]` of each step), only the first one on a
-link carries a header and later ones reuse its dtype and trailing dimensions (one message per
-step instead of two).
+dimensions of every activation (generation: `[seq, rows]` of each step before the final norm,
+`[selected positions, 1]` after it: `LocalStage.boundary_leading`), only the first one on a link
+carries a header and later ones reuse its dtype and trailing dimensions (one message per step
+instead of two). Both ends check the leading dimensions they were given (`check_leading`):
+gloo fills a longer receive buffer in part without a word, so a disagreement would otherwise be
+read as uninitialised values.
 
 Every stage knows the whole batch plan, so masks and token ids are built locally on each stage;
 only activations (and, for generation, the new tokens) are sent.
@@ -110,6 +113,17 @@ class LocalStage:
         return None
 
 
+def check_leading(shape: Sequence[int], leading: tuple[int, ...], what: str) -> None:
+    """LayoutError when a tensor's `shape` does not start with the dimensions `leading` (both sides of a
+    stage boundary derive them from the plan; a mismatch is an engine bug, and gloo would fill a
+    longer receive buffer in part, silently)."""
+    if tuple(shape[: len(leading)]) != tuple(leading):
+        raise LayoutError(
+            f"{what} has shape {tuple(shape)} where {tuple(leading)} leading dimensions were expected: the "
+            "pipeline's activations are mis-shaped (an engine bug; please report it with the model and the layout)."
+        )
+
+
 def _header(tensor: torch.Tensor) -> torch.Tensor:
     if tensor.dim() > _HEADER - 2:
         raise LayoutError(f"Cannot send a {tensor.dim()}-d activation between stages (at most {_HEADER - 2}).")
@@ -155,11 +169,7 @@ class StageLink:
         `recv_activation`, so after the first activation on this link no header is sent. A tensor
         that does not start with them raises LayoutError before anything is sent (the receiver
         would read a wrong-sized buffer: gloo fills a longer one in part, silently)."""
-        if tuple(tensor.shape[: len(leading)]) != tuple(leading):
-            raise LayoutError(
-                f"Activation to PP rank {pp_rank} has shape {tuple(tensor.shape)}, but the receiver expects it to "
-                f"start with {tuple(leading)}."
-            )
+        check_leading(tensor.shape, leading, f"The activation to PP rank {pp_rank}")
         tensor = tensor.contiguous()
         trailing = (tensor.dtype, tuple(tensor.shape[len(leading) :]))
         agreed = self._agreed_out.get(pp_rank) if leading else None
@@ -178,11 +188,7 @@ class StageLink:
             header = self._recv(torch.empty(_HEADER, dtype=torch.int64, device=self._device), pp_rank, _TAG_ACTIVATION)
             values = header.tolist()
             dtype, shape = _DTYPES[values[0]], tuple(values[2 : 2 + values[1]])
-            if shape[: len(leading)] != tuple(leading):
-                raise LayoutError(
-                    f"Activation from PP rank {pp_rank} has shape {shape}, but this stage expects it to start with "
-                    f"{tuple(leading)}."
-                )
+            check_leading(shape, leading, f"The activation from PP rank {pp_rank}")
             if leading:
                 self._agreed_in[pp_rank] = (dtype, shape[len(leading) :])
         else:
@@ -207,24 +213,32 @@ class StageLink:
         self._feedback.clear()
 
 
+def stage_input(
+    stage: LocalStage, link: StageLink, ids: torch.Tensor, select: Any = None, leading: tuple[int, ...] = ()
+) -> torch.Tensor:
+    """What this stage computes a micro-batch from: its input ids `[rows, seq]` on the first stage,
+    else the previous stage's activation (received here; `select`, `leading`: see `run_stage`)."""
+    if stage.is_first:
+        return ids
+    return link.recv_activation(stage.prev_pp_rank, stage.boundary_leading(leading, select, outgoing=False))
+
+
 def run_stage(
     stage: LocalStage,
     link: StageLink,
-    x: torch.Tensor | None,
+    x: torch.Tensor,
     mask: torch.Tensor,
     tree: Any = None,
     select: Any = None,
     consume: Callable[[torch.Tensor, int], None] | None = None,
     leading: tuple[int, ...] = (),
 ) -> torch.Tensor | None:
-    """One micro-batch through this rank's stage: receive (unless first), compute, send (unless
+    """One micro-batch through this rank's stage from its `stage_input` `x`: compute, send (unless
     last). Returns the logits on the last stage (None with `consume`), None elsewhere (`tree`,
     `select`, `consume`: see `LocalStage.forward`; `leading`: the first dimensions of the
     activations before the final norm, known to every stage, so that only the first activation of
     the link carries a header; after the norm they are the selected positions', see
     `LocalStage.boundary_leading`)."""
-    if not stage.is_first:
-        x = link.recv_activation(stage.prev_pp_rank, stage.boundary_leading(leading, select, outgoing=False))
     out = stage.forward(x, mask, tree, select, consume)
     if stage.is_last:
         return out

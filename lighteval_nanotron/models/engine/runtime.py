@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -12,8 +12,16 @@ import torch.distributed as dist
 from lighteval_nanotron.models.engine.config import EngineConfig
 from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter
 from lighteval_nanotron.models.families import ModelFamily, family_of_model
+from lighteval_nanotron.parallel.agreement import raise_together
+from lighteval_nanotron.parallel.deadline import current_timeout_s, is_timeout
 from lighteval_nanotron.parallel.mesh import Mesh
 from lighteval_nanotron.parallel.stages import LocalStage, StageLink
+
+T = TypeVar("T")
+_TIMEOUT_HINT = (
+    "Raise the failure timeout (eval --failure-timeout-s, the hook's lighteval_nanotron.failure_timeout_s) if the "
+    "evaluation is only slow."
+)
 
 
 def _device(inner: Any) -> torch.device:
@@ -61,6 +69,22 @@ class Runtime:
 
     def new_link(self) -> StageLink:
         return StageLink(self.mesh, self.device, 2 * self.config.micro_batches_in_flight)
+
+    def agreed(self, local: Callable[[], T], what: str) -> T:
+        """`local()`, this rank's part of a run (the pipelined forwards), then one flag all-reduce
+        over the world: if it raised on any rank, every rank raises together (`raise_together`)
+        before the results gather, so no rank is left alone in a collective. A timeout (a peer
+        that stopped answering; the group is broken) is raised at once."""
+        error: Exception | None = None
+        result: T | None = None
+        try:
+            result = local()
+        except Exception as caught:  # noqa: BLE001 - agreed on below, then raised on every rank
+            if is_timeout(caught):
+                raise
+            error = caught
+        raise_together(error, self.mesh.world_group, current_timeout_s(), what, timeout_hint=_TIMEOUT_HINT)
+        return result
 
     def sync_pipeline(self) -> None:
         """Without pipeline overlap: wait until every stage has finished the current micro-batch."""
