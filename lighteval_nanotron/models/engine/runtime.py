@@ -12,8 +12,8 @@ import torch.distributed as dist
 from lighteval_nanotron.models.engine.config import EngineConfig
 from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter
 from lighteval_nanotron.models.families import ModelFamily, family_of_model
-from lighteval_nanotron.parallel.agreement import raise_together
-from lighteval_nanotron.parallel.deadline import current_timeout_s, is_timeout
+from lighteval_nanotron.parallel.agreement import collectively
+from lighteval_nanotron.parallel.deadline import deadline_s
 from lighteval_nanotron.parallel.mesh import Mesh
 from lighteval_nanotron.parallel.stages import LocalStage, StageLink
 
@@ -72,19 +72,10 @@ class Runtime:
 
     def agreed(self, local: Callable[[], T], what: str) -> T:
         """`local()`, this rank's part of a run (the pipelined forwards), then one flag all-reduce
-        over the world: if it raised on any rank, every rank raises together (`raise_together`)
-        before the results gather, so no rank is left alone in a collective. A timeout (a peer
-        that stopped answering; the group is broken) is raised at once."""
-        error: Exception | None = None
-        result: T | None = None
-        try:
-            result = local()
-        except Exception as caught:  # noqa: BLE001 - agreed on below, then raised on every rank
-            if is_timeout(caught):
-                raise
-            error = caught
-        raise_together(error, self.mesh.world_group, current_timeout_s(), what, timeout_hint=_TIMEOUT_HINT)
-        return result
+        over the world (`collectively`): if it raised on any rank, every rank raises together
+        before the results gather, so no rank is left alone in a collective."""
+        world = self.mesh.world_group
+        return collectively(world, what, local, timeout_hint=_TIMEOUT_HINT, timeout_s=deadline_s(world))
 
     def sync_pipeline(self) -> None:
         """Without pipeline overlap: wait until every stage has finished the current micro-batch."""
