@@ -157,7 +157,14 @@ def _placement(model) -> dict[int, list[str]]:
     `cast`), as Nanotron placed them: {pp rank: blocks in forward order}."""
     from nanotron.parallel.pipeline_parallel.block import PipelineBlock
 
-    short = {"token_position_embeddings": "emb", "final_layer_norm": "norm", "lm_head": "head", "cast_to_fp32": "cast"}
+    short = {
+        "token_position_embeddings": "emb",  # Llama, Qwen2
+        "token_embeddings": "emb",  # Starcoder2
+        "embeds_dropout": "dropout",
+        "final_layer_norm": "norm",
+        "lm_head": "head",
+        "cast_to_fp32": "cast",
+    }
     placement: dict[int, list[str]] = {}
     for name, module in model.model.named_modules():  # the inner model: the training model's loss is one too
         if isinstance(module, PipelineBlock):

@@ -14,15 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.tiny_model import make_tiny_checkpoint
+from tests.helpers.nanotron_main import requires_qwen2
+from tests.helpers.tiny_model import make_tiny_checkpoint, tiny_llama_config, tiny_starcoder2_config, tiny_tokenizer
 from tests.models.engine_cases import assert_same, run_engine
 
 pytestmark = pytest.mark.distributed
 
-MODELS = {  # tiny Llama overrides (hidden 64, 4 heads, 2 KV heads)
-    "two_layers": {"num_hidden_layers": 2, "intermediate_size": 32},
-    "three_layers": {"num_hidden_layers": 3},
-    "padded_vocab": {"num_hidden_layers": 3, "vocab_size": 4096},  # ids past the tokenizer's 1024: never fed
+MODELS = {  # tiny Llama (hidden 64, 4 heads, 2 KV heads) and Starcoder2 configs
+    "two_layers": lambda: tiny_llama_config(num_hidden_layers=2, intermediate_size=32),
+    "three_layers": lambda: tiny_llama_config(num_hidden_layers=3),
+    "padded_vocab": lambda: tiny_llama_config(num_hidden_layers=3, vocab_size=4096),  # ids past the tokenizer's
+    "starcoder2_two_layers": lambda: tiny_starcoder2_config(num_hidden_layers=2),
 }
 
 CASES = [  # (model, tp, pp, Nanotron's placement {pp rank: blocks})
@@ -31,6 +33,7 @@ CASES = [  # (model, tp, pp, Nanotron's placement {pp rank: blocks})
     ("three_layers", 1, 2, {0: ["emb", "L0", "L1", "L2"], 1: ["norm", "head", "cast"]}),
     ("three_layers", 1, 3, {0: ["emb", "L0", "L1"], 1: ["L2", "norm", "head"], 2: ["cast"]}),
     ("padded_vocab", 1, 3, {0: ["emb", "L0", "L1", "L2", "norm", "head"], 1: ["cast"]}),  # PP rank 2: no block
+    ("starcoder2_two_layers", 1, 2, {0: ["emb", "dropout", "L0", "L1", "norm", "head"], 1: ["cast"]}),
 ]
 SAMPLING = {"temperature": 1.0, "top_k": 40, "num_samples": 2, "seed": 5}
 
@@ -38,7 +41,7 @@ SAMPLING = {"temperature": 1.0, "top_k": 40, "num_samples": 2, "seed": 5}
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.getbasetemp()
-    return {name: make_tiny_checkpoint(base / f"placement_{name}", **fields) for name, fields in MODELS.items()}
+    return {name: make_tiny_checkpoint(base / f"placement_{name}", config()) for name, config in MODELS.items()}
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +87,21 @@ def test_bf16_with_the_norm_before_the_last_stage_equals_one_stage(checkpoints, 
     assert results[0]["param_dtypes"] == ["torch.bfloat16"]  # the last stage has only the fp32 cast
     for rank_result in results:
         assert_same(rank_result, one_stage)
+
+
+@requires_qwen2
+def test_qwen2_with_a_rank_without_a_block_matches_tp1(tmp_path):
+    """Current Nanotron's Qwen2 places its blocks by the same costs but has no fp32 cast block, so
+    its final norm always sits with `lm_head` on the last stage that has blocks; at PP2 this model
+    is all on stage 0 and PP rank 1 holds nothing."""
+    from lighteval_nanotron.convert import convert_hf_to_nanotron
+    from tests.convert.tiny_qwen2 import tiny_hf_qwen2
+
+    tiny_hf_qwen2(intermediate_size=32).save_pretrained(tmp_path / "hf")
+    tiny_tokenizer().save_pretrained(tmp_path / "hf")
+    convert_hf_to_nanotron(tmp_path / "hf", tmp_path / "nanotron")
+    one = run_engine(tmp_path / "nanotron", 1, 1, 1)[0]
+    results = run_engine(tmp_path / "nanotron", 1, 2, 1)
+    assert results[0]["placement"] == {0: ["emb", "L0", "L1", "norm", "head"]}
+    for rank_result in results:
+        assert_same(rank_result, one)
