@@ -8,7 +8,8 @@ first sentence of its docstring. Nothing here names an option.
 Field metadata adjusts the flag where the plain rule does not fit: `flag` (another name, e.g.
 `--data-dir`, `--no-progress`), `repeat` (a list given one flag at a time), `positional`,
 `flags_of` (a mapping option whose keys are the fields of a dataclass, one flag each: the sampling
-flags of `generation`). A flag left out is absent from `given_options`, so a default applies.
+flags of `generation`), `metavar`, `examples` (two values a repeated flag takes, for the tests). A flag left
+out is absent from `given_options`, so a default applies.
 """
 
 import argparse
@@ -101,7 +102,7 @@ def add_flags(container: Any, cls: type, names: Iterable[str]) -> None:
         else:
             flag = flag_name(cls, name)
             if "type" in keywords:
-                keywords["metavar"] = flag.lstrip("-").replace("-", "_").upper()
+                keywords["metavar"] = field.metadata.get("metavar", flag.lstrip("-").replace("-", "_").upper())
             container.add_argument(flag, dest=name, **keywords)
 
 

@@ -21,8 +21,9 @@ only activations (and, for generation, the new tokens) are sent.
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 import torch.distributed as dist
@@ -244,3 +245,34 @@ def run_stage(
         return out
     link.send_activation(out, stage.next_pp_rank, stage.boundary_leading(leading, select, outgoing=True))
     return None
+
+
+class OutputStageFailure:
+    """The output stage's first failure in a run whose activations all carry a header (scoring,
+    held-out loss): mis-shaped logits, a kernel error, ... after a micro-batch's activation arrived.
+    From then on the stage only receives and drops what the previous stage still sends (`drain`, one
+    activation per micro-batch), so the other stages finish the run and no send is left unmatched
+    for the next run; the error is raised when the loop is over (`raise_if_failed`)."""
+
+    def __init__(self, stage: LocalStage, link: StageLink):
+        self._stage, self._link = stage, link
+        self.error: Exception | None = None
+
+    def drain(self) -> None:
+        """Receive and drop this micro-batch's activation."""
+        stage_input(self._stage, self._link, torch.zeros(0))
+
+    @contextlib.contextmanager
+    def guarding(self) -> Iterator[None]:
+        """Around a micro-batch's work after its activation arrived: on the output stage of a
+        pipeline, an error is kept (the first) instead of raised."""
+        try:
+            yield
+        except Exception as error:  # noqa: BLE001 - raised by `raise_if_failed` after the loop
+            if not self._stage.is_last or self._stage.is_first:
+                raise
+            self.error = self.error or error
+
+    def raise_if_failed(self) -> None:
+        if self.error is not None:
+            raise self.error

@@ -23,20 +23,32 @@ def _engine(checkpoint: str, tp: int, pp: int):
     return context, model, engine
 
 
-def _answers(engine, kind: str) -> list:
+def _answers(engine, kind: str, source: str | None) -> list:
     docs = engine_docs()
     if kind == "generation":
         return [r.output_tokens for r in engine.greedy_until(docs)]
+    if kind == "held_out":
+        from lighteval_nanotron.heldout import HeldOutSpec, build_held_out_set
+
+        spec = HeldOutSpec(name="web", path=source, tokens=8 * 32)
+        held_out = engine.computed_once(
+            lambda: build_held_out_set(spec, engine.tokenizer, 32, engine.vocab_size, engine.max_length)
+        )
+        plan = engine.prepare_held_out(held_out)
+        assert len(plan.batches) >= 4, len(plan.batches)
+        (losses,) = engine.run(plan)
+        return [(losses.nll.tolist(), [])]
     plan = engine.prepare_loglikelihood(docs)
     assert len(plan.batches) >= 4, len(plan.batches)  # a failure at the 2nd leaves micro-batches in flight
     return [(r.logprobs, r.argmax_logits_eq_gold) for r in engine.run(plan)]
 
 
-def fail_on_output_stage(checkpoint: str, tp: int, pp: int, kind: str, fail_at: int) -> dict:
+def fail_on_output_stage(checkpoint: str, tp: int, pp: int, kind: str, fail_at: int, source: str | None = None) -> dict:
     """The output stage's last block (the fp32 cast) raises at its `fail_at`-th call (0: never), as
-    a GPU out of memory would, in one run of `kind`; then the same engine runs it again without the failure.
-    Returns what this rank raised (type, message), how long the failing run took, and the answers
-    of the second run."""
+    a GPU out of memory would, in one run of `kind` ("generation", "loglikelihood", or "held_out"
+    on the text file `source`); then the same engine runs it again without the failure. Returns
+    what this rank raised (type, message), how long the failing run took, and the answers of the
+    second run."""
     from lighteval_nanotron.parallel.deadline import bounded_collectives
 
     context, model, engine = _engine(checkpoint, tp, pp)
@@ -55,14 +67,14 @@ def fail_on_output_stage(checkpoint: str, tp: int, pp: int, kind: str, fail_at: 
     with bounded_collectives(context, timeout_s=30):
         start = time.perf_counter()
         try:
-            _answers(engine, kind)
+            _answers(engine, kind, source)
             raised = None
         except Exception as error:  # noqa: BLE001 - what each rank raised is the result
             raised = (type(error).__name__, str(error))
         seconds = time.perf_counter() - start
         if built is not None:
             cast.pp_block = built
-        return {"raised": raised, "seconds": seconds, "again": _answers(engine, kind)}
+        return {"raised": raised, "seconds": seconds, "again": _answers(engine, kind, source)}
 
 
 def overflowing_logits(checkpoint: str, tp: int, pp: int) -> dict:

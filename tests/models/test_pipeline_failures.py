@@ -12,12 +12,14 @@ import pytest
 from tests.helpers.distributed import run_distributed
 from tests.helpers.tiny_model import make_tiny_checkpoint
 from tests.models.failure_cases import FAILURE, fail_on_output_stage, overflowing_logits
+from tests.models.held_out_cases import write_text_jsonl
 
 pytestmark = pytest.mark.distributed
 
 
 def _assert_same_answers(got: list, want: list) -> None:
-    """Generated tokens equal; log-probs within 1e-4 (TP ranks add in another order) and greedy flags equal."""
+    """Generated tokens equal; log-probs (held-out NLL sums) within 1e-4 (TP ranks add in another
+    order) and greedy flags equal."""
     for mine, theirs in zip(got, want, strict=True):
         if isinstance(theirs, tuple):
             assert mine[0] == pytest.approx(theirs[0], abs=1e-4) and mine[1] == theirs[1]
@@ -34,10 +36,17 @@ def two_layers(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def answers(two_layers) -> dict[str, list]:
+def text_source(tmp_path_factory) -> str:
+    return str(write_text_jsonl(tmp_path_factory.mktemp("held_out") / "web.jsonl"))
+
+
+@pytest.fixture(scope="module")
+def answers(two_layers, text_source) -> dict[str, list]:
     return {
-        kind: run_distributed(fail_on_output_stage, 1, str(two_layers), 1, 1, kind, 0, timeout=60)[0]["again"]
-        for kind in ("generation", "loglikelihood")
+        kind: run_distributed(fail_on_output_stage, 1, str(two_layers), 1, 1, kind, 0, text_source, timeout=60)[0][
+            "again"
+        ]
+        for kind in ("generation", "loglikelihood", "held_out")
     }
 
 
@@ -49,12 +58,15 @@ def answers(two_layers) -> dict[str, list]:
         ("generation", (1, 1), 2),
         ("loglikelihood", (1, 2), 2),
         ("loglikelihood", (2, 2), 1),
+        ("held_out", (1, 2), 2),
     ],
     ids=lambda value: "tp{}-pp{}".format(*value) if isinstance(value, tuple) else str(value),
 )
-def test_a_failing_output_stage_stops_every_rank_together(two_layers, answers, kind, layout, fail_at):
+def test_a_failing_output_stage_stops_every_rank_together(two_layers, text_source, answers, kind, layout, fail_at):
     tp, pp = layout
-    results = run_distributed(fail_on_output_stage, tp * pp, str(two_layers), tp, pp, kind, fail_at, timeout=60)
+    results = run_distributed(
+        fail_on_output_stage, tp * pp, str(two_layers), tp, pp, kind, fail_at, text_source, timeout=60
+    )
     messages = {result["raised"] for result in results}
     assert len(messages) == 1  # the same error on every rank, not a timeout on the ranks that waited
     ((name, message),) = messages

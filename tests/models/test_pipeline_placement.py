@@ -5,7 +5,8 @@ vocab x hidden, the embedding, final norm and fp32 cast 0), so with few layers o
 vocabulary the final norm and lm_head sit on an earlier stage than the last (the last stage
 holding only the fp32 cast), a stage holds no decoder layer, or a rank holds no block at all.
 Each case below asserts the placement it exercises, then compares scoring (log-likelihood,
-rolling), greedy and sampled generation with the engine on one process, on the same weights.
+rolling), greedy and sampled generation and the held-out loss with the engine on one process, on
+the same weights.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.distributed import run_distributed
 from tests.helpers.nanotron_main import requires_qwen2
 from tests.helpers.tiny_model import make_tiny_checkpoint, tiny_llama_config, tiny_starcoder2_config, tiny_tokenizer
 from tests.models.engine_cases import assert_same, run_engine
+from tests.models.held_out_cases import held_out_run, write_text_jsonl
 
 pytestmark = pytest.mark.distributed
 
@@ -62,6 +65,17 @@ def test_every_placement_matches_tp1(checkpoints, tp1, case):
     for rank_result in results:  # gather_to="all": every rank, a rank without a block too
         assert_same(rank_result, tp1[model])
         assert not any(r.non_finite_logits for r in rank_result["generation"])
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[0] in ("two_layers", "padded_vocab")], ids=_case_id)
+def test_held_out_loss_at_every_placement_matches_tp1(checkpoints, tmp_path, case):
+    model, tp, pp, _ = case
+    source = str(write_text_jsonl(tmp_path / "web.jsonl"))
+    args = (str(checkpoints[model]), source)
+    settings = (32, 8 * 32, {"max_tokens_per_batch": 64})  # sequence length, tokens, 4 micro-batches
+    one = run_distributed(held_out_run, 1, *args, 1, 1, 1, *settings, timeout=60)[0]
+    for result in run_distributed(held_out_run, tp * pp, *args, tp, pp, 1, *settings, timeout=60):
+        assert result["nll"] == pytest.approx(one["nll"], rel=1e-5)
 
 
 @pytest.mark.parametrize("switch", ["logits_at_targets", "kv_cache", "pipeline_overlap"])

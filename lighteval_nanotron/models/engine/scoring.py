@@ -4,16 +4,13 @@ slots its own micro-batches scored (`SlotScores`), not a dense list of every slo
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import numpy as np
 import torch
 
 from lighteval_nanotron.models.engine.runtime import Runtime
 from lighteval_nanotron.models.engine.scoring_plan import PrefixForward, ResponseSpec, ScoringBatch, ScoringPlan
 from lighteval_nanotron.models.engine.tree_attention import PrefixKeys, TreeAttention, ancestor_mask
-from lighteval_nanotron.parallel.stages import StageLink, check_leading, run_stage, stage_input
+from lighteval_nanotron.parallel.stages import OutputStageFailure, StageLink, check_leading, run_stage, stage_input
 from lighteval_nanotron.parallel.vocab_parallel import target_logprobs
 from lighteval_nanotron.requests import ModelResponse
 
@@ -78,41 +75,8 @@ def _add_slot_scores(payload: SlotScores, sums: np.ndarray, missed: np.ndarray) 
     np.logical_or.at(missed, slots, np.frombuffer(missed_bytes, dtype=np.uint8).astype(bool))
 
 
-class _OutputStageFailure:
-    """The output stage's first failure in a scoring run (mis-shaped logits, a kernel error, ...)
-    after a micro-batch's activation arrived. From then on the stage only receives and drops what
-    the previous stage still sends (one activation, with its header, per micro-batch), so the
-    other stages finish the run and no send is left unmatched for the next run; the error is
-    raised when the loop is over (and every rank raises with it: `Runtime.agreed`)."""
-
-    def __init__(self, rt: Runtime, link: StageLink):
-        self._rt, self._link = rt, link
-        self.error: Exception | None = None
-
-    def drain(self) -> None:
-        """Receive and drop this micro-batch's activation."""
-        stage_input(self._rt.stage, self._link, torch.zeros(0))
-        self._rt.sync_pipeline()
-
-    @contextlib.contextmanager
-    def guarding(self) -> Iterator[None]:
-        """Around a micro-batch's work after its activation arrived: on the output stage of a
-        pipeline, an error is kept (the first) instead of raised."""
-        stage = self._rt.stage
-        try:
-            yield
-        except Exception as error:  # noqa: BLE001 - raised by `raise_if_failed` after the loop
-            if not stage.is_last or stage.is_first:
-                raise
-            self.error = self.error or error
-
-    def raise_if_failed(self) -> None:
-        if self.error is not None:
-            raise self.error
-
-
 def _run_prefixes(
-    rt: Runtime, link: StageLink, prefixes: PrefixForward, failure: _OutputStageFailure
+    rt: Runtime, link: StageLink, prefixes: PrefixForward, failure: OutputStageFailure
 ) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
     """This stage's keys/values of every node of the prefix micro-batches (per layer, flattened
     and concatenated in batch order); no logits are computed."""
@@ -121,6 +85,7 @@ def _run_prefixes(
     for batch in prefixes.batches:
         if failure.error is not None:
             failure.drain()
+            rt.sync_pipeline()
             continue
         mask = torch.ones(batch.input_ids.shape, dtype=torch.bool, device=rt.device)
         capture: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -160,12 +125,13 @@ def _local_scores(rt: Runtime, plan: ScoringPlan) -> SlotScores | None:
     if rt.stage is None:
         return None
     link = rt.new_link()
-    failure = _OutputStageFailure(rt, link)
+    failure = OutputStageFailure(rt.stage, link)
     select_ok = rt.config.logits_at_targets
     store = _run_prefixes(rt, link, plan.prefixes, failure) if plan.prefixes.batches else {}
     for batch in plan.batches:
         if failure.error is not None:
             failure.drain()
+            rt.sync_pipeline()
             continue
         mask = torch.ones(batch.input_ids.shape, dtype=torch.bool, device=rt.device)
         tree = None
