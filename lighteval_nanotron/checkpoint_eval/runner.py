@@ -12,6 +12,7 @@ model, run the forwards and the metrics, and write the results with the tracking
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -140,7 +141,7 @@ def _discover(config: CheckpointEvalConfig) -> list[CheckpointInfo]:
     return [checkpoint_info(config.checkpoint)]
 
 
-def _done_tasks(output_dir: str, model_name: str, world: Any) -> dict[int, set[tuple[str, int | None]]]:
+def done_tasks(output_dir: str, model_name: str, world: Any) -> dict[int, set[tuple[str, int | None]]]:
     """(task, max_samples) already evaluated per step, as any rank sees them (the reporting rank
     writes them; ranks need not share a filesystem): gathered once, the same union on every rank."""
     from lighteval_nanotron.tracking import evaluated_tasks_by_step
@@ -154,7 +155,7 @@ def _done_tasks(output_dir: str, model_name: str, world: Any) -> dict[int, set[t
     return done
 
 
-def _read_models(checkpoints: list[CheckpointInfo], config: CheckpointEvalConfig) -> tuple[CheckpointModel, str]:
+def read_models(checkpoints: list[CheckpointInfo], config: CheckpointEvalConfig) -> tuple[CheckpointModel, str]:
     checkpoint_model = read_checkpoint_model(checkpoints[0].path)
     for info in checkpoints[1:]:
         check_same_model(checkpoint_model, read_checkpoint_model(info.path), info.path)
@@ -163,7 +164,7 @@ def _read_models(checkpoints: list[CheckpointInfo], config: CheckpointEvalConfig
     return checkpoint_model, config.model_name or default_model_name(checkpoints[0].path)
 
 
-def _load_tasks(config: CheckpointEvalConfig) -> dict[str, Any]:
+def load_run_tasks(config: CheckpointEvalConfig) -> dict[str, Any]:
     from lighteval_nanotron.pipeline import load_tasks
     from lighteval_nanotron.tasks import get_data_dirs, set_data_dirs
 
@@ -192,26 +193,35 @@ def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> Eval
         lambda: computed_once(lambda: _discover(config), world, src=dist.get_global_rank(world, 0)),
     )
     checkpoint_model, model_name = collectively(
-        world, "reading the checkpoints", lambda: _read_models(checkpoints, config)
+        world, "reading the checkpoints", lambda: read_models(checkpoints, config)
     )
-    tasks = collectively(world, "loading the tasks", lambda: _load_tasks(config))
+    tasks = collectively(world, "loading the tasks", lambda: load_run_tasks(config))
     backfill = config.checkpoints_dir is not None
-    done = _done_tasks(config.output_dir, model_name, world) if backfill else {}
+    done = done_tasks(config.output_dir, model_name, world) if backfill else {}
     tasks_by_step = pending_tasks(checkpoints, list(tasks), done, config.max_samples)
     todo = [info for info in checkpoints if info.step in tasks_by_step]
     skipped = sorted(info.step for info in checkpoints if info.step not in tasks_by_step)
     if not todo:
         return EvaluationPlan([], skipped, checkpoint_model, model_name, None, None, {})
+    plan = EvaluationPlan(todo, skipped, checkpoint_model, model_name, None, None, tasks, tasks_by_step)
+    return with_prepared_inputs(config, world, plan)
+
+
+def with_prepared_inputs(
+    config: CheckpointEvalConfig, world: Any, plan: EvaluationPlan, every_task: bool = False
+) -> EvaluationPlan:
+    """`plan` with its tokenizer, prompt settings and docs: those of the tasks pending at its
+    steps, or of every task (`every_task`: a watched folder's later checkpoints may need any)."""
     tokenizer = collectively(
         world,
         "loading the tokenizer",
-        lambda: load_tokenizer(tokenizer_source(config.tokenizer, todo[0].path), config.use_chat_template),
+        lambda: load_tokenizer(tokenizer_source(config.tokenizer, plan.checkpoints[0].path), config.use_chat_template),
     )
     prompts = collectively(world, "checking the prompt settings", lambda: _prompt_manager(config, tokenizer))
-    needed = {name for names in tasks_by_step.values() for name in names}
-    tasks = {name: task for name, task in tasks.items() if name in needed}
+    needed = set(plan.tasks) if every_task else {name for names in plan.tasks_by_step.values() for name in names}
+    tasks = {name: task for name, task in plan.tasks.items() if name in needed}
     docs = collectively(world, "loading the datasets", lambda: _load_docs(config, tasks, world))
-    return EvaluationPlan(todo, skipped, checkpoint_model, model_name, tokenizer, prompts, tasks, tasks_by_step, docs)
+    return dataclasses.replace(plan, tokenizer=tokenizer, prompts=prompts, tasks=tasks, docs=docs)
 
 
 def _prompt_manager(config: CheckpointEvalConfig, tokenizer: Any) -> Any:

@@ -9,6 +9,10 @@ Usage:
     torchrun --nproc-per-node 8 -m lighteval_nanotron eval --checkpoints-dir checkpoints \\
         --tp 2 --pp 2 --dp 2 --tasks tasks.txt --output-dir eval_results
 
+    # follow a running training: each checkpoint once complete, until its last one (or a stop file, SIGTERM)
+    torchrun --nproc-per-node 2 -m lighteval_nanotron eval --checkpoints-dir checkpoints --watch \
+        --tp 2 --tasks tasks.txt --output-dir eval_results --stop-file eval_results/STOP
+
     # a single process needs no torchrun
     lighteval-nanotron eval checkpoints/1000 --cpu --tasks "lighteval|hellaswag|0" --max-samples 50
 
@@ -27,6 +31,8 @@ from __future__ import annotations
 import argparse
 import os
 from typing import Any
+
+from lighteval_nanotron.errors import ConfigError
 
 DTYPE_CHOICES = ("float32", "bfloat16", "float16")
 LOGGER_CHOICES = ("json", "details", "tensorboard", "wandb")
@@ -118,6 +124,22 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-progress", action="store_true", default=None, help="no progress bar (it only shows on a terminal anyway)"
     )
+    watch = parser.add_argument_group("following a running training (--checkpoints-dir DIR --watch)")
+    watch.add_argument(
+        "--watch",
+        action="store_true",
+        help="keep following --checkpoints-dir: evaluate each checkpoint once complete, until the training's last one",
+    )
+    watch.add_argument("--poll-interval-s", type=float, default=30.0, help="seconds between looks at the folder (30)")
+    watch.add_argument(
+        "--settle-s", type=float, default=60.0, help="seconds a checkpoint's files must stay unchanged (60)"
+    )
+    watch.add_argument(
+        "--skip-to-newest", action="store_true", help="when behind, evaluate the newest checkpoint, not the oldest"
+    )
+    watch.add_argument(
+        "--stop-file", default=None, help="stop (after the evaluation in progress) once this file exists"
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -147,6 +169,20 @@ def _given_flags(args: argparse.Namespace) -> dict[str, Any]:
     return flags
 
 
+def watch_flags(args: argparse.Namespace) -> list[str]:
+    """The watch flags given with values other than their defaults."""
+    defaults = {"poll_interval_s": 30.0, "settle_s": 60.0, "skip_to_newest": False, "stop_file": None}
+    return [f"--{name.replace('_', '-')}" for name, default in defaults.items() if getattr(args, name) != default]
+
+
+def _watch(args: argparse.Namespace, config: Any, show: Any) -> int:
+    from lighteval_nanotron.checkpoint_eval.watch import WatchOptions, watch_checkpoints
+
+    options = WatchOptions(args.poll_interval_s, args.settle_s, args.skip_to_newest, args.stop_file)
+    watch_checkpoints(config, options, on_result=show, notify=lambda line: print(line, flush=True))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from lighteval_nanotron.checkpoint_eval import evaluate_checkpoints
     from lighteval_nanotron.checkpoint_eval.lighteval_config import eval_config
@@ -159,6 +195,11 @@ def run(args: argparse.Namespace) -> int:
         if "json" in config.loggers:
             print(f"results: {results_path(config.output_dir, result)}", flush=True)
 
+    if args.watch:
+        return _watch(args, config, show)
+    if watch_flags(args):
+        given = watch_flags(args)
+        raise ConfigError(f"{', '.join(given)} only {'apply' if len(given) > 1 else 'applies'} with --watch: add it.")
     report = evaluate_checkpoints(config, on_result=show)
     if os.environ.get("RANK", "0") == "0" and report.skipped_steps:
         print(f"skipped steps with results already in {config.output_dir}: {report.skipped_steps}", flush=True)
