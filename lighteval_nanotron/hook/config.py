@@ -7,6 +7,7 @@ every rank, before the model is even built.
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
+from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.requests import GenerationParameters
 from lighteval_nanotron.tasks.fewshot import FewShotDraws
@@ -39,7 +40,13 @@ class EvaluationConfig:
     for lighteval's suites, `per_doc` for custom tasks). See docs/tasks.md."""
 
     eval_interval: Optional[int] = None
-    """Evaluate after every `eval_interval` training steps (steps divisible by it)."""
+    """Evaluate after every `eval_interval` training steps (steps divisible by it). With
+    `asynchronous`, the checkpoints at those steps (a multiple of `checkpoint_interval`)."""
+
+    eval_interval_file: Optional[str] = None
+    """With `asynchronous`: a file holding a new `eval_interval`, read at each checkpoint save
+    (Nanotron's `lighteval.eval_interval_file`); a value that is not a positive multiple of
+    `checkpoint_interval` is logged and ignored."""
 
     eval_at_checkpoints: bool = False
     """Evaluate right after each checkpoint the trainer saves (`checkpoints.checkpoint_interval`)."""
@@ -119,6 +126,10 @@ class EvaluationConfig:
     model_name: Optional[str] = None
     """Name recorded in results. Unset: `general.project/general.run` of the training config."""
 
+    asynchronous: Optional[AsyncEvaluationConfig] = None
+    """Evaluate each saved checkpoint in its own processes (local or Slurm) while training goes on,
+    instead of in the loop: see docs/hook.md, "Asynchronous evaluation"."""
+
     def __post_init__(self) -> None:
         self.tasks = _as_list(self.tasks)
         if not self.tasks:
@@ -161,6 +172,31 @@ class EvaluationConfig:
             raise ConfigError("lighteval_nanotron.output_dir is empty: set it to a folder for the results.")
         if self.system_prompt is not None and not self.system_prompt.strip():
             raise ConfigError("lighteval_nanotron.system_prompt is empty: give a prompt or remove it.")
+        if self.asynchronous is not None:
+            self._check_asynchronous()
+        elif self.eval_interval_file is not None:
+            raise ConfigError(
+                "lighteval_nanotron.eval_interval_file needs asynchronous evaluation (the asynchronous: section): "
+                "set eval_interval instead, or add asynchronous."
+            )
+
+    def _check_asynchronous(self) -> None:
+        """What an evaluation launched from a saved checkpoint cannot do."""
+        if self.eval_at_start:
+            raise ConfigError(
+                "lighteval_nanotron.eval_at_start with asynchronous: no checkpoint is saved before the first step; "
+                "remove eval_at_start (evaluate an initial checkpoint with `lighteval-nanotron eval`)."
+            )
+        if self.stop_on_failure:
+            raise ConfigError(
+                "lighteval_nanotron.stop_on_failure with asynchronous: a launched evaluation never stops training "
+                "(failures are recorded and logged); remove stop_on_failure."
+            )
+        if not [name for name in self.loggers if name != "log"]:
+            raise ConfigError(
+                "lighteval_nanotron.loggers with asynchronous: the launched evaluation writes files; list json "
+                "(and details, tensorboard or wandb) besides log."
+            )
 
     def check_against_training(self, train_steps: int, checkpoint_interval: Optional[int]) -> None:
         """Checks that need the rest of the training config."""
@@ -173,6 +209,18 @@ class EvaluationConfig:
             raise ConfigError(
                 "lighteval_nanotron.eval_at_checkpoints is true but the training config has no "
                 "checkpoints section: add one or use eval_interval."
+            )
+        if self.asynchronous is None:
+            return
+        if checkpoint_interval is None:
+            raise ConfigError(
+                "lighteval_nanotron.asynchronous evaluates saved checkpoints but the training config has no "
+                "checkpoints section: add one (checkpoints.checkpoint_interval)."
+            )
+        if self.eval_interval is not None and self.eval_interval % checkpoint_interval:
+            raise ConfigError(
+                f"lighteval_nanotron.eval_interval={self.eval_interval} with asynchronous: only steps with a "
+                f"checkpoint can be evaluated: use a multiple of checkpoints.checkpoint_interval={checkpoint_interval}."
             )
 
 

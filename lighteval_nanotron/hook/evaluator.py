@@ -129,7 +129,7 @@ class TrainingEvaluator:
                 # One reader per node as well: with node-local output folders, a restart whose
                 # reporting rank moved to another node still finds the steps evaluated before.
                 if is_reporting_rank(self.pipeline) or local_rank() == 0:
-                    return _evaluated_steps(
+                    return fully_evaluated_steps(
                         self.config.output_dir, self.model_name, list(self.pipeline.tasks), self.pipeline.max_samples
                     )
                 return set()
@@ -269,7 +269,7 @@ def _share_results(result: Any, world: dist.ProcessGroup) -> tuple[dict, dict]:
     return next((shared for shared in gathered if shared is not None), ({}, {}))
 
 
-def _evaluated_steps(output_dir: str, model_name: str, tasks: list[str], max_samples: Optional[int]) -> set[int]:
+def fully_evaluated_steps(output_dir: str, model_name: str, tasks: list[str], max_samples: Optional[int]) -> set[int]:
     """Steps whose results file holds every task at this max_samples (the checkpoint backfill's rule)."""
     from lighteval_nanotron.tracking.paths import evaluated_tasks_by_step
 

@@ -20,8 +20,17 @@ HOOK = Consumer(
     name="the training hook",
     takes=frozenset(
         {
-            "tasks", "custom_tasks", "max_samples", "output_dir", "loggers", "tensorboard_prefix",
-            "wandb_project", "wandb_entity", "wandb_run_name", "eval_interval", "pairwise_tokenization",
+            "tasks",
+            "custom_tasks",
+            "max_samples",
+            "output_dir",
+            "loggers",
+            "tensorboard_prefix",
+            "wandb_project",
+            "wandb_entity",
+            "wandb_run_name",
+            "eval_interval",
+            "pairwise_tokenization",
             "multichoice_continuations_start_space",
             "generation",
         }

@@ -21,6 +21,7 @@ import functools
 from typing import Any, Callable, Optional, Type
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.hook.asynchronous import evaluator_for
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
 from lighteval_nanotron.hook.training_config import SECTION, TrainingConfigWithEvaluation
@@ -49,7 +50,7 @@ class EvaluatingTrainer(DistributedTrainer):
     ) -> None:
         super().__init__(config_or_config_file, config_class=config_class, **kwargs)
         section = getattr(self.config, SECTION, None)
-        self.evaluator: Optional[TrainingEvaluator] = TrainingEvaluator(section) if section is not None else None
+        self.evaluator: Optional[TrainingEvaluator] = evaluator_for(section) if section is not None else None
 
     def pre_training(self, *args: Any, **kwargs: Any) -> None:
         with training_wandb(self, getattr(self.config, SECTION, None)) as run:
@@ -94,7 +95,7 @@ def attach_evaluation(trainer: Any, config: Optional[EvaluationConfig] = None) -
         )
     if isinstance(trainer, EvaluatingTrainer) or getattr(trainer, "_lighteval_nanotron_attached", False):
         raise ConfigError("attach_evaluation: this trainer already evaluates; attach at most once.")
-    evaluator = TrainingEvaluator(config)
+    evaluator = evaluator_for(config)
     original_pre_training = trainer.pre_training
 
     @functools.wraps(original_pre_training)

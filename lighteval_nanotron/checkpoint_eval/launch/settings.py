@@ -1,0 +1,156 @@
+"""The `asynchronous:` settings of the hook section: where and how each saved checkpoint's
+evaluation is launched (a local process group, or a Slurm job), checked when the YAML is read.
+
+    lighteval_nanotron:
+      tasks: "lighteval|arc:easy|0"
+      eval_at_checkpoints: true
+      asynchronous:
+        launcher: slurm            # or local
+        tp: 2                      # the evaluation's layout (any, not the training's)
+        max_in_flight: 2
+        slurm: {partition: eval, gpus_per_node: 8, time: "01:00:00", account: my-account,
+                env_setup: ["source /shared/venv/bin/activate"]}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Union
+
+from lighteval_nanotron.errors import ConfigError
+
+LAUNCHERS = ("local", "slurm")
+WHERE = "lighteval_nanotron.asynchronous"
+
+
+@dataclass
+class SlurmSettings:
+    """The Slurm job that evaluates one checkpoint (one task per GPU, or per CPU process with `cpu`)."""
+
+    partition: Optional[str] = None
+    account: Optional[str] = None
+    qos: Optional[str] = None
+    reservation: Optional[str] = None
+    time: Optional[str] = None
+    """`--time` (e.g. `"01:00:00"`). Unset: from `timeout_s`."""
+    gpus_per_node: int = 8
+    """GPUs per node of the evaluation job; nodes = tp x pp x dp / gpus_per_node (ignored with `cpu`)."""
+    cpus_per_task: Optional[int] = None
+    env_setup: List[str] = field(default_factory=list)
+    """Shell lines run before the evaluation (`module load ...`, `source venv/bin/activate`)."""
+    extra_sbatch: List[str] = field(default_factory=list)
+    """More `#SBATCH` options, e.g. `--constraint=h100` or `--exclusive`."""
+    template: Optional[str] = None
+    """A script template file: `${sbatch}` (the `#SBATCH` lines), `${setup}` (cd, env_setup, exports)
+    and `${command}` (the srun line) are filled in, and `${step}`, `${checkpoint}`, `${job_name}`.
+    Unset: those three in that order."""
+    hf_cache: Optional[str] = None
+    """Hugging Face cache of the job (exported as `HF_HOME`, `HF_DATASETS_CACHE`, `HUGGINGFACE_HUB_CACHE`)."""
+
+    def check(self) -> None:
+        if self.gpus_per_node < 1:
+            raise ConfigError(f"{WHERE}.slurm.gpus_per_node is {self.gpus_per_node}: set it to a positive number.")
+        if self.cpus_per_task is not None and self.cpus_per_task < 1:
+            raise ConfigError(f"{WHERE}.slurm.cpus_per_task is {self.cpus_per_task}: set it to a positive number.")
+        for line in self.extra_sbatch:
+            if not str(line).startswith("-"):
+                raise ConfigError(
+                    f"{WHERE}.slurm.extra_sbatch has {line!r}: give sbatch options such as '--exclusive' "
+                    "(each becomes one #SBATCH line)."
+                )
+
+
+@dataclass
+class AsyncEvaluationConfig:
+    """Evaluate each saved checkpoint in its own process group while training goes on."""
+
+    launcher: str = "local"
+    """`local`: processes on this machine (`devices`, or `cpu`); `slurm`: one `sbatch` job per checkpoint."""
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    """The evaluation's layout (any layout; not the training's)."""
+    cpu: bool = False
+    """Evaluate on CPU processes (gloo); default GPUs (NCCL)."""
+    devices: Optional[Union[str, List[int]]] = None
+    """Local on GPUs: the GPUs the evaluations use (`"6,7"` or `[6, 7]`, as CUDA_VISIBLE_DEVICES),
+    split into groups of tp x pp x dp, one group per evaluation in flight."""
+    max_in_flight: int = 1
+    """At most this many evaluations running (or queued in Slurm) at once; later checkpoints wait
+    their turn without holding up training."""
+    timeout_s: int = 21600
+    """An evaluation running longer is stopped and recorded as failed (local: killed; Slurm: `--time`)."""
+    poll_interval_s: float = 30.0
+    """How often (at most) the hook checks the evaluations in flight, between training steps."""
+    python: Optional[str] = None
+    """The Python that runs `lighteval_nanotron eval`. Unset: the training's interpreter."""
+    env: Dict[str, str] = field(default_factory=dict)
+    """Environment variables of the evaluation (besides the training's own)."""
+    scripts_dir: Optional[str] = None
+    """Where each launch's script goes (`<scripts_dir>/<model>/<step>/`). Unset: `<output_dir>/launches`."""
+    logs_dir: Optional[str] = None
+    """Where each evaluation's output goes (`<logs_dir>/<model>/<step>/`). Unset: `scripts_dir`."""
+    slurm: Optional[SlurmSettings] = None
+
+    def __post_init__(self) -> None:
+        if self.launcher not in LAUNCHERS:
+            raise ConfigError(f"{WHERE}.launcher is {self.launcher!r}: use one of {list(LAUNCHERS)}.")
+        for name in ("tp", "pp", "dp", "max_in_flight", "timeout_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{WHERE}.{name} is {value!r}: set it to a positive integer.")
+        if not self.poll_interval_s > 0:
+            raise ConfigError(f"{WHERE}.poll_interval_s is {self.poll_interval_s!r}: set it to a positive number.")
+        self.env = {str(key): str(value) for key, value in (self.env or {}).items()}
+        if self.launcher == "slurm":
+            self.slurm = self.slurm or SlurmSettings()
+            self.slurm.check()
+            if (
+                not self.cpu
+                and self.world_size > self.slurm.gpus_per_node
+                and self.world_size % self.slurm.gpus_per_node
+            ):
+                raise ConfigError(
+                    f"{WHERE}: tp x pp x dp = {self.world_size} processes do not fill whole nodes of "
+                    f"slurm.gpus_per_node={self.slurm.gpus_per_node} GPUs: use a multiple of it, or at most that."
+                )
+        elif self.slurm is not None:
+            raise ConfigError(
+                f"{WHERE}.slurm is set but launcher is {self.launcher!r}: set launcher: slurm or remove it."
+            )
+        if self.launcher == "local":
+            self._check_devices()
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    def _check_devices(self) -> None:
+        if self.cpu:
+            if self.devices is not None:
+                raise ConfigError(f"{WHERE}.devices is set with cpu: true: remove one of them.")
+            return
+        if self.devices is None:
+            raise ConfigError(
+                f"{WHERE}: a local evaluation on GPUs needs devices: the GPUs it may use besides training's "
+                '(e.g. devices: "6,7"), or cpu: true for CPU processes.'
+            )
+        groups = len(self.device_list) // self.world_size
+        if not self.device_list or len(self.device_list) % self.world_size:
+            raise ConfigError(
+                f"{WHERE}.devices {self.device_list} do not split into groups of tp x pp x dp = {self.world_size}: "
+                "give a multiple of that many GPUs."
+            )
+        if self.max_in_flight > groups:
+            raise ConfigError(
+                f"{WHERE}.max_in_flight={self.max_in_flight} needs {self.max_in_flight * self.world_size} GPUs but "
+                f"devices has {len(self.device_list)}: lower max_in_flight or add devices."
+            )
+
+    @property
+    def device_list(self) -> List[str]:
+        """`devices` as a list of GPU ids ([] when unset)."""
+        if self.devices is None:
+            return []
+        items = self.devices.split(",") if isinstance(self.devices, str) else list(self.devices)
+        return [str(item).strip() for item in items if str(item).strip()]
