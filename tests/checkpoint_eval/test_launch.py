@@ -80,7 +80,8 @@ def test_settings_are_checked():
 def test_environment_leaves_the_training_behind():
     training = {
         "RANK": "3", "WORLD_SIZE": "8", "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "x", "SLURM_PROCID": "3",
-        "SLURM_NTASKS": "8", "SLURM_CONF": "/etc/slurm.conf", "WANDB_RUN_ID": "abc", "WANDB_API_KEY": "k", "PATH": "/bin",
+        "SLURM_NTASKS": "8", "SLURM_CONF": "/etc/slurm.conf", "WANDB_RUN_ID": "abc", "WANDB_API_KEY": "k",
+        "PATH": "/bin",
     }  # fmt: skip
     assert cleaned_environment(training) == {"SLURM_CONF": "/etc/slurm.conf", "WANDB_API_KEY": "k", "PATH": "/bin"}
 
