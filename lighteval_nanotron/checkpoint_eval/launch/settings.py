@@ -14,7 +14,7 @@ evaluation is launched (a local process group, or a Slurm job), checked when the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Union
 
 from lighteval_nanotron.errors import ConfigError
@@ -36,9 +36,9 @@ class SlurmSettings:
     gpus_per_node: int = 8
     """GPUs per node of the evaluation job; nodes = tp x pp x dp / gpus_per_node (ignored with `cpu`)."""
     cpus_per_task: Optional[int] = None
-    env_setup: List[str] = field(default_factory=list)
+    env_setup: Optional[List[str]] = None
     """Shell lines run before the evaluation (`module load ...`, `source venv/bin/activate`)."""
-    extra_sbatch: List[str] = field(default_factory=list)
+    extra_sbatch: Optional[List[str]] = None
     """More `#SBATCH` options, e.g. `--constraint=h100` or `--exclusive`."""
     template: Optional[str] = None
     """A script template file: `${sbatch}` (the `#SBATCH` lines), `${setup}` (cd, env_setup, exports)
@@ -48,6 +48,8 @@ class SlurmSettings:
     """Hugging Face cache of the job (exported as `HF_HOME`, `HF_DATASETS_CACHE`, `HUGGINGFACE_HUB_CACHE`)."""
 
     def check(self) -> None:
+        self.env_setup = [str(line) for line in self.env_setup or []]
+        self.extra_sbatch = [str(line) for line in self.extra_sbatch or []]
         if self.gpus_per_node < 1:
             raise ConfigError(f"{WHERE}.slurm.gpus_per_node is {self.gpus_per_node}: set it to a positive number.")
         if self.cpus_per_task is not None and self.cpus_per_task < 1:
@@ -84,7 +86,7 @@ class AsyncEvaluationConfig:
     """How often (at most) the hook checks the evaluations in flight, between training steps."""
     python: Optional[str] = None
     """The Python that runs `lighteval_nanotron eval`. Unset: the training's interpreter."""
-    env: Dict[str, str] = field(default_factory=dict)
+    env: Optional[Dict[str, str]] = None
     """Environment variables of the evaluation (besides the training's own)."""
     scripts_dir: Optional[str] = None
     """Where each launch's script goes (`<scripts_dir>/<model>/<step>/`). Unset: `<output_dir>/launches`."""
