@@ -5,7 +5,7 @@ import yaml
 
 from lighteval_nanotron.checkpoint_eval.lighteval_config import EVAL
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.hook.nanotron_lighteval_section import HOOK
+from lighteval_nanotron.hook.nanotron_lighteval_section import HOOK, HOOK_SLURM
 from lighteval_nanotron.lighteval_options import FIELDS, OPTIONS, map_lighteval_options
 
 # lighteval 0.10's examples/nanotron/lighteval_config_override_template.yaml, fields as shipped
@@ -39,7 +39,7 @@ def _map(**section):
     return map_lighteval_options(section, "test")
 
 
-@pytest.mark.parametrize("consumer", [EVAL, HOOK], ids=["eval", "hook"])
+@pytest.mark.parametrize("consumer", [EVAL, HOOK, HOOK_SLURM], ids=["eval", "hook", "hook-slurm"])
 def test_every_option_is_taken_or_explained_by_each_way_in(consumer):
     assert OPTIONS <= consumer.takes | set(consumer.no_use)
 
@@ -133,7 +133,6 @@ REFUSED = {
     "expert_parallel": ({"parallelism": {"expert_parallel_size": 2}}, "expert parallelism is not supported"),
     "context_parallel": ({"parallelism": {"context_parallel_size": 2}}, "context parallelism is not supported"),
     "eval_config_override": ({"eval_config_override": "x.yaml"}, "write the override's fields"),
-    "eval_interval_file": ({"eval_interval_file": "interval.txt"}, "set eval_interval"),
     "unknown field": ({"tasks": {"task": "x"}}, "unknown field tasks.task"),
     "unknown section": ({"loging": {}}, "unknown field loging"),
     "two output dirs": (
@@ -177,7 +176,12 @@ def test_table_covers_every_field_of_lighteval_and_nanotron_configs():
     from nanotron.config import lighteval_config as nanotron_side
     from nanotron.config.parallelism_config import ParallelismArgs
 
-    sections = {"logging": "LightEvalLoggingArgs", "tasks": "LightEvalTasksArgs", "wandb": "LightEvalWandbLoggerConfig"}
+    sections = {
+        "logging": "LightEvalLoggingArgs",
+        "tasks": "LightEvalTasksArgs",
+        "wandb": "LightEvalWandbLoggerConfig",
+        "slurm": "LightEvalSlurm",  # current Nanotron's
+    }
     names = set()
     for module in (lighteval_side, nanotron_side):
         top = {f.name for f in dataclasses.fields(module.LightEvalConfig)}

@@ -15,7 +15,7 @@ import yaml
 
 from lighteval_nanotron.checkpoint_eval.runner import CheckpointEvalConfig
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.lighteval_options import Consumer, map_lighteval_options
+from lighteval_nanotron.lighteval_options import LAUNCHER, SLURM_OPTIONS, Consumer, map_lighteval_options
 
 EVAL = Consumer(
     name="eval",
@@ -40,7 +40,9 @@ EVAL = Consumer(
     ),  # fmt: skip
     no_use={
         "eval_interval": "eval evaluates the checkpoints it is given",
+        "eval_interval_file": "eval evaluates the checkpoints it is given",
         "wandb_run_name": "eval's W&B run is named by its wandb logger",
+        **dict.fromkeys(SLURM_OPTIONS, LAUNCHER),
     },
 )
 

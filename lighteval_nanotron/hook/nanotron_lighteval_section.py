@@ -1,53 +1,108 @@
 """Nanotron's own `lighteval:` training-config section (`LightEvalConfig`) mapped onto ours.
 
-Nanotron 0.4 parses that section and then never uses it, so a run with it trained without any
-evaluation. Here it becomes a `lighteval_nanotron:` section, evaluated at every checkpoint and at
-the end as Nanotron's lighteval runner would (or every `eval_interval` steps, where set), through
-the table shared with `eval --lighteval-config-path` (`lighteval_options.FIELDS`), with a log of
-what mapped and what has no effect. Both sections at once are refused: which one wins would be a guess.
+Nanotron 0.4 parses that section and then never uses it; current Nanotron's runner submits a Slurm
+job per checkpoint (and is broken at its HEAD). Here it becomes a `lighteval_nanotron:` section,
+through the table shared with `eval --lighteval-config-path` (`lighteval_options.FIELDS`), with a
+log of what mapped and what has no effect:
+
+- with Slurm settings (a `slurm_template`, or any `slurm.*`, `slurm_script_dir` or `logs_path`
+  other than the defaults Nanotron's parser fills in), the hook's asynchronous mode with the Slurm
+  launcher: a job per checkpoint at `parallelism` tp/pp/dp, every checkpoint or every
+  `eval_interval` steps, `eval_interval_file` re-read at each save, as Nanotron's runner would;
+- otherwise evaluation in the loop, at every checkpoint and at the end (or every `eval_interval`).
+
+Both sections at once are refused: which one wins would be a guess.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig, SlurmSettings
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
-from lighteval_nanotron.lighteval_options import Consumer, map_lighteval_options
+from lighteval_nanotron.lighteval_options import (
+    NANOTRON_SLURM_DEFAULTS,
+    SLURM_OPTIONS,
+    Consumer,
+    map_lighteval_options,
+    nanotron_slurm_asked,
+)
 
-MESH = "the hook evaluates on the training mesh"
+MESH = "the hook evaluates on the training mesh, in the loop: Slurm settings would launch jobs at this layout"
+IN_LOOP_ONLY = "no Slurm setting differs from Nanotron's defaults, so the hook evaluates in the loop"
+COMMON = frozenset(
+    {
+        "tasks", "custom_tasks", "max_samples", "output_dir", "loggers", "tensorboard_prefix", "wandb_project",
+        "wandb_entity", "wandb_run_name", "eval_interval", "pairwise_tokenization",
+        "multichoice_continuations_start_space", "generation",
+    }
+)  # fmt: skip
 HOOK = Consumer(
     name="the training hook",
-    takes=frozenset(
-        {
-            "tasks",
-            "custom_tasks",
-            "max_samples",
-            "output_dir",
-            "loggers",
-            "tensorboard_prefix",
-            "wandb_project",
-            "wandb_entity",
-            "wandb_run_name",
-            "eval_interval",
-            "pairwise_tokenization",
-            "multichoice_continuations_start_space",
-            "generation",
-        }
-    ),  # fmt: skip
-    no_use={"tp": MESH, "pp": MESH, "dp": MESH, "checkpoints_dir": "the hook evaluates the live model"},
+    takes=COMMON,
+    no_use={
+        "tp": MESH, "pp": MESH, "dp": MESH, "checkpoints_dir": "the hook evaluates the live model",
+        "eval_interval_file": "read by the Slurm jobs' runner only (refused in the loop before this)",
+        **dict.fromkeys(SLURM_OPTIONS, IN_LOOP_ONLY),
+    },
+)  # fmt: skip
+HOOK_SLURM = Consumer(
+    name="the training hook's Slurm jobs",
+    takes=COMMON | {"tp", "pp", "dp", "eval_interval_file", *SLURM_OPTIONS},
+    no_use={"checkpoints_dir": "each job evaluates the checkpoint the training just saved"},
 )
 WHERE = "Nanotron's lighteval: section"
+SITE_DEFAULTS = ("partition", "qos", "reservation", "cpus_per_task", "hf_cache")
+"""Nanotron's defaults that name Hugging Face's own cluster (hopper-prod, qos low, reservation smollm,
+88 CPUs): left to the cluster's own defaults unless the section sets another value."""
 
 
 def evaluation_from_nanotron_section(section: Any) -> EvaluationConfig:
     """The hook's section equivalent to Nanotron's `lighteval:` section; logs what did not map."""
-    options = HOOK.select(map_lighteval_options(section, WHERE), WHERE)
+    mapped = map_lighteval_options(section, WHERE)
+    asynchronous = nanotron_slurm_asked(mapped.options)
+    if not asynchronous and mapped.options.get("eval_interval_file") is not None:
+        raise ConfigError(
+            f"{WHERE}: eval_interval_file is read at each checkpoint by the Slurm runner: set the slurm fields "
+            "(e.g. slurm.partition) to evaluate in Slurm jobs, or set eval_interval instead."
+        )
+    options = (HOOK_SLURM if asynchronous else HOOK).select(mapped, WHERE)
     if not options.get("tasks"):
         raise ConfigError(f"{WHERE}: tasks.tasks is empty: set it to task specs, e.g. 'lighteval|arc:easy|0'.")
     options["loggers"] = [*options["loggers"], "log"]
     at_checkpoints = options.get("eval_interval") is None
+    if asynchronous:
+        options["asynchronous"] = _slurm_jobs(options)
     return EvaluationConfig(**options, eval_at_checkpoints=at_checkpoints, eval_at_end=True)
+
+
+def _slurm_jobs(options: dict[str, Any]) -> AsyncEvaluationConfig:
+    """Nanotron's runner settings as the Slurm launcher's: one task per GPU here where Nanotron ran one
+    torchrun per node, so its CPUs per node are shared among the node's tasks."""
+    layout = {name: options.pop(name, None) or 1 for name in ("tp", "pp", "dp")}
+    fields = dict(options.pop("slurm", None) or {})
+    for name in SITE_DEFAULTS:
+        if fields.get(name) == NANOTRON_SLURM_DEFAULTS[name]:
+            fields.pop(name)
+    gpus_per_node = int(fields.pop("gpus_per_node", NANOTRON_SLURM_DEFAULTS["gpus_per_node"]))
+    tasks_per_node = min(math.prod(layout.values()), gpus_per_node)
+    if fields.get("cpus_per_task") is not None:
+        fields["cpus_per_task"] = max(1, int(fields["cpus_per_task"]) // tasks_per_node)
+    slurm = SlurmSettings(
+        gpus_per_node=gpus_per_node,
+        template=options.pop("slurm_template", None),
+        time=fields.pop("time", NANOTRON_SLURM_DEFAULTS["time"]),
+        **fields,
+    )
+    return AsyncEvaluationConfig(
+        launcher="slurm",
+        **layout,
+        scripts_dir=options.pop("slurm_script_dir", None),
+        logs_dir=options.pop("slurm_logs_path", None),
+        slurm=slurm,
+    )
 
 
 def merge_sections(nanotron_section: Any, ours: EvaluationConfig | None) -> EvaluationConfig | None:
