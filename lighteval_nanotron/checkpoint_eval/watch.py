@@ -30,47 +30,21 @@ from typing import Any
 import torch.distributed as dist
 
 from lighteval_nanotron.checkpoint_eval.arrivals import ArrivalScanner, Scan
+from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.checkpoint_eval.discovery import CheckpointInfo, default_model_name, pending_tasks
 from lighteval_nanotron.checkpoint_eval.loading import check_same_model
 from lighteval_nanotron.checkpoint_eval.mesh_setup import collectively, parallel_context_for
 from lighteval_nanotron.checkpoint_eval.runner import (
-    CheckpointEvalConfig,
     CheckpointEvaluator,
     EvaluationPlan,
-    done_tasks,
-    load_run_tasks,
     read_models,
     with_prepared_inputs,
 )
 from lighteval_nanotron.checkpoint_eval.stop_signals import stop_signals
-from lighteval_nanotron.errors import ConfigError, EvaluationError, LightevalNanotronError
+from lighteval_nanotron.errors import EvaluationError, LightevalNanotronError
 from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.pipeline.result import EvaluationResult
-
-MAX_POLL_INTERVAL_S = 3600.0
-
-
-@dataclass(frozen=True)
-class WatchOptions:
-    """How a checkpoints folder is followed."""
-
-    poll_interval_s: float = 30.0
-    """Seconds between two looks at the folder when nothing is ready (at most an hour)."""
-    settle_s: float = 60.0
-    """Seconds a complete checkpoint's files must stay unchanged before it is evaluated."""
-    skip_to_newest: bool = False
-    """When several checkpoints are waiting, evaluate only the newest (the others are left for a backfill)."""
-    stop_file: str | None = None
-    """Stop (after the evaluation in progress) once this file exists."""
-
-    def __post_init__(self) -> None:
-        if not 0 < self.poll_interval_s <= MAX_POLL_INTERVAL_S:
-            raise ConfigError(
-                f"--poll-interval-s {self.poll_interval_s}: use a number of seconds in (0, {MAX_POLL_INTERVAL_S:.0f}]."
-            )
-        if self.settle_s < 0:
-            raise ConfigError(f"--settle-s {self.settle_s}: use a number of seconds >= 0.")
 
 
 @dataclass(frozen=True)
@@ -128,7 +102,9 @@ class _Watch:
         self.world = parallel_context.world_pg
         self.on_result = on_result
         self.notify = notify
-        self.tasks = collectively(self.world, "loading the tasks", lambda: load_run_tasks(config))
+        from lighteval_nanotron.setup.tasks import load_tasks
+
+        self.tasks = collectively(self.world, "loading the tasks", lambda: load_tasks(config))
         self.evaluator: CheckpointEvaluator | None = None
         self.report = WatchReport()
 
@@ -170,7 +146,9 @@ class _Watch:
             model_name = self.config.model_name or collectively(
                 self.world, f"reading checkpoint {info.path}", lambda: default_model_name(info.path)
             )
-        done = done_tasks(self.config.output_dir, model_name, self.world)
+        from lighteval_nanotron.setup.finished_steps import finished_tasks_by_step
+
+        done = finished_tasks_by_step(self.config.output_dir, model_name, self.world)
         return pending_tasks([info], list(self.tasks), done, self.config.max_samples)
 
     def _failed(self, info: CheckpointInfo, error: BaseException) -> None:
@@ -217,7 +195,6 @@ def _next_decision(
 
 def watch_checkpoints(
     config: CheckpointEvalConfig,
-    options: WatchOptions,
     on_result: Callable[[EvaluationResult], None] | None = None,
     notify: Callable[[str], None] | None = None,
 ) -> WatchReport:
@@ -227,15 +204,7 @@ def watch_checkpoints(
     Raises EvaluationError at the end when some checkpoint failed."""
     from lighteval_nanotron.parallel.deadline import bounded_collectives
 
-    if config.checkpoints_dir is None:
-        raise ConfigError(
-            "--watch follows a folder of checkpoints: give --checkpoints-dir (the trainer's checkpoints_path)."
-        )
-    if options.poll_interval_s >= config.failure_timeout_s:
-        raise ConfigError(
-            f"--poll-interval-s {options.poll_interval_s} is not below --failure-timeout-s "
-            f"{config.failure_timeout_s}: a rank woken by a signal waits up to one poll interval for the others."
-        )
+    config.check_watch()
     with (
         stop_signals() as stop,
         parallel_context_for(config.tp, config.pp, config.dp, config.cpu) as parallel_context,
@@ -244,14 +213,14 @@ def watch_checkpoints(
         world = parallel_context.world_pg
         speaks = dist.get_rank(world) == 0
         say = notify if notify is not None and speaks else (lambda _line: None)
-        scanner = ArrivalScanner(Path(config.checkpoints_dir), options.settle_s)
-        stop_file = Path(options.stop_file) if options.stop_file else None
+        scanner = ArrivalScanner(Path(config.checkpoints_dir), config.settle_s)
+        stop_file = Path(config.stop_file) if config.stop_file else None
         watch = _Watch(config, parallel_context, on_result, say)
         handled: set[int] = set()
         waiting_for: tuple[int, ...] | None = None
         try:
             while True:
-                decision = _next_decision(world, stop.reason, scanner, handled, stop_file, options.skip_to_newest)
+                decision = _next_decision(world, stop.reason, scanner, handled, stop_file, config.skip_to_newest)
                 if decision.action == "stop":
                     watch.report.stop_reason = decision.reason
                     say(f"watch: stopped: {decision.reason}")
@@ -261,7 +230,7 @@ def watch_checkpoints(
                         being_written = f" (being written: {list(decision.writing)})" if decision.writing else ""
                         say(f"watch: waiting for checkpoints in {config.checkpoints_dir}{being_written}")
                         waiting_for = decision.writing
-                    stop.wait(options.poll_interval_s)
+                    stop.wait(config.poll_interval_s)
                     continue
                 waiting_for = None
                 if decision.passed_over:

@@ -28,8 +28,11 @@ from lighteval_nanotron.checkpoint_eval.launch.launchers import launcher_for
 from lighteval_nanotron.checkpoint_eval.launch.queue import LaunchQueue, LaunchRecord
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
-from lighteval_nanotron.hook.evaluator import TrainingEvaluator, default_model_name, fully_evaluated_steps
+from lighteval_nanotron.hook.evaluator import TrainingEvaluator
+from lighteval_nanotron.setup.finished_steps import finished_steps
+from lighteval_nanotron.setup.naming import model_name
 from lighteval_nanotron.tracking.log_table import format_results_table
+from lighteval_nanotron.tracking.paths import evaluated_tasks_by_step
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +92,8 @@ class AsynchronousEvaluator(TrainingEvaluator):
 
     def setup(self, trainer: Any) -> None:
         world = trainer.parallel_context.world_pg
-        self.model_name = self.config.model_name or default_model_name(trainer)
+        general = trainer.config.general
+        self.model_name = model_name(self.config.model_name, general.project, general.run, fallback="nanotron")
         launching = dist.get_rank(world) == int(trainer.logger_ranks[0])
 
         def prepare() -> None:
@@ -114,9 +118,9 @@ class AsynchronousEvaluator(TrainingEvaluator):
     def _prepare(self, trainer: Any) -> None:
         """On the launching rank: the tasks resolve, the launcher can run, the script renders; then
         the loss log, the steps already evaluated and the queue."""
-        from lighteval_nanotron.pipeline import load_tasks
+        from lighteval_nanotron.setup.tasks import load_tasks
 
-        self.task_names = list(load_tasks(self.config.tasks, self.config.custom_tasks, self.config.fewshot_draws))
+        self.task_names = list(load_tasks(self.config))
         probe = self._job(trainer, 0)
         if self.settings.launcher == "slurm" and shutil.which("sbatch", path=probe.base_env.get("PATH")) is None:
             raise ConfigError(
@@ -129,9 +133,7 @@ class AsynchronousEvaluator(TrainingEvaluator):
             from lighteval_nanotron.tracking.training_loss import TrainingLossLog
 
             self.loss_log = TrainingLossLog(self.config.output_dir, self.model_name)
-        for step in fully_evaluated_steps(
-            self.config.output_dir, self.model_name, self.task_names, self.config.max_samples
-        ):
+        for step in self._finished_steps():
             self.schedule.mark(step)
         self.queue = LaunchQueue(
             launcher, self.settings.max_in_flight, self.settings.poll_interval_s, self._has_results, self._record
@@ -199,32 +201,31 @@ class AsynchronousEvaluator(TrainingEvaluator):
         name = tokenizer_args.tokenizer_name_or_path if tokenizer_args is not None else None
         tokenizer = str(name) if name else None
         return build_job(
-            self.config, self.settings, step, checkpoint, self.model_name, tokenizer, self._wandb_exports(step)
+            self.config, self.settings, step, checkpoint, self.model_name, tokenizer, self._wandb_options(step)
         )
 
-    def _wandb_exports(self, step: int) -> dict[str, str]:
+    def _wandb_options(self, step: int) -> dict[str, str]:
         """The evaluation's W&B run: its own, in the training run's group, named and identified after it."""
         run = self.wandb_run
         if run is None:
             return {}
-        exports = {
-            "WANDB_RUN_GROUP": str(run.group),
-            "WANDB_NAME": f"{run.name}-eval-{step}",
-            "WANDB_RUN_ID": f"{run.id}-eval-{step}",
-            "WANDB_JOB_TYPE": "eval",
-            "WANDB_MODE": self.config.wandb_mode,
-            "WANDB_PROJECT": str(run.project),
+        return {
+            "wandb_project": str(run.project),
+            "wandb_group": str(run.group),
+            "wandb_run_name": f"{run.name}-eval-{step}",
+            "wandb_run_id": f"{run.id}-eval-{step}",
         }
-        if self.config.wandb_dir:
-            exports["WANDB_DIR"] = str(Path(self.config.wandb_dir).resolve())
-        return exports
 
     # Outcomes --------------------------------------------------------------------------------------
 
+    def _finished_steps(self) -> set[int]:
+        """Steps whose results file holds every task (this rank reads the output folder: shared
+        with the evaluations it launches)."""
+        done = evaluated_tasks_by_step(self.config.output_dir, self.model_name)
+        return finished_steps(done, self.task_names, self.config.max_samples)
+
     def _has_results(self, step: int) -> bool:
-        return step in fully_evaluated_steps(
-            self.config.output_dir, self.model_name, self.task_names, self.config.max_samples
-        )
+        return step in self._finished_steps()
 
     def _record(self, record: LaunchRecord) -> None:
         took = f" {record.finished_at - record.launched_at:.1f}s after launch" if record.finished_at else ""

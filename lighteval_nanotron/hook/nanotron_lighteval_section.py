@@ -16,6 +16,7 @@ Both sections at once are refused: which one wins would be a guess.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -32,16 +33,10 @@ from lighteval_nanotron.lighteval_options import (
 
 MESH = "the hook evaluates on the training mesh, in the loop: Slurm settings would launch jobs at this layout"
 IN_LOOP_ONLY = "no Slurm setting differs from Nanotron's defaults, so the hook evaluates in the loop"
-COMMON = frozenset(
-    {
-        "tasks", "custom_tasks", "max_samples", "output_dir", "loggers", "tensorboard_prefix", "wandb_project",
-        "wandb_entity", "wandb_run_name", "eval_interval", "pairwise_tokenization",
-        "multichoice_continuations_start_space", "generation",
-    }
-)  # fmt: skip
+SECTION_OPTIONS = frozenset(field.name for field in dataclasses.fields(EvaluationConfig))
 HOOK = Consumer(
     name="the training hook",
-    takes=COMMON,
+    takes=SECTION_OPTIONS - {"eval_interval_file"},
     no_use={
         "tp": MESH, "pp": MESH, "dp": MESH, "checkpoints_dir": "the hook evaluates the live model",
         "eval_interval_file": "read by the Slurm jobs' runner only (refused in the loop before this)",
@@ -50,7 +45,7 @@ HOOK = Consumer(
 )  # fmt: skip
 HOOK_SLURM = Consumer(
     name="the training hook's Slurm jobs",
-    takes=COMMON | {"tp", "pp", "dp", "eval_interval_file", *SLURM_OPTIONS},
+    takes=SECTION_OPTIONS | {"tp", "pp", "dp", *SLURM_OPTIONS},
     no_use={"checkpoints_dir": "each job evaluates the checkpoint the training just saved"},
 )
 WHERE = "Nanotron's lighteval: section"

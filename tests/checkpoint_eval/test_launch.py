@@ -2,21 +2,22 @@
 local launcher (a real `eval` process group: done, or killed at its timeout and recorded), and the
 Slurm launcher against a real single-node Slurm (a job that completes, one that is cancelled)."""
 
+import dataclasses
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional
 
 import pytest
 
+from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.checkpoint_eval.launch.job import EvalJob, cleaned_environment, eval_arguments
 from lighteval_nanotron.checkpoint_eval.launch.launchers import LocalLauncher, SlurmLauncher
 from lighteval_nanotron.checkpoint_eval.launch.queue import LaunchQueue
 from lighteval_nanotron.checkpoint_eval.launch.script import local_script, read_template, sbatch_options, slurm_script
 from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig, SlurmSettings
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.tracking import results_files_by_step
 from tests.helpers.slurm_cluster import SLURM_MISSING, missing_binaries, slurm_cluster, wait_for_job
 
@@ -24,32 +25,18 @@ REPO = Path(__file__).resolve().parents[2]
 TASK = "lighteval|arc:easy|0"
 
 
-@dataclass
-class Section:
-    """The hook section's fields a launched evaluation reads (the hook passes its EvaluationConfig)."""
-
-    output_dir: str
-    tasks: List[str] = field(default_factory=lambda: [TASK])
-    loggers: List[str] = field(default_factory=lambda: ["json", "details", "log"])
-    data_dirs: Optional[List[str]] = field(default_factory=lambda: ["bundled"])
-    max_samples: Optional[int] = 4
-    custom_tasks: Optional[str] = None
-    fewshot_draws: Optional[str] = None
-    tokens_per_batch: int = 1024
-    system_prompt: Optional[str] = None
-    tensorboard_prefix: str = "eval"
-    failure_timeout_s: int = 60
-    use_chat_template: bool = False
-    pairwise_tokenization: bool = False
-    multichoice_continuations_start_space: Optional[bool] = None
-    generation: Optional[dict] = None
-    wandb_project: Optional[str] = None
-    wandb_entity: Optional[str] = None
+def _section(tmp_path: Path, **options) -> EvaluationConfig:
+    """The hook section's options a launched evaluation is given."""
+    defaults = {
+        "tasks": TASK, "output_dir": str(tmp_path / "out"), "loggers": ["json", "details", "log"],
+        "data_dirs": ["bundled"], "max_samples": 4, "tokens_per_batch": 1024, "failure_timeout_s": 60,
+    }  # fmt: skip
+    return EvaluationConfig(**{**defaults, **options})
 
 
 def _job(tmp_path: Path, checkpoint: Path, settings: AsyncEvaluationConfig, step: int, **section) -> EvalJob:
     env = {**cleaned_environment(), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    args = eval_arguments(Section(str(tmp_path / "out"), **section), checkpoint, "tiny", settings, None)
+    args = eval_arguments(_section(tmp_path, **section), checkpoint, "tiny", settings, None)
     return EvalJob(
         step=step, checkpoint=checkpoint, eval_args=args, exports={"EXAMPLE": "a b"}, base_env=env,
         scripts_dir=tmp_path / "launches" / str(step), logs_dir=tmp_path / "logs" / str(step), workdir=tmp_path,
@@ -73,8 +60,34 @@ def test_settings_are_checked():
         AsyncEvaluationConfig(launcher="slurm", tp=3, dp=4, slurm=SlurmSettings(gpus_per_node=8))
     with pytest.raises(ConfigError, match="extra_sbatch"):
         AsyncEvaluationConfig(launcher="slurm", slurm=SlurmSettings(extra_sbatch=["exclusive"]))
-    with pytest.raises(ConfigError, match="launcher is 'ssh'"):
+    with pytest.raises(ConfigError, match=r"^lighteval_nanotron\.asynchronous\.launcher is 'ssh': use one of"):
         AsyncEvaluationConfig(launcher="ssh")
+    with pytest.raises(ConfigError, match=r"^lighteval_nanotron\.asynchronous\.slurm\.gpus_per_node is 0"):
+        SlurmSettings(gpus_per_node=0)
+
+
+def test_the_launched_command_carries_every_option_of_the_section(tmp_path):
+    from lighteval_nanotron.checkpoint_eval.lighteval_config import eval_config
+    from lighteval_nanotron.cli.main import build_parser
+    from lighteval_nanotron.options import EvaluationOptions
+    from lighteval_nanotron.options.flags import given_options
+
+    section = _section(
+        tmp_path, custom_tasks="tasks.py", fewshot_draws="per_doc", use_chat_template=True, system_prompt="Be brief.",
+        multichoice_continuations_start_space=False, generation={"temperature": 0.5, "seed": 3}, bootstrap_iters=10,
+        loggers=["json", "tensorboard", "wandb"], tensorboard_prefix="ev", wandb_entity="team", wandb_mode="offline",
+        wandb_tags="a,b", data_dirs=["bundled", "/data"], model_name="ignored", progress_bar=True,
+    )  # fmt: skip
+    settings = AsyncEvaluationConfig(cpu=True, tp=2)
+    wandb = {"wandb_project": "p", "wandb_group": "g", "wandb_run_name": "run-eval-3", "wandb_run_id": "id-eval-3"}
+    args = eval_arguments(section, tmp_path / "3", "org/run", settings, "tok", wandb)
+    parsed = build_parser().parse_args(args)
+    names = [field.name for field in dataclasses.fields(CheckpointEvalConfig)]
+    config = eval_config(given_options(parsed, CheckpointEvalConfig, names))
+    launch = {"model_name": "org/run", "progress_bar": False, **wandb}
+    for field in dataclasses.fields(EvaluationOptions):
+        assert getattr(config, field.name) == launch.get(field.name, getattr(section, field.name)), field.name
+    assert (config.checkpoint, config.tp, config.cpu, config.tokenizer) == (str(tmp_path / "3"), 2, True, "tok")
 
 
 def test_environment_leaves_the_training_behind():

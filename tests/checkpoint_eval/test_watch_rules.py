@@ -11,9 +11,10 @@ import pytest
 import yaml
 
 from lighteval_nanotron.checkpoint_eval.arrivals import ArrivalScanner, Scan, fingerprint, last_saved_step
+from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.checkpoint_eval.discovery import CheckpointInfo
 from lighteval_nanotron.checkpoint_eval.stop_signals import stop_signals
-from lighteval_nanotron.checkpoint_eval.watch import WatchOptions, decide
+from lighteval_nanotron.checkpoint_eval.watch import decide
 from lighteval_nanotron.cli.main import main
 from lighteval_nanotron.errors import ConfigError
 
@@ -112,12 +113,17 @@ def test_signals_become_a_stop_request():
 
 
 def test_watch_options_and_flags_are_checked(capsys):
+    def config(**options) -> CheckpointEvalConfig:
+        return CheckpointEvalConfig(tasks="lighteval|piqa|0", checkpoints_dir="run", **options)
+
     with pytest.raises(ConfigError, match="poll-interval-s"):
-        WatchOptions(poll_interval_s=0)
+        config(poll_interval_s=0)
     with pytest.raises(ConfigError, match="poll-interval-s"):
-        WatchOptions(poll_interval_s=7200)
+        config(poll_interval_s=7200)
     with pytest.raises(ConfigError, match="settle-s"):
-        WatchOptions(settle_s=-1)
+        config(settle_s=-1)
+    with pytest.raises(ConfigError, match="not below --failure-timeout-s"):
+        config(watch=True, poll_interval_s=100, failure_timeout_s=50).check_watch()
     assert main(["eval", "ckpt", "--cpu", "--tasks", "lighteval|piqa|0", "--stop-file", "STOP"]) == 2
     assert "error: --stop-file only applies with --watch" in capsys.readouterr().err
     assert main(["eval", "ckpt", "--cpu", "--tasks", "lighteval|piqa|0", "--watch"]) == 2

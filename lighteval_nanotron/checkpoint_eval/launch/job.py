@@ -10,6 +10,7 @@ identity), plus the evaluation's own variables (devices, W&B run, user settings)
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 from collections.abc import Mapping
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lighteval_nanotron.options import EvaluationOptions
+from lighteval_nanotron.options.flags import as_arguments, flag_name
 from lighteval_nanotron.tracking.paths import safe_relative_path
 
 LAUNCH_VARIABLES = (
@@ -28,7 +31,6 @@ LAUNCH_PREFIXES = ("TORCHELASTIC_", "TORCH_ELASTIC_", "SLURM_")
 KEPT = ("SLURM_CONF",)
 """Kept although its prefix is dropped: where the Slurm commands find the cluster."""
 WANDB_RUN_VARIABLES = ("WANDB_RUN_ID", "WANDB_RESUME", "WANDB_NAME", "WANDB_RUN_GROUP", "WANDB_JOB_TYPE")
-DATA_DIRS_VARIABLE = "LIGHTEVAL_NANOTRON_DATA_DIRS"
 
 
 @dataclass(frozen=True)
@@ -65,49 +67,33 @@ def cleaned_environment(environ: Mapping[str, str] | None = None) -> dict[str, s
     }
 
 
-def eval_arguments(section: Any, checkpoint: Path, model_name: str, layout: Any, tokenizer: str | None) -> list[str]:
-    """`eval CHECKPOINT ...` with the hook section's options (`section`: the `lighteval_nanotron:`
-    fields), the evaluation's layout (`layout`: tp, pp, dp, cpu) and the training's tokenizer."""
+SET_BY_THE_LAUNCH = ("model_name", "progress_bar", "wandb_project", "wandb_run_name", "wandb_run_id", "wandb_group")
+"""Shared options the launched evaluation gets from the launch, not the section as written: the
+resolved results name, no progress bars, and its own W&B run (`wandb`)."""
+
+
+def eval_arguments(
+    section: EvaluationOptions,
+    checkpoint: Path,
+    model_name: str,
+    layout: Any,
+    tokenizer: str | None,
+    wandb: Mapping[str, str] | None = None,
+) -> list[str]:
+    """`eval CHECKPOINT ...`: every shared option of the hook `section` as its flag (generated from
+    `EvaluationOptions`), the evaluation's layout (`layout`: tp, pp, dp, cpu), the training's
+    tokenizer, and `wandb` (`{option: value}` of the evaluation's own W&B run)."""
     args = ["eval", str(checkpoint), "--tp", str(layout.tp), "--pp", str(layout.pp), "--dp", str(layout.dp)]
     if layout.cpu:
         args.append("--cpu")
-    args += ["--tasks", ",".join(section.tasks), "--output-dir", str(Path(section.output_dir).resolve())]
-    args += ["--model-name", model_name, "--loggers", *file_loggers(section.loggers)]
+    shared = [f.name for f in dataclasses.fields(EvaluationOptions) if f.name not in SET_BY_THE_LAUNCH]
+    args += as_arguments(section, EvaluationOptions, shared)
+    args += ["--model-name", model_name, "--no-progress"]
     if tokenizer:
         args += ["--tokenizer", tokenizer]
-    for flag, value in (
-        ("--custom-tasks", section.custom_tasks),
-        ("--max-samples", section.max_samples),
-        ("--fewshot-draws", section.fewshot_draws),
-        ("--tokens-per-batch", section.tokens_per_batch),
-        ("--system-prompt", section.system_prompt),
-        ("--tensorboard-prefix", section.tensorboard_prefix),
-        ("--failure-timeout-s", section.failure_timeout_s),
-    ):
-        if value is not None:
-            args += [flag, str(value)]
-    for directory in section.data_dirs or []:
-        args += ["--data-dir", directory]
-    if section.use_chat_template:
-        args.append("--use-chat-template")
-    if section.pairwise_tokenization:
-        args.append("--pairwise-tokenization")
-    if section.multichoice_continuations_start_space is not None:
-        prefix = "--" if section.multichoice_continuations_start_space else "--no-"
-        args.append(f"{prefix}multichoice-continuations-start-space")
-    for key, value in (section.generation or {}).items():
-        args += [f"--{key.replace('_', '-')}", str(value)]
-    if "wandb" in section.loggers:
-        if section.wandb_project:
-            args += ["--wandb-project", section.wandb_project]
-        if section.wandb_entity:
-            args += ["--wandb-entity", section.wandb_entity]
-    return [*args, "--no-progress"]
-
-
-def file_loggers(loggers: list[str]) -> list[str]:
-    """The loggers an `eval` process has (`log`, the training log's table, is the hook's)."""
-    return [name for name in loggers if name != "log"]
+    for option, value in (wandb or {}).items():
+        args += [flag_name(EvaluationOptions, option), value]
+    return args
 
 
 def job_folder(root: Path, model_name: str, step: int) -> Path:
@@ -119,34 +105,31 @@ def quoted(command: list[str]) -> str:
 
 
 def build_job(
-    section: Any,
+    section: EvaluationOptions,
     settings: Any,
     step: int,
     checkpoint: Path,
     model_name: str,
     tokenizer: str | None,
-    exports: Mapping[str, str] = (),
+    wandb: Mapping[str, str] | None = None,
 ) -> EvalJob:
     """The job evaluating `checkpoint` (training step `step`) with the hook `section`'s options and
-    its `asynchronous` settings; `exports`: variables for this evaluation only (its W&B run)."""
+    its `asynchronous` settings; `wandb`: the evaluation's own W&B run options."""
     import sys
 
-    base_env = cleaned_environment()
-    if section.data_dirs is not None:  # the section's data dirs replace the variable, as in the loop
-        base_env.pop(DATA_DIRS_VARIABLE, None)
-    own = dict(exports)
+    exports: dict[str, str] = {}
     if settings.slurm is not None and settings.slurm.hf_cache:
         cache = str(Path(settings.slurm.hf_cache).expanduser())
-        own.update(HF_HOME=cache, HF_DATASETS_CACHE=cache, HUGGINGFACE_HUB_CACHE=cache)
-    own.update(settings.env)
+        exports.update(HF_HOME=cache, HF_DATASETS_CACHE=cache, HUGGINGFACE_HUB_CACHE=cache)
+    exports.update(settings.env)
     scripts_root = Path(settings.scripts_dir or Path(section.output_dir) / "launches").resolve()
     logs_root = Path(settings.logs_dir).resolve() if settings.logs_dir else scripts_root
     return EvalJob(
         step=step,
         checkpoint=checkpoint,
-        eval_args=eval_arguments(section, checkpoint, model_name, settings, tokenizer),
-        exports=own,
-        base_env=base_env,
+        eval_args=eval_arguments(section, checkpoint, model_name, settings, tokenizer, wandb),
+        exports=exports,
+        base_env=cleaned_environment(),
         scripts_dir=job_folder(scripts_root, model_name, step),
         logs_dir=job_folder(logs_root, model_name, step),
         workdir=Path.cwd(),

@@ -14,28 +14,34 @@ evaluation is launched (a local process group, or a Slurm job), checked when the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Union
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.options.base import Options, choices
 
 LAUNCHERS = ("local", "slurm")
 WHERE = "lighteval_nanotron.asynchronous"
 
 
-@dataclass
-class SlurmSettings:
+@dataclass(kw_only=True)
+class SlurmSettings(Options):
     """The Slurm job that evaluates one checkpoint (one task per GPU, or per CPU process with `cpu`)."""
 
     partition: Optional[str] = None
+    """`--partition`. Unset: the cluster's default partition."""
     account: Optional[str] = None
+    """`--account`. Unset: your default account."""
     qos: Optional[str] = None
+    """`--qos`. Unset: the cluster's default."""
     reservation: Optional[str] = None
+    """`--reservation`. Unset: none."""
     time: Optional[str] = None
     """`--time` (e.g. `"01:00:00"`). Unset: from `timeout_s`."""
     gpus_per_node: int = 8
     """GPUs per node of the evaluation job; nodes = tp x pp x dp / gpus_per_node (ignored with `cpu`)."""
     cpus_per_task: Optional[int] = None
+    """`--cpus-per-task` (per evaluation process). Unset: the cluster's default."""
     env_setup: Optional[List[str]] = None
     """Shell lines run before the evaluation (`module load ...`, `source venv/bin/activate`)."""
     extra_sbatch: Optional[List[str]] = None
@@ -47,13 +53,15 @@ class SlurmSettings:
     hf_cache: Optional[str] = None
     """Hugging Face cache of the job (exported as `HF_HOME`, `HF_DATASETS_CACHE`, `HUGGINGFACE_HUB_CACHE`)."""
 
-    def check(self) -> None:
-        self.env_setup = [str(line) for line in self.env_setup or []]
-        self.extra_sbatch = [str(line) for line in self.extra_sbatch or []]
-        if self.gpus_per_node < 1:
-            raise ConfigError(f"{WHERE}.slurm.gpus_per_node is {self.gpus_per_node}: set it to a positive number.")
-        if self.cpus_per_task is not None and self.cpus_per_task < 1:
-            raise ConfigError(f"{WHERE}.slurm.cpus_per_task is {self.cpus_per_task}: set it to a positive number.")
+    def named(self, option: str) -> str:
+        return f"{WHERE}.slurm.{option}"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.env_setup = list(self.env_setup or [])
+        self.extra_sbatch = list(self.extra_sbatch or [])
+        self.check_positive("gpus_per_node", "(GPUs per node of the evaluation job)")
+        self.check_positive("cpus_per_task", "or remove it")
         for line in self.extra_sbatch:
             if not str(line).startswith("-"):
                 raise ConfigError(
@@ -62,16 +70,18 @@ class SlurmSettings:
                 )
 
 
-@dataclass
-class AsyncEvaluationConfig:
+@dataclass(kw_only=True)
+class AsyncEvaluationConfig(Options):
     """Evaluate each saved checkpoint in its own process group while training goes on."""
 
-    launcher: str = "local"
+    launcher: str = field(default="local", metadata=choices(LAUNCHERS))
     """`local`: processes on this machine (`devices`, or `cpu`); `slurm`: one `sbatch` job per checkpoint."""
     tp: int = 1
+    """Tensor parallel size of the evaluation (any layout, not necessarily the training's)."""
     pp: int = 1
+    """Pipeline parallel size of the evaluation."""
     dp: int = 1
-    """The evaluation's layout (any layout; not the training's)."""
+    """Data parallel size of the evaluation."""
     cpu: bool = False
     """Evaluate on CPU processes (gloo); default GPUs (NCCL)."""
     devices: Optional[Union[str, List[int]]] = None
@@ -82,7 +92,7 @@ class AsyncEvaluationConfig:
     their turn without holding up training."""
     timeout_s: int = 21600
     """An evaluation running longer is stopped and recorded as failed (local: killed; Slurm: `--time`)."""
-    poll_interval_s: float = 30.0
+    poll_interval_s: Union[int, float] = 30.0
     """How often (at most) the hook checks the evaluations in flight, between training steps."""
     python: Optional[str] = None
     """The Python that runs `lighteval_nanotron eval`. Unset: the training's interpreter."""
@@ -93,20 +103,20 @@ class AsyncEvaluationConfig:
     logs_dir: Optional[str] = None
     """Where each evaluation's output goes (`<logs_dir>/<model>/<step>/`). Unset: `scripts_dir`."""
     slurm: Optional[SlurmSettings] = None
+    """The Slurm job's settings (`launcher: slurm`; unset: the defaults below)."""
+
+    def named(self, option: str) -> str:
+        return f"{WHERE}.{option}"
 
     def __post_init__(self) -> None:
-        if self.launcher not in LAUNCHERS:
-            raise ConfigError(f"{WHERE}.launcher is {self.launcher!r}: use one of {list(LAUNCHERS)}.")
+        super().__post_init__()
         for name in ("tp", "pp", "dp", "max_in_flight", "timeout_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{WHERE}.{name} is {value!r}: set it to a positive integer.")
-        if not self.poll_interval_s > 0:
-            raise ConfigError(f"{WHERE}.poll_interval_s is {self.poll_interval_s!r}: set it to a positive number.")
+            self.check_positive(name, "or remove it")
+        self.check_positive("poll_interval_s", "(seconds)", kind="number")
+        self.poll_interval_s = float(self.poll_interval_s)
         self.env = {str(key): str(value) for key, value in (self.env or {}).items()}
         if self.launcher == "slurm":
             self.slurm = self.slurm or SlurmSettings()
-            self.slurm.check()
             if (
                 not self.cpu
                 and self.world_size > self.slurm.gpus_per_node
