@@ -27,9 +27,6 @@ from lighteval_nanotron.parallel.launch_env import world_rank
 logger = logging.getLogger(__name__)
 
 LAUNCHER = "evaluation runs in the job that was launched (torchrun/srun), see docs/eval.md"
-SLURM_OPTIONS = ("slurm", "slurm_template", "slurm_script_dir", "slurm_logs_path")
-"""The options of Nanotron's Slurm runner: the hook's asynchronous mode takes them (`slurm` is the
-`slurm.*` fields assembled into one mapping)."""
 HUB_ONLY = "only used to push to the Hub, which is refused"
 ROUTINE = "no effect on what is computed"
 
@@ -83,10 +80,10 @@ NANOTRON_LOGS_PATH = "eval_results/logs"
 
 FIELDS: dict[str, Field] = {
     # Nanotron: its runner's Slurm job per checkpoint (the hook's asynchronous mode, Slurm launcher).
-    "slurm_template": Field(option="slurm_template"),
-    "slurm_script_dir": Field(option="slurm_script_dir"),
-    **{f"slurm.{name}": Field(option=f"slurm.{name}") for name in NANOTRON_SLURM_DEFAULTS},
-    "logs_path": Field(option="slurm_logs_path"),
+    "slurm_template": Field(option="asynchronous.slurm.template"),
+    "slurm_script_dir": Field(option="asynchronous.scripts_dir"),
+    **{f"slurm.{name}": Field(option=f"asynchronous.slurm.{name}") for name in NANOTRON_SLURM_DEFAULTS},
+    "logs_path": Field(option="asynchronous.logs_dir"),
     "local_checkpoint_dir": Field(no_effect="checkpoints are read where they are", default="/scratch"),
     "s3_save_path": Field(no_effect="checkpoints are read from a folder; copy them from S3 first"),
     "nanotron_path": Field(
@@ -265,28 +262,38 @@ def map_lighteval_options(section: Any, where: str = "the lighteval config") -> 
         sources[rule.option] = name if rule.option not in sources else f"{sources[rule.option]}, {name}"
     defaulted = _assemble_loggers(options, sources, notes)
     _assemble_generation(options, sources, notes, where)
-    _assemble_slurm(options, sources)
+    _assemble_asynchronous(options, sources)
     return MappedOptions(options, sources, notes, defaulted)
 
 
-def _assemble_slurm(options: dict[str, Any], sources: dict[str, str]) -> None:
-    """`slurm.*` fields -> one `slurm` mapping (the fields present, defaults included)."""
-    fields = {key.partition(".")[2]: options.pop(key) for key in list(options) if key.startswith("slurm.")}
-    names = [sources.pop(f"slurm.{name}") for name in fields]
-    if fields:
-        options["slurm"] = fields
-        sources["slurm"] = ", ".join(names)
+def _assemble_asynchronous(options: dict[str, Any], sources: dict[str, str]) -> None:
+    """`asynchronous.*` (Nanotron's Slurm runner settings) -> one `asynchronous` mapping, the
+    hook's `asynchronous:` keys (its parser's defaults included: `nanotron_slurm_asked` tells them apart)."""
+    dotted = sorted(key for key in options if key.startswith("asynchronous."))
+    if not dotted:
+        return
+    nested: dict[str, Any] = {}
+    for key in dotted:
+        *parents, leaf = key.split(".")[1:]
+        target = nested
+        for parent in parents:
+            target = target.setdefault(parent, {})
+        target[leaf] = options.pop(key)
+    options["asynchronous"] = nested
+    sources["asynchronous"] = ", ".join(sources.pop(key) for key in dotted)
 
 
-def nanotron_slurm_asked(options: dict[str, Any]) -> bool:
-    """Whether Nanotron's section asks for Slurm jobs: a template, or any Slurm setting (script and
-    log folders included) other than the defaults Nanotron's parser fills in."""
-    slurm = options.get("slurm") or {}
+def nanotron_slurm_asked(asynchronous: dict[str, Any] | None) -> bool:
+    """Whether Nanotron's section asks for Slurm jobs (the mapped `asynchronous` option): a
+    template, or any Slurm setting (script and log folders included) other than the defaults
+    Nanotron's parser fills in."""
+    asynchronous = asynchronous or {}
+    slurm = asynchronous.get("slurm") or {}
     return bool(
-        options.get("slurm_template")
-        or any(value != NANOTRON_SLURM_DEFAULTS[name] for name, value in slurm.items())
-        or options.get("slurm_script_dir") not in (None, NANOTRON_SCRIPT_DIR)
-        or options.get("slurm_logs_path") not in (None, NANOTRON_LOGS_PATH)
+        slurm.get("template")
+        or any(value != NANOTRON_SLURM_DEFAULTS[name] for name, value in slurm.items() if name != "template")
+        or asynchronous.get("scripts_dir") not in (None, NANOTRON_SCRIPT_DIR)
+        or asynchronous.get("logs_dir") not in (None, NANOTRON_LOGS_PATH)
     )
 
 
@@ -401,8 +408,8 @@ OPTIONS = frozenset(
     {
         rule.option
         for rule in FIELDS.values()
-        if rule.option and not rule.option.startswith(("loggers.", "generation.", "slurm."))
+        if rule.option and not rule.option.startswith(("loggers.", "generation.", "asynchronous."))
     }
-    | {"loggers", "generation", "slurm"}
+    | {"loggers", "generation", "asynchronous"}
 )
 """Every option the table can produce; each consumer takes or explains each one."""

@@ -5,7 +5,7 @@ import yaml
 
 from lighteval_nanotron.checkpoint_eval.lighteval_config import EVAL
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.hook.nanotron_lighteval_section import HOOK, HOOK_SLURM
+from lighteval_nanotron.hook.nanotron_lighteval_section import HOOK
 from lighteval_nanotron.lighteval_options import FIELDS, OPTIONS, map_lighteval_options
 
 # lighteval 0.10's examples/nanotron/lighteval_config_override_template.yaml, fields as shipped
@@ -39,7 +39,7 @@ def _map(**section):
     return map_lighteval_options(section, "test")
 
 
-@pytest.mark.parametrize("consumer", [EVAL, HOOK, HOOK_SLURM], ids=["eval", "hook", "hook-slurm"])
+@pytest.mark.parametrize("consumer", [EVAL, HOOK], ids=["eval", "hook"])
 def test_every_option_is_taken_or_explained_by_each_way_in(consumer):
     assert OPTIONS <= consumer.takes | set(consumer.no_use)
 

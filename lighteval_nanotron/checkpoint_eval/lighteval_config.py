@@ -16,7 +16,7 @@ import yaml
 
 from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.lighteval_options import LAUNCHER, SLURM_OPTIONS, Consumer, map_lighteval_options
+from lighteval_nanotron.lighteval_options import LAUNCHER, Consumer, map_lighteval_options
 from lighteval_nanotron.options.flags import flag_name
 
 EVAL = Consumer(
@@ -25,7 +25,7 @@ EVAL = Consumer(
     no_use={
         "eval_interval": "eval evaluates the checkpoints it is given",
         "eval_interval_file": "eval evaluates the checkpoints it is given",
-        **dict.fromkeys(SLURM_OPTIONS, LAUNCHER),
+        "asynchronous": LAUNCHER,
     },
 )
 

@@ -25,30 +25,20 @@ from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.lighteval_options import (
     NANOTRON_SLURM_DEFAULTS,
-    SLURM_OPTIONS,
     Consumer,
+    MappedOptions,
     map_lighteval_options,
     nanotron_slurm_asked,
 )
 
 MESH = "the hook evaluates on the training mesh, in the loop: Slurm settings would launch jobs at this layout"
-IN_LOOP_ONLY = "no Slurm setting differs from Nanotron's defaults, so the hook evaluates in the loop"
-SECTION_OPTIONS = frozenset(field.name for field in dataclasses.fields(EvaluationConfig))
 HOOK = Consumer(
     name="the training hook",
-    takes=SECTION_OPTIONS - {"eval_interval_file"},
-    no_use={
-        "tp": MESH, "pp": MESH, "dp": MESH, "checkpoints_dir": "the hook evaluates the live model",
-        "eval_interval_file": "read by the Slurm jobs' runner only (refused in the loop before this)",
-        **dict.fromkeys(SLURM_OPTIONS, IN_LOOP_ONLY),
-    },
-)  # fmt: skip
-HOOK_SLURM = Consumer(
-    name="the training hook's Slurm jobs",
-    takes=SECTION_OPTIONS | {"tp", "pp", "dp", *SLURM_OPTIONS},
-    no_use={"checkpoints_dir": "each job evaluates the checkpoint the training just saved"},
+    takes=frozenset(field.name for field in dataclasses.fields(EvaluationConfig)),
+    no_use={"tp": MESH, "pp": MESH, "dp": MESH, "checkpoints_dir": "the hook evaluates the live model"},
 )
 WHERE = "Nanotron's lighteval: section"
+LAYOUT = ("tp", "pp", "dp")
 SITE_DEFAULTS = ("partition", "qos", "reservation", "cpus_per_task", "hf_cache")
 """Nanotron's defaults that name Hugging Face's own cluster (hopper-prod, qos low, reservation smollm,
 88 CPUs): left to the cluster's own defaults unless the section sets another value."""
@@ -57,46 +47,57 @@ SITE_DEFAULTS = ("partition", "qos", "reservation", "cpus_per_task", "hf_cache")
 def evaluation_from_nanotron_section(section: Any) -> EvaluationConfig:
     """The hook's section equivalent to Nanotron's `lighteval:` section; logs what did not map."""
     mapped = map_lighteval_options(section, WHERE)
-    asynchronous = nanotron_slurm_asked(mapped.options)
-    if not asynchronous and mapped.options.get("eval_interval_file") is not None:
-        raise ConfigError(
-            f"{WHERE}: eval_interval_file is read at each checkpoint by the Slurm runner: set the slurm fields "
-            "(e.g. slurm.partition) to evaluate in Slurm jobs, or set eval_interval instead."
-        )
-    options = (HOOK_SLURM if asynchronous else HOOK).select(mapped, WHERE)
+    if nanotron_slurm_asked(mapped.options.get("asynchronous")):
+        _layout_into_the_jobs(mapped)
+    else:
+        if mapped.options.get("eval_interval_file") is not None:
+            raise ConfigError(
+                f"{WHERE}: eval_interval_file is read at each checkpoint by the Slurm runner: set the slurm fields "
+                "(e.g. slurm.partition) to evaluate in Slurm jobs, or set eval_interval instead."
+            )
+        if mapped.options.pop("asynchronous", None) is not None:
+            mapped.notes.append(
+                f"{mapped.sources.pop('asynchronous')} (Nanotron's defaults only: the hook evaluates in the loop; "
+                "set a slurm field such as slurm.partition to evaluate in Slurm jobs)"
+            )
+    options = HOOK.select(mapped, WHERE)
     if not options.get("tasks"):
         raise ConfigError(f"{WHERE}: tasks.tasks is empty: set it to task specs, e.g. 'lighteval|arc:easy|0'.")
     options["loggers"] = [*options["loggers"], "log"]
     at_checkpoints = options.get("eval_interval") is None
-    if asynchronous:
-        options["asynchronous"] = _slurm_jobs(options)
+    if "asynchronous" in options:
+        options["asynchronous"] = _slurm_jobs(options["asynchronous"])
     return EvaluationConfig(**options, eval_at_checkpoints=at_checkpoints, eval_at_end=True)
 
 
-def _slurm_jobs(options: dict[str, Any]) -> AsyncEvaluationConfig:
+def _layout_into_the_jobs(mapped: MappedOptions) -> None:
+    """`parallelism` tp/pp/dp: the layout of the Slurm jobs (Nanotron's runner launched them so)."""
+    jobs = mapped.options["asynchronous"]
+    for name in LAYOUT:
+        if name in mapped.options:
+            jobs[name] = mapped.options.pop(name)
+            mapped.sources["asynchronous"] += f", {mapped.sources.pop(name)}"
+
+
+def _slurm_jobs(fields: dict[str, Any]) -> AsyncEvaluationConfig:
     """Nanotron's runner settings as the Slurm launcher's: one task per GPU here where Nanotron ran one
     torchrun per node, so its CPUs per node are shared among the node's tasks."""
-    layout = {name: options.pop(name, None) or 1 for name in ("tp", "pp", "dp")}
-    fields = dict(options.pop("slurm", None) or {})
+    layout = {name: fields.get(name) or 1 for name in LAYOUT}
+    slurm = dict(fields.get("slurm") or {})
     for name in SITE_DEFAULTS:
-        if fields.get(name) == NANOTRON_SLURM_DEFAULTS[name]:
-            fields.pop(name)
-    gpus_per_node = int(fields.pop("gpus_per_node", NANOTRON_SLURM_DEFAULTS["gpus_per_node"]))
-    tasks_per_node = min(math.prod(layout.values()), gpus_per_node)
-    if fields.get("cpus_per_task") is not None:
-        fields["cpus_per_task"] = max(1, int(fields["cpus_per_task"]) // tasks_per_node)
-    slurm = SlurmSettings(
-        gpus_per_node=gpus_per_node,
-        template=options.pop("slurm_template", None),
-        time=fields.pop("time", NANOTRON_SLURM_DEFAULTS["time"]),
-        **fields,
-    )
+        if slurm.get(name) == NANOTRON_SLURM_DEFAULTS[name]:
+            slurm.pop(name)
+    slurm.setdefault("gpus_per_node", NANOTRON_SLURM_DEFAULTS["gpus_per_node"])
+    slurm.setdefault("time", NANOTRON_SLURM_DEFAULTS["time"])
+    tasks_per_node = min(math.prod(layout.values()), slurm["gpus_per_node"])
+    if slurm.get("cpus_per_task") is not None:
+        slurm["cpus_per_task"] = max(1, int(slurm["cpus_per_task"]) // tasks_per_node)
     return AsyncEvaluationConfig(
         launcher="slurm",
         **layout,
-        scripts_dir=options.pop("slurm_script_dir", None),
-        logs_dir=options.pop("slurm_logs_path", None),
-        slurm=slurm,
+        scripts_dir=fields.get("scripts_dir"),
+        logs_dir=fields.get("logs_dir"),
+        slurm=SlurmSettings(**slurm),
     )
 
 
