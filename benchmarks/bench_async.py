@@ -72,7 +72,8 @@ def write_config(folder: Path, mode: str, steps: int, interval: int, max_samples
 def run(mode: str, steps: int, interval: int, max_samples: int) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"bench_async_{mode}_") as tmp:
         config = write_config(Path(tmp), mode, steps, interval, max_samples)
-        command = [sys.executable, "-m", "lighteval_nanotron", "train", "--config-file", str(config), "--cpu", "--nproc", "1"]
+        command = [sys.executable, "-m", "lighteval_nanotron", "train", "--config-file", str(config), "--cpu"]
+        command += ["--nproc", "1"]
         env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                "WANDB_MODE": "disabled", "PYTHONPATH": str(REPO)}  # fmt: skip
         before = resource.getrusage(resource.RUSAGE_CHILDREN)

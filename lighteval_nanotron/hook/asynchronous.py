@@ -29,6 +29,7 @@ from lighteval_nanotron.checkpoint_eval.launch.queue import LaunchQueue, LaunchR
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
+from lighteval_nanotron.parallel.deadline import bounded_collectives
 from lighteval_nanotron.setup.finished_steps import finished_steps
 from lighteval_nanotron.setup.naming import model_name
 from lighteval_nanotron.tracking.log_table import format_results_table
@@ -100,7 +101,8 @@ class AsynchronousEvaluator(TrainingEvaluator):
             if launching:
                 self._prepare(trainer)
 
-        self._agreed(world, prepare)
+        with bounded_collectives(trainer.parallel_context, self.config.failure_timeout_s):
+            self._agreed(world, prepare)
         if launching:
             logger.info(
                 "[lighteval_nanotron] asynchronous evaluation (%s launcher, tp=%d pp=%d dp=%d%s, at most %d in "
