@@ -277,12 +277,14 @@ class AsynchronousEvaluator(TrainingEvaluator):
                     self.config.output_dir,
                     "; ".join(running),
                 )
+        mean = self.step_times.mean_s
         logger.info(
-            "[lighteval_nanotron] asynchronous evaluations: %d done %s, %d failed %s",
+            "[lighteval_nanotron] asynchronous evaluations: %d done %s, %d failed %s; training steps took %s",
             len(self.evaluated),
             sorted(self.evaluated),
             len(self.failures),
             [step for step, _ in self.failures],
+            "unmeasured" if mean is None else f"{mean:.3f}s on average ({len(self.step_times.seconds)} steps)",
         )
 
 
