@@ -9,10 +9,13 @@ process with `lighteval-nanotron train`, three ways, alternated run by run: `non
 (each checkpoint evaluated by a launched local CPU process, `asynchronous: {launcher: local, cpu:
 true}`), on `lighteval|arc:easy|0` and `lighteval|piqa|0` (--max-samples docs each). It prints per
 run: Nanotron's own `elapsed_time_per_iteration_ms` (median and mean over the steps after the first
-two), the wall time of the whole command (async: including the wait for the last evaluations) and
-the CPU seconds of the command and everything it started (evaluations included), then the medians
-per mode. On a machine with as many cores as processes the launched evaluation does not share the
-training's cores; on fewer, it competes with training for them and the step times show it.
+two; it leaves out checkpoint saves and what runs after them, the loop's evaluations included), the
+seconds from the first to the last step's log line (what the training pays, evaluations in the loop
+included; one-second resolution), the wall time of the whole command (async: including the wait for
+the last evaluations) and the CPU seconds of the command and everything it started (evaluations
+included), then the medians per mode. On a machine with as many cores as processes the launched
+evaluation does not share the training's cores; on fewer, it competes with training for them and
+the step times show it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from lighteval_nanotron.nanotron_compat.variant import shipped_config  # noqa: E
 
 REPO = Path(__file__).resolve().parents[1]
 STEP_TIME = re.compile(r"elapsed_time_per_iteration_ms: ([0-9.]+)([KM]?)")
+STEP_LINE = re.compile(r"^(\d\d/\d\d/\d{4} \d\d:\d\d:\d\d) .*iteration: (\d+) / \d+", re.MULTILINE)
 MODES = ("none", "loop", "async")
 
 
@@ -86,6 +90,7 @@ def run(mode: str, steps: int, interval: int, max_samples: int) -> dict:
         log = done.stdout + done.stderr
         scale = {"": 1.0, "K": 1e3, "M": 1e6}
         step_ms = [float(value) * scale[unit] for value, unit in STEP_TIME.findall(log)]
+        stamps = [time.mktime(time.strptime(stamp, "%m/%d/%Y %H:%M:%S")) for stamp, _ in STEP_LINE.findall(log)]
         results = sorted(p.parent.name for p in (Path(tmp) / "eval" / "results").rglob("results_*.json"))
     steady = step_ms[2:] or step_ms
     return {
@@ -93,6 +98,7 @@ def run(mode: str, steps: int, interval: int, max_samples: int) -> dict:
         "steps_logged": len(step_ms),
         "step_ms_median": statistics.median(steady),
         "step_ms_mean": statistics.fmean(steady),
+        "train_s": stamps[-1] - stamps[0] if len(stamps) > 1 else float("nan"),
         "wall_s": wall,
         "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
         "evaluated_steps": results,
@@ -114,7 +120,8 @@ def main() -> None:
             r = runs[-1]
             print(
                 f"{r['mode']:>5}: step {r['step_ms_median']:7.1f} ms median, {r['step_ms_mean']:7.1f} ms mean "
-                f"({r['steps_logged']} steps) | wall {r['wall_s']:6.1f} s | cpu {r['cpu_s']:6.1f} s | "
+                f"({r['steps_logged']} steps) | first to last step {r['train_s']:5.0f} s | wall {r['wall_s']:6.1f} s | "
+                f"cpu {r['cpu_s']:6.1f} s | "
                 f"evaluated steps {r['evaluated_steps']}",
                 flush=True,
             )
@@ -123,6 +130,7 @@ def main() -> None:
         mine = [r for r in runs if r["mode"] == mode]
         print(
             f"{mode:>5}: step {statistics.median(r['step_ms_median'] for r in mine):7.1f} ms | "
+            f"first to last step {statistics.median(r['train_s'] for r in mine):5.0f} s | "
             f"wall {statistics.median(r['wall_s'] for r in mine):6.1f} s | "
             f"cpu {statistics.median(r['cpu_s'] for r in mine):6.1f} s"
         )
