@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lighteval_nanotron.checkpoint_eval.discovery import CheckpointInfo, checkpoint_info
-from lighteval_nanotron.errors import CheckpointError, ConfigError
+from lighteval_nanotron.errors import CheckpointError
 from lighteval_nanotron.models.checkpoint.format import is_complete_checkpoint, read_training_config
 
 Fingerprint = tuple[tuple[str, int, int], ...]
@@ -66,10 +66,6 @@ class ArrivalScanner:
     root: Path
     settle_s: float
     _seen: dict[int, tuple[Fingerprint, float]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.settle_s < 0:
-            raise ConfigError(f"--settle-s {self.settle_s}: use a number of seconds >= 0.")
 
     def scan(self, now: float, handled: set[int]) -> Scan:
         """The complete, settled checkpoints not in `handled` (step order), the steps still being
