@@ -147,16 +147,21 @@ def test_nanotron_slurm_settings_become_slurm_jobs(tmp_path):
     assert "--tp 2 --pp 1 --dp 4" in script and "--loggers json details wandb" in script
 
 
-def test_nanotron_04_slurm_template_through_the_training_config(tmp_path):
+def test_nanotron_slurm_fields_through_the_training_config(tmp_path):
+    """0.4's LightEvalConfig has `slurm_template`, current Nanotron's a `slurm:` section: either asks for jobs."""
     from lighteval_nanotron.hook.training_config import load_training_config
+    from tests.helpers.nanotron_versions import ON_MAIN
 
     template = tmp_path / "eval.slurm"
     template.write_text("#!/bin/bash\n${sbatch}\n#SBATCH --exclusive\n${setup}\n${command}\n")
     path = _with_nanotron_section(tmp_path, keep_ours=False)
     content = yaml.safe_load(path.read_text())
-    content["lighteval"]["slurm_template"] = str(template)
+    content["lighteval"].update({"slurm": {"partition": "eval"}} if ON_MAIN else {"slurm_template": str(template)})
     content["checkpoints"]["checkpoint_interval"] = 1
     path.write_text(yaml.safe_dump(content))
     section = load_training_config(str(path)).lighteval_nanotron
-    assert section.asynchronous.launcher == "slurm" and section.asynchronous.slurm.template == str(template)
+    jobs = section.asynchronous
+    assert jobs.launcher == "slurm" and (jobs.slurm.partition if ON_MAIN else jobs.slurm.template) == (
+        "eval" if ON_MAIN else str(template)
+    )
     assert section.eval_at_checkpoints and section.loggers == ["json", "details", "log"]
