@@ -81,6 +81,8 @@ def eval_config(
                 )
             options[name] = value
     options.update(flags)
-    if not options.get("tasks"):
-        raise ConfigError("No tasks: give --tasks, or tasks.tasks in the --lighteval-config-path YAML.")
+    if not options.get("tasks") and not options.get("held_out"):
+        raise ConfigError(
+            "No tasks: give --tasks (or tasks.tasks in the --lighteval-config-path YAML), or --held-out NAME=PATH."
+        )
     return CheckpointEvalConfig(**options)

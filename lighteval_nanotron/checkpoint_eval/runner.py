@@ -31,11 +31,12 @@ from lighteval_nanotron.checkpoint_eval.discovery import (
 )
 from lighteval_nanotron.checkpoint_eval.loading import check_same_model, resolve_dtype, tokenizer_source
 from lighteval_nanotron.checkpoint_eval.mesh_setup import collectively, parallel_context_for
-from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model
+from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model, read_training_config
 from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, check_model_layout, load_checkpoint_weights
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron_trainer
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.pipeline.result import EvaluationResult, raise_for_failed_tasks
+from lighteval_nanotron.requests.held_out import held_out_key
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,8 @@ class EvaluationPlan:
     """The tasks still to evaluate at each pending step (all of them when the step has no results)."""
     docs: dict[str, Any] = field(default_factory=dict)
     """Every task's `TaskDocs`, built on world rank 0 and broadcast (datasets opened once)."""
+    sequence_length: int | None = None
+    """The first checkpoint's training `tokens.sequence_length` (the held-out windows' default length)."""
 
 
 def _discover(config: CheckpointEvalConfig) -> list[CheckpointInfo]:
@@ -103,7 +106,8 @@ def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> Eval
     tasks = collectively(world, "loading the tasks", lambda: load_tasks(config))
     backfill = config.checkpoints_dir is not None
     done = finished_tasks_by_step(config.output_dir, model_name, world) if backfill else {}
-    tasks_by_step = pending_tasks(checkpoints, list(tasks), done, config.max_samples)
+    names = [*tasks, *(held_out_key(spec.name) for spec in config.held_out_specs)]
+    tasks_by_step = pending_tasks(checkpoints, names, done, config.max_samples)
     todo = [info for info in checkpoints if info.step in tasks_by_step]
     skipped = sorted(info.step for info in checkpoints if info.step not in tasks_by_step)
     if not todo:
@@ -129,7 +133,10 @@ def with_prepared_inputs(
     needed = set(plan.tasks) if every_task else {name for names in plan.tasks_by_step.values() for name in names}
     tasks = {name: task for name, task in plan.tasks.items() if name in needed}
     docs = collectively(world, "loading the datasets", lambda: _load_docs(config, tasks, world))
-    return dataclasses.replace(plan, tokenizer=tokenizer, prompts=prompts, tasks=tasks, docs=docs)
+    length = (read_training_config(plan.checkpoints[0].path).get("tokens") or {}).get("sequence_length")
+    return dataclasses.replace(
+        plan, tokenizer=tokenizer, prompts=prompts, tasks=tasks, docs=docs, sequence_length=length
+    )
 
 
 class CheckpointEvaluator:
@@ -165,17 +172,21 @@ class CheckpointEvaluator:
         """The pipeline of the tasks still to evaluate at `step`, prepared once per task set."""
         from lighteval_nanotron.setup.tasks import prepare_pipeline
 
-        names = tuple(self.setup.tasks_by_step.get(step, list(self.setup.tasks)))
+        every = [*self.setup.tasks, *(held_out_key(spec.name) for spec in self.config.held_out_specs)]
+        names = tuple(self.setup.tasks_by_step.get(step, every))
+        tasks = [name for name in names if name in self.setup.tasks]
         if names not in self.pipelines:
             self.pipelines[names] = collectively(
                 self.world,
                 "preparing the requests",
                 lambda: prepare_pipeline(
                     self.engine,
-                    {name: self.setup.tasks[name] for name in names},
+                    {name: self.setup.tasks[name] for name in tasks},
                     self.config,
                     self.setup.model_name,
-                    docs={name: self.setup.docs[name] for name in names},
+                    docs={name: self.setup.docs[name] for name in tasks},
+                    sequence_length=self.setup.sequence_length,
+                    held_out=list(names),
                 ),
             )
         return self.pipelines[names]

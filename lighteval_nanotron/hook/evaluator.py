@@ -130,10 +130,13 @@ class TrainingEvaluator:
             # Agreed phases: the second has collectives (datasets loaded once, broadcast), so every
             # rank must have got through the first (tokenizer, tasks) before any rank enters it.
             engine, tasks = self._agreed(world, engine_and_tasks)
-            self.pipeline = self._agreed(world, lambda: prepare_pipeline(engine, tasks, self.config, self.model_name))
+            length = int(trainer.config.tokens.sequence_length)
+            self.pipeline = self._agreed(
+                world, lambda: prepare_pipeline(engine, tasks, self.config, self.model_name, sequence_length=length)
+            )
             self._agreed(world, open_outputs)
             done = finished_tasks_by_step(self.config.output_dir, self.model_name, world)
-        for step in finished_steps(done, list(self.pipeline.tasks), self.pipeline.max_samples):
+        for step in finished_steps(done, self.pipeline.result_names, self.pipeline.max_samples):
             self.schedule.mark(step)
         self.progress = tqdm(
             total=len(self._remaining_steps(trainer)),
@@ -144,7 +147,8 @@ class TrainingEvaluator:
         _log_rank0(
             world,
             logging.INFO,
-            f"[lighteval_nanotron] prepared {', '.join(self.config.tasks)} in {time.perf_counter() - started:.1f}s; "
+            f"[lighteval_nanotron] prepared {', '.join(self.pipeline.result_names)} "
+            f"in {time.perf_counter() - started:.1f}s; "
             f"evaluating at {self._plan_description(trainer)}",
         )
 

@@ -77,6 +77,7 @@ def test_the_launched_command_carries_every_option_of_the_section(tmp_path):
         multichoice_continuations_start_space=False, generation={"temperature": 0.5, "seed": 3}, bootstrap_iters=10,
         loggers=["json", "tensorboard", "wandb"], tensorboard_prefix="ev", wandb_entity="team", wandb_mode="offline",
         wandb_tags="a,b", data_dirs=["bundled", "/data"], model_name="ignored", progress_bar=True,
+        held_out={"web": "/data/web", "code": "/data/code"}, held_out_tokens=5000, held_out_sequence_length=64,
     )  # fmt: skip
     settings = AsyncEvaluationConfig(cpu=True, tp=2)
     wandb = {"wandb_project": "p", "wandb_group": "g", "wandb_run_name": "run-eval-3", "wandb_run_id": "id-eval-3"}
@@ -86,8 +87,14 @@ def test_the_launched_command_carries_every_option_of_the_section(tmp_path):
     config = eval_config(given_options(parsed, CheckpointEvalConfig, names))
     launch = {"model_name": "org/run", "progress_bar": False, **wandb}
     for field in dataclasses.fields(EvaluationOptions):
+        if field.name == "held_out":  # the section's mapping arrives as the flag's NAME=PATH items
+            assert config.held_out_specs == section.held_out_specs
+            continue
         assert getattr(config, field.name) == launch.get(field.name, getattr(section, field.name)), field.name
     assert (config.checkpoint, config.tp, config.cpu, config.tokenizer) == (str(tmp_path / "3"), 2, True, "tok")
+    detailed = _section(tmp_path, held_out={"web": {"path": "/data/web", "split": "test"}})
+    with pytest.raises(ConfigError, match="--held-out flag cannot carry"):
+        eval_arguments(detailed, tmp_path / "3", "org/run", settings, None)
 
 
 def test_environment_leaves_the_training_behind():

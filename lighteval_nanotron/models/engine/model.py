@@ -24,14 +24,16 @@ from lighteval_nanotron.models.engine.generation_plan import (
     build_generation_plan,
     generation_requests,
 )
+from lighteval_nanotron.models.engine.held_out import HeldOutPlan, build_held_out_plan, run_held_out
 from lighteval_nanotron.models.engine.runtime import Runtime, inference_mode
 from lighteval_nanotron.models.engine.scoring import run_scoring
 from lighteval_nanotron.models.engine.scoring_plan import ScoringPlan, build_batches, loglikelihood_rows, rolling_rows
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.parallel.tp_mode import all_reduce_form
 from lighteval_nanotron.requests import Doc, ModelResponse
+from lighteval_nanotron.requests.held_out import HeldOutLosses, HeldOutSet
 
-Plan = ScoringPlan | GenerationPlan
+Plan = ScoringPlan | GenerationPlan | HeldOutPlan
 T = TypeVar("T")
 
 
@@ -55,6 +57,8 @@ class NanotronLightevalModel(LightevalModel):
     ):
         self.config = config or EngineConfig()
         self.runtime = Runtime.build(model, parallel_context, tokenizer, self.config)
+        self.vocab_size = int(self.runtime.family.config_of(model).vocab_size)
+        """The model's vocabulary (held-out token ids must fit it)."""
         if prompt_fn is None:
             from lighteval_nanotron.tasks.prompt_manager import PromptManager
 
@@ -64,6 +68,11 @@ class NanotronLightevalModel(LightevalModel):
     @property
     def max_length(self) -> int:
         return self.runtime.max_length
+
+    @property
+    def tokenizer(self) -> Any:
+        """The tokenizer the engine encodes with (held-out text is tokenized with it)."""
+        return self.runtime.tok.tokenizer
 
     @property
     def is_reporting_rank(self) -> bool:
@@ -121,10 +130,19 @@ class NanotronLightevalModel(LightevalModel):
         pools = mesh.pp_size if self.config.pipeline_overlap else 1
         return build_generation_plan(requests, self.config, mesh.dp_size, mesh.dp_rank, self._min_batches, pools)
 
-    def run(self, plan: Plan) -> list[ModelResponse]:
+    def prepare_held_out(self, held_out: HeldOutSet) -> HeldOutPlan:
+        """Plan scoring a held-out domain's windows (every rank passes the same set): this
+        replica's contiguous share, cut into micro-batches of whole windows."""
+        mesh = self.runtime.mesh
+        return build_held_out_plan(held_out, self.config, mesh.dp_size, mesh.dp_rank, self._min_batches)
+
+    def run(self, plan: Plan) -> list[ModelResponse] | list[HeldOutLosses]:
         """Evaluate a prepared plan on the model's current weights (no_grad, eval mode restored;
-        TP linears in all-reduce form, their own TP mode restored: see `parallel.tp_mode`)."""
+        TP linears in all-reduce form, their own TP mode restored: see `parallel.tp_mode`). A
+        held-out plan gives `[HeldOutLosses]` on the ranks that receive results."""
         with inference_mode(self.runtime.inner), all_reduce_form(self.runtime.inner):
+            if isinstance(plan, HeldOutPlan):
+                return run_held_out(self.runtime, plan)
             if isinstance(plan, GenerationPlan):
                 return run_generation(self.runtime, plan)
             return run_scoring(self.runtime, plan)
@@ -135,6 +153,8 @@ class NanotronLightevalModel(LightevalModel):
         its useful tokens (context once plus what is scored or generated)."""
         if isinstance(plan, GenerationPlan):
             return list(plan.doc_processed_tokens), list(plan.doc_useful_tokens)
+        if isinstance(plan, HeldOutPlan):
+            return [float(plan.sequence_length)] * plan.total_windows, [plan.sequence_length] * plan.total_windows
         return [spec.processed_tokens for spec in plan.specs], [spec.useful_tokens for spec in plan.specs]
 
     def loglikelihood(self, docs: list[Doc], unconditioned: bool = False) -> list[ModelResponse]:
