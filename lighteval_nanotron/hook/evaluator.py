@@ -13,7 +13,8 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from lighteval_nanotron.errors import EvaluationError
+from lighteval_nanotron.console_errors import wants_traceback
+from lighteval_nanotron.errors import EvaluationError, LightevalNanotronError
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.schedule import EvalSchedule, Moment
 from lighteval_nanotron.hook.state_guard import preserve_training_state
@@ -198,7 +199,14 @@ class TrainingEvaluator:
                     raise_for_failed_tasks(result)
             except Exception as caught:  # noqa: BLE001 - agreed on below, so that no rank hangs
                 error = caught
-                logger.error("[lighteval_nanotron] evaluation at step %d raised on this rank", step, exc_info=caught)
+                # this library's errors are said in the agreed verdict; a traceback only for anything else
+                traceback = caught if not isinstance(caught, LightevalNanotronError) or wants_traceback() else None
+                logger.log(
+                    logging.ERROR if traceback else logging.DEBUG,
+                    "[lighteval_nanotron] evaluation at step %d raised on this rank",
+                    step,
+                    exc_info=traceback,
+                )
             if error is not None and is_timeout(error):
                 raise _stalled_peer_error(step, self.config.failure_timeout_s) from error
             verdict = agree(

@@ -55,12 +55,31 @@ def training_wandb(trainer: Any, config: Optional[EvaluationConfig]) -> Iterator
 
     module = nanotron.trainer.wandb
     nanotron.trainer.wandb = None
-    run = _open_run(trainer, config) if wants_wandb(config) else None
+    run = _agreed_run(trainer, config) if wants_wandb(config) else None
     try:
         yield run
     finally:
         if run is not None:
             nanotron.trainer.wandb = module
+
+
+def _agreed_run(trainer: Any, config: EvaluationConfig) -> Any:
+    """`_open_run` on every rank, agreed: if W&B fails on the logging rank, every rank raises its
+    TrackingError together (the others would otherwise wait for it in their next collective)."""
+    from lighteval_nanotron.errors import TrackingError
+    from lighteval_nanotron.parallel.agreement import agree
+
+    run, error = None, None
+    try:
+        run = _open_run(trainer, config)
+    except Exception as caught:  # noqa: BLE001 - agreed on below, then raised on every rank
+        error = caught
+    world = trainer.parallel_context.world_pg
+    hint = "Raise lighteval_nanotron.failure_timeout_s if W&B is just slow to start."
+    verdict = agree(error, world, config.failure_timeout_s, "opening the W&B run", timeout_hint=hint)
+    if verdict.failed:
+        raise TrackingError(f"opening the W&B run failed, so training does not start: {verdict.describe()}") from error
+    return run
 
 
 def _open_run(trainer: Any, config: EvaluationConfig) -> Any:

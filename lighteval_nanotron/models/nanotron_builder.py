@@ -23,6 +23,7 @@ import torch.distributed as dist
 
 from lighteval_nanotron.cpu import is_cpu_support_enabled
 from lighteval_nanotron.errors import CheckpointError, LayoutError, UnsupportedModelError
+from lighteval_nanotron.models.checkpoint.content import check_weight_content
 from lighteval_nanotron.models.checkpoint.format import (
     CONVERTED_STAGE,
     DEFAULT_ROPE_THETA,
@@ -227,9 +228,11 @@ def load_checkpoint_weights(
     model: "NanotronModel", parallel_context: "ParallelContext", path: Union[str, Path]
 ) -> None:
     """Copy a checkpoint's weights into a built model, resharding them to its layout (files checked
-    first: every weight whole, no weight the model lacks; collective over the world group)."""
+    first: every weight whole and floating point, no weight the model lacks, no value a trained
+    model cannot have; collective over the world group)."""
     check_checkpoint_integrity(path, model_weight_shapes(model, parallel_context.world_pg))
     check_weight_shapes(model, path)
+    check_weight_content(path, parallel_context.world_pg)
     from nanotron.serialize.weights import load_weights
 
     try:

@@ -18,6 +18,8 @@ from typing import Iterator
 import torch
 import torch.distributed as dist
 
+from lighteval_nanotron.errors import EvaluationError
+
 
 @dataclass
 class LogitsWidthRecord:
@@ -79,6 +81,7 @@ def target_logprobs(
     _observe(shard_logits)
     logits = shard_logits.float()
     shard = logits.shape[-1]
+    _check_targets(targets, shard * _tp_size(tp_group))
     start = shard * (dist.get_rank(tp_group) if _tp_size(tp_group) > 1 else 0)
     local = targets.to(logits.device) - start
     owned = (local >= 0) & (local < shard)
@@ -108,6 +111,18 @@ def target_logprobs(
     logprobs = target_logit - row_max - torch.log(sum_exp)
     is_greedy = target_logit >= row_max
     return logprobs, is_greedy
+
+
+def _check_targets(targets: torch.Tensor, vocab_size: int) -> None:
+    """Every target must be owned by exactly one shard: a target no shard owns would get the made-up
+    logit 0 (and a finite log-probability). The same check on every TP rank (same targets), so they
+    all raise together; the engine refuses such ids at setup, so this is the last line."""
+    if targets.numel() and not bool(((targets >= 0) & (targets < vocab_size)).all()):
+        wrong = targets[(targets < 0) | (targets >= vocab_size)][0].item()
+        raise EvaluationError(
+            f"target token id {wrong} is outside the vocabulary of {vocab_size} ids that the logits cover: its "
+            "log-probability does not exist. Use the tokenizer the model was trained with."
+        )
 
 
 def greedy_tokens(shard_logits: torch.Tensor, tp_group: dist.ProcessGroup | None) -> torch.Tensor:

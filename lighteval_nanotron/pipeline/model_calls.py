@@ -15,6 +15,7 @@ from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.pipeline.request_groups import RequestGroup
+from lighteval_nanotron.pipeline.truncation import report_truncation
 from lighteval_nanotron.requests import ModelResponse, SamplingMethod
 
 MODEL_CALLS = {
@@ -66,6 +67,7 @@ def prepare_requests(model: Any, groups: list[RequestGroup]) -> PreparedRequests
     if not plans_ahead(model):
         return PreparedRequests(groups, [None] * len(groups))
     plans = [getattr(model, PREPARE_CALLS[g.method])(g.docs, **_kwargs(g)) for g in groups]
+    report_truncation(model, groups, plans)
     return PreparedRequests(groups, plans)
 
 

@@ -9,6 +9,7 @@ multiple-choice tasks, or a value passed in `chance`.
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ from lighteval_nanotron.requests.held_out import HELD_OUT_PREFIX, is_held_out_ke
 from lighteval_nanotron.tracking.paths import results_dir, step_details_dir, step_details_root
 from lighteval_nanotron.tracking.plot import History, _new_figure, load_history
 from lighteval_nanotron.tracking.training_loss import read_training_loss, training_loss_path
+
+logger = logging.getLogger(__name__)
 
 Chance = dict[str, dict[str, float]]
 """task -> metric -> chance level."""
@@ -34,7 +37,11 @@ def chance_levels(output_dir: str | Path, model_name: str) -> Chance:
     folder = step_details_dir(output_dir, model_name, steps[0]) if steps else None
     chance: Chance = {}
     for path in sorted(folder.glob("details_*.parquet")) if folder is not None else []:
-        table = pq.read_table(path, columns=["task_name", "sampling_method", "choices"]).to_pylist()
+        try:
+            table = pq.read_table(path, columns=["task_name", "sampling_method", "choices"]).to_pylist()
+        except (OSError, ValueError, KeyError) as error:  # pyarrow's ArrowInvalid is a ValueError
+            logger.warning("No chance level from %s: not a readable details file (%s)", path, error)
+            continue
         scored = [row for row in table if "LOGPROB" in str(row["sampling_method"]).upper() and row["choices"]]
         if scored:
             level = sum(1 / len(row["choices"]) for row in scored) / len(scored)

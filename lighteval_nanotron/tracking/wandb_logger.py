@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.errors import ConfigError, TrackingError
 from lighteval_nanotron.options import TrackingOptions
 from lighteval_nanotron.pipeline.result import EvaluationResult
 from lighteval_nanotron.tracking.logger import EvaluationLogger
@@ -47,20 +47,29 @@ def open_run(
     config: Any = None,
 ) -> Any:
     """A new W&B run with the options' W&B settings; `project`, `name` and `group` apply where the
-    options leave them unset (the hook: the training's project and run), `config` is recorded with it."""
+    options leave them unset (the hook: the training's project and run), `config` is recorded with
+    it. A run W&B cannot open (no API key, no network, an unwritable `dir`) is a TrackingError in one
+    line saying the ways out, instead of W&B's own exception."""
     wandb = import_wandb()
-    return wandb.init(
-        project=options.wandb_project or project,
-        name=options.wandb_run_name or name,
-        entity=options.wandb_entity,
-        group=options.wandb_group or group,
-        tags=options.wandb_tags,
-        id=options.wandb_run_id,
-        resume="allow" if options.wandb_run_id else None,
-        mode=options.wandb_mode,
-        dir=options.wandb_dir,
-        config=config,
-    )
+    try:
+        return wandb.init(
+            project=options.wandb_project or project,
+            name=options.wandb_run_name or name,
+            entity=options.wandb_entity,
+            group=options.wandb_group or group,
+            tags=options.wandb_tags,
+            id=options.wandb_run_id,
+            resume="allow" if options.wandb_run_id else None,
+            mode=options.wandb_mode,
+            dir=options.wandb_dir,
+            config=config,
+        )
+    except Exception as error:  # noqa: BLE001 - W&B raises many types; each becomes one actionable error
+        raise TrackingError(
+            f"W&B could not open a run ({type(error).__name__}: {' '.join(str(error).split())}): log in "
+            "(`wandb login` or WANDB_API_KEY), use W&B's offline mode (wandb_mode: offline, or WANDB_MODE=offline; "
+            "`wandb sync` later), or remove `wandb` from the loggers."
+        ) from error
 
 
 class WandbLogger(EvaluationLogger):

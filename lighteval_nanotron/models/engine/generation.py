@@ -348,6 +348,7 @@ def run_generation(rt: Runtime, plan: GenerationPlan) -> list[ModelResponse]:
             truncated_tokens_count=r.truncated_tokens_count,
             padded_tokens_count=plan.padded_tokens_count.get(r.index, 0),
             non_finite_logits=r.index in non_finite,
+            unknown_tokens=[t for g in samples[r.index] for t in g if t >= rt.tokenizer_size],
         )
         for r in plan.requests
     ]

@@ -28,6 +28,7 @@ from lighteval_nanotron.models.engine.held_out import HeldOutPlan, build_held_ou
 from lighteval_nanotron.models.engine.runtime import Runtime, inference_mode
 from lighteval_nanotron.models.engine.scoring import run_scoring
 from lighteval_nanotron.models.engine.scoring_plan import ScoringPlan, build_batches, loglikelihood_rows, rolling_rows
+from lighteval_nanotron.models.engine.vocabulary import check_token_ids
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.parallel.tp_mode import all_reduce_form
 from lighteval_nanotron.requests import Doc, ModelResponse
@@ -57,8 +58,8 @@ class NanotronLightevalModel(LightevalModel):
     ):
         self.config = config or EngineConfig()
         self.runtime = Runtime.build(model, parallel_context, tokenizer, self.config)
-        self.vocab_size = int(self.runtime.family.config_of(model).vocab_size)
-        """The model's vocabulary (held-out token ids must fit it)."""
+        self.vocab_size = self.runtime.vocab_size
+        """The model's vocabulary (every token id fed or scored must fit it: `engine.vocabulary`)."""
         if prompt_fn is None:
             from lighteval_nanotron.tasks.prompt_manager import PromptManager
 
@@ -110,25 +111,40 @@ class NanotronLightevalModel(LightevalModel):
         `doc.unconditioned_query` (for PMI) where the doc has one."""
         rt = self.runtime
         rows, specs, slots, useful = self.computed_once(
-            lambda: loglikelihood_rows(docs, rt.tok, self.prompt_fn, self.config, self.max_length, unconditioned)
+            lambda: self._checked_rows(
+                docs, loglikelihood_rows(docs, rt.tok, self.prompt_fn, self.config, self.max_length, unconditioned)
+            )
         )
         return self._scoring_plan("loglikelihood", rows, specs, slots, useful)
 
     def prepare_rolling(self, docs: Sequence[Doc]) -> ScoringPlan:
         """Plan the rolling log-likelihood of each doc's prompt text (sliding windows)."""
         rows, specs, slots, useful = self.computed_once(
-            lambda: rolling_rows(docs, self.runtime.tok, self.prompt_fn, self.config, self.max_length)
+            lambda: self._checked_rows(
+                docs, rolling_rows(docs, self.runtime.tok, self.prompt_fn, self.config, self.max_length)
+            )
         )
         return self._scoring_plan("rolling", rows, specs, slots, useful)
 
     def prepare_generation(self, docs: Sequence[Doc]) -> GenerationPlan:
         """Plan greedy generation for each doc (its `generation_size` and `stop_sequences`)."""
         mesh = self.runtime.mesh
-        requests = self.computed_once(
-            lambda: generation_requests(docs, self.prompt_fn, self.runtime.tok, self.config, self.max_length)
-        )
+
+        def checked_requests() -> list:
+            requests = generation_requests(docs, self.prompt_fn, self.runtime.tok, self.config, self.max_length)
+            check_token_ids([r.input_ids for r in requests], self.runtime.vocab_size, lambda k: _doc_name(docs[k]))
+            return requests
+
+        requests = self.computed_once(checked_requests)
         pools = mesh.pp_size if self.config.pipeline_overlap else 1
         return build_generation_plan(requests, self.config, mesh.dp_size, mesh.dp_rank, self._min_batches, pools)
+
+    def _checked_rows(self, docs: Sequence[Doc], built: tuple) -> tuple:
+        """`built` (a scoring plan's rows, ...) once every fed and scored id is in the model's vocabulary."""
+        rows = built[0]
+        sequences = [ids for row in rows for ids in (row.input_ids, row.targets)]
+        check_token_ids(sequences, self.runtime.vocab_size, lambda k: _doc_name(docs[rows[k // 2].doc_index]))
+        return built
 
     def prepare_held_out(self, held_out: HeldOutSet) -> HeldOutPlan:
         """Plan scoring a held-out domain's windows (every rank passes the same set): this
@@ -157,6 +173,17 @@ class NanotronLightevalModel(LightevalModel):
             return [float(plan.sequence_length)] * plan.total_windows, [plan.sequence_length] * plan.total_windows
         return [spec.processed_tokens for spec in plan.specs], [spec.useful_tokens for spec in plan.specs]
 
+    def truncation(self, plan: Plan) -> list[tuple[int, int]]:
+        """Per doc of the plan (in order): (context tokens cut from the left to fit `max_length`,
+        continuation tokens left unscored because the continuation alone is longer; generation:
+        new tokens asked for beyond what the window leaves)."""
+        if isinstance(plan, GenerationPlan):
+            return [(r.truncated_tokens_count, r.capped_new_tokens) for r in plan.requests]
+        return [
+            (min(len(spec.input_tokens), spec.truncated_tokens_count), spec.unscored_continuation_tokens)
+            for spec in plan.specs
+        ]
+
     def loglikelihood(self, docs: list[Doc], unconditioned: bool = False) -> list[ModelResponse]:
         return self.run(self.prepare_loglikelihood(docs, unconditioned))
 
@@ -165,3 +192,7 @@ class NanotronLightevalModel(LightevalModel):
 
     def greedy_until(self, docs: list[Doc]) -> list[ModelResponse]:
         return self.run(self.prepare_generation(docs))
+
+
+def _doc_name(doc: Doc) -> str:
+    return f"task {doc.task_name or '?'}, doc {doc.id!r}"
