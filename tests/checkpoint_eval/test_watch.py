@@ -111,7 +111,11 @@ def test_watch_evaluates_slowly_copied_checkpoints_once_and_ends_at_the_last(
 
 
 def _hidden_files(folder: Path) -> list[Path]:
-    return [path for path in folder.rglob(".*") if path.is_file()]
+    """Half-written files: the atomic writer's temporaries (`.<name>.<random>.tmp`), or any other hidden
+    file but the output folder's lock file."""
+    from lighteval_nanotron.tracking.output_lock import LOCK_NAME
+
+    return [path for path in folder.rglob(".*") if path.is_file() and path.name != LOCK_NAME]
 
 
 def test_watch_resumes_after_a_restart_and_stops_on_sigterm_and_a_stop_file(
