@@ -5,8 +5,8 @@ package's own `__init__` is the room `lighteval_nanotron`). `LAYERS` orders the 
 first. What is checked, for every module of the package:
 
 1. every import it makes, wherever it is (module level, inside functions, under
-   `if TYPE_CHECKING:`; relative imports resolved; a module named by a dotted string constant such
-   as `importlib.import_module("lighteval_nanotron.x")` or a lazy-export table counts too), names
+   `if TYPE_CHECKING:`; relative imports resolved; a module of the package named by a dotted string
+   constant, as `importlib.import_module("lighteval_nanotron.x")` or a lazy-export table, counts too), names
    its own room or a room of a lower layer; rooms of the same layer do not import each other;
 2. its room is declared in `LAYERS` (a new room is placed there; a declared room may not exist yet:
    the order also places the rooms of work in flight);
@@ -42,7 +42,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("analysis",),
     ("lighteval_options",),
     ("setup",),
-    ("hook", "checkpoint_eval", "convert", "evaluate_once"),
+    ("checkpoint_eval", "convert", "evaluate_once"),
+    ("hook",),
     ("cli",),
     ("__main__", ROOT),
 )
@@ -69,6 +70,14 @@ def _room(module: str) -> str:
     return parts[1] if len(parts) > 1 else ROOT
 
 
+def _is_module_name(text: str) -> bool:
+    """A dotted string naming a module of the package (a lazy export), not e.g. a config key."""
+    if not _MODULE_STRING.fullmatch(text):
+        return False
+    location = PACKAGE.parent.joinpath(*text.split("."))
+    return location.with_suffix(".py").is_file() or (location / "__init__.py").is_file()
+
+
 def _imports(path: Path) -> list[tuple[str, list[str]]]:
     """(imported module, names taken from it) for every import of the file, anywhere in it."""
     module = _module_name(path)
@@ -83,7 +92,7 @@ def _imports(path: Path) -> list[tuple[str, list[str]]]:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
             found.append((base, [alias.name for alias in node.names]))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_STRING.fullmatch(node.value):
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _is_module_name(node.value):
             found.append((node.value, []))
     return found
 

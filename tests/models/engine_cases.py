@@ -133,6 +133,7 @@ def evaluate(checkpoint: str, tp: int, pp: int, dp: int, config: dict, model: di
         seconds = time.perf_counter() - start
     plan = engine.prepare_loglikelihood(docs, unconditioned=True)
     return {
+        "placement": _placement(llama),
         "plan_stats": plan.stats,
         "generation_stats": generation_plan.stats,
         "loglikelihood": loglikelihood,
@@ -149,6 +150,27 @@ def evaluate(checkpoint: str, tp: int, pp: int, dp: int, config: dict, model: di
         "loglikelihood_gather": gathered,
         "dense_payload_bytes": len(pickle.dumps(([s + 0.5 for s in range(plan.num_slots)], [0] * plan.num_slots))),
     }
+
+
+def _placement(model) -> dict[int, list[str]]:
+    """The pipeline rank of each of the model's `PipelineBlock`s (`emb`, `L0`.., `norm`, `head`,
+    `cast`), as Nanotron placed them: {pp rank: blocks in forward order}."""
+    from nanotron.parallel.pipeline_parallel.block import PipelineBlock
+
+    short = {
+        "token_position_embeddings": "emb",  # Llama, Qwen2
+        "token_embeddings": "emb",  # Starcoder2
+        "embeds_dropout": "dropout",
+        "final_layer_norm": "norm",
+        "lm_head": "head",
+        "cast_to_fp32": "cast",
+    }
+    placement: dict[int, list[str]] = {}
+    for name, module in model.model.named_modules():  # the inner model: the training model's loss is one too
+        if isinstance(module, PipelineBlock):
+            last = name.split(".")[-1]
+            placement.setdefault(module.rank, []).append(short.get(last, f"L{last}"))
+    return placement
 
 
 def evaluate_with_failing_rank(checkpoint: str, tp: int, pp: int, dp: int) -> None:
