@@ -32,7 +32,11 @@ from lighteval_nanotron.checkpoint_eval.discovery import (
 from lighteval_nanotron.checkpoint_eval.loading import check_same_model, resolve_dtype, tokenizer_source
 from lighteval_nanotron.checkpoint_eval.mesh_setup import collectively, parallel_context_for
 from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model, read_training_config
-from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, check_model_layout, load_checkpoint_weights
+from lighteval_nanotron.models.checkpoint.nanotron_builder import (
+    build_nanotron_model,
+    check_model_layout,
+    load_checkpoint_weights,
+)
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron_trainer
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.pipeline.result import EvaluationResult, raise_for_failed_tasks

@@ -17,8 +17,8 @@ import logging
 import os
 import sys
 
-from lighteval_nanotron import __version__
 from lighteval_nanotron.console_errors import TRACEBACK_ENV, report_exception
+from lighteval_nanotron.version import __version__
 
 COMMANDS = (
     "lighteval_nanotron.cli.tasks_cmd",

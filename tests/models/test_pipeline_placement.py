@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from lighteval_nanotron.models.families.llama.tiny import tiny_llama_config
+from lighteval_nanotron.models.families.starcoder2.tiny import tiny_starcoder2_config
 from tests.helpers.distributed import run_distributed
 from tests.helpers.nanotron_main import requires_qwen2
-from tests.helpers.tiny_model import make_tiny_checkpoint, tiny_llama_config, tiny_starcoder2_config, tiny_tokenizer
+from tests.helpers.tiny_model import make_tiny_checkpoint, tiny_tokenizer
 from tests.models.engine_cases import assert_same, run_engine
 from tests.models.held_out_cases import held_out_run, write_text_jsonl
 
@@ -109,7 +111,7 @@ def test_qwen2_with_a_rank_without_a_block_matches_tp1(tmp_path):
     its final norm always sits with `lm_head` on the last stage that has blocks; at PP2 this model
     is all on stage 0 and PP rank 1 holds nothing."""
     from lighteval_nanotron.convert import convert_hf_to_nanotron
-    from tests.convert.tiny_qwen2 import tiny_hf_qwen2
+    from lighteval_nanotron.models.families.qwen2.tiny import tiny_hf_qwen2
 
     tiny_hf_qwen2(intermediate_size=32).save_pretrained(tmp_path / "hf")
     tiny_tokenizer().save_pretrained(tmp_path / "hf")

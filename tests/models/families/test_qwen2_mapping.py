@@ -16,13 +16,17 @@ import torch.nn.functional as F
 
 from lighteval_nanotron.convert import convert_hf_to_nanotron
 from lighteval_nanotron.convert.hf_source import SafetensorsWeights
-from lighteval_nanotron.convert.qwen2_mapping import is_hf_qwen2, iter_hf_to_nanotron, nanotron_config_from_hf
 from lighteval_nanotron.errors import CheckpointError, UnsupportedModelError
 from lighteval_nanotron.models.checkpoint.format import CheckpointModel
+from lighteval_nanotron.models.families.qwen2.conversion import (
+    is_hf_qwen2,
+    iter_hf_to_nanotron,
+    nanotron_config_from_hf,
+)
+from lighteval_nanotron.models.families.qwen2.tiny import ROPE_THETA, tiny_hf_qwen2, tiny_hf_qwen2_moe
 from lighteval_nanotron.nanotron_compat.variant import has_qwen2
-from tests.convert.tiny_qwen2 import ROPE_THETA, tiny_hf_qwen2, tiny_hf_qwen2_moe
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 LAYER = "model.decoder.{i}.pp_block."
 needs_nanotron_04 = pytest.mark.skipif(has_qwen2(), reason="the installed Nanotron has Qwen2 (current main)")
 

@@ -14,9 +14,10 @@ import torch
 from lighteval_nanotron.errors import UnsupportedModelError
 from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.models.families import LlamaFamily, Starcoder2Family, family_of_fields, family_of_model
-from tests.helpers.tiny_model import tiny_llama_config, tiny_starcoder2_config
+from lighteval_nanotron.models.families.llama.tiny import tiny_llama_config
+from lighteval_nanotron.models.families.starcoder2.tiny import tiny_starcoder2_config
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_unsupported_model_class_is_refused_with_what_is_supported():

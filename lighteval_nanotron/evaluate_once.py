@@ -1,6 +1,7 @@
-"""`evaluate(...)`: prepare, run once and write the results, in one call.
+"""`evaluate(...)`: prepare, run once and write the results, in one call (the pipeline, then the
+loggers of `tracking`; `lighteval_nanotron.evaluate` is this function).
 
-    from lighteval_nanotron.pipeline import evaluate
+    from lighteval_nanotron import evaluate
     result = evaluate(llama, parallel_context, tokenizer, tasks="lighteval|arc:easy|0",
                       max_samples=200, output_dir="eval_results", step=trainer.iteration_step)
 
@@ -17,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.models.abstract_model import LightevalModel
+from lighteval_nanotron.models.interface import LightevalModel
 from lighteval_nanotron.pipeline.pipeline import EvaluationPipeline, TaskSelection
 from lighteval_nanotron.pipeline.result import EvaluationResult
 

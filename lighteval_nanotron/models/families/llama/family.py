@@ -13,14 +13,17 @@ new keys do not change the logits (`_attn_implementation`, `z_loss_*`) or must b
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from lighteval_nanotron.models.families.base import ChainBlock, DecoderLayer, ModelFamily, Rotary
+from lighteval_nanotron.models.families.base import ChainBlock, CpuNeeds, DecoderLayer, ModelFamily, Rotary
 from lighteval_nanotron.models.families.block_calls import embed_with_mask, layer_with_mask, linear, norm
 from lighteval_nanotron.models.families.fused_qkv import FusedQkvLayer
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron
+
+if TYPE_CHECKING:
+    from lighteval_nanotron.models.families.hf_conversion import HfConversion
 
 
 class LlamaLayer(FusedQkvLayer):
@@ -120,3 +123,15 @@ class LlamaFamily(ModelFamily):
             )
             module.rotary_embedding.theta = theta
             module.rotary_embedding._initialized_buffer = False
+
+    @classmethod
+    def hf_conversion(cls) -> type[HfConversion]:
+        from lighteval_nanotron.models.families.llama.conversion import LlamaConversion
+
+        return LlamaConversion
+
+    @classmethod
+    def cpu_needs(cls) -> CpuNeeds:
+        from lighteval_nanotron.models.families.llama.cpu_needs import cpu_needs
+
+        return cpu_needs()

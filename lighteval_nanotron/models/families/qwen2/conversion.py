@@ -1,5 +1,5 @@
 """Pure mapping from Hugging Face Qwen2 / Qwen2-MoE to current Nanotron's `Qwen2ForTraining`
-(GitHub main): config and weights.
+(GitHub main): config and weights (`Qwen2Conversion` is what `lighteval-nanotron convert` calls).
 
 Both rotate the two halves of each head (`rope_interleaved: false`), so no row is permuted:
 
@@ -21,20 +21,17 @@ from typing import Any
 
 import torch
 
-from lighteval_nanotron.convert.hf_fields import first_id, rope_theta_from_hf
 from lighteval_nanotron.errors import CheckpointError
+from lighteval_nanotron.models.families.hf_conversion import HfConversion, first_id, rope_theta_from_hf
 
 _NT_LAYER = "model.decoder.{i}.pp_block."
 _HF_LAYER = "model.layers.{i}."
 _NAME = "Nanotron main's Qwen2"
-_MODEL_TYPES = ("qwen2", "qwen2_moe")
-_ARCHITECTURES = ("Qwen2ForCausalLM", "Qwen2MoeForCausalLM")
 
 
 def is_hf_qwen2(hf_config: Mapping[str, Any]) -> bool:
     """A Hugging Face Qwen2 or Qwen2-MoE `config.json`."""
-    architectures = hf_config.get("architectures") or []
-    return hf_config.get("model_type") in _MODEL_TYPES or any(name in architectures for name in _ARCHITECTURES)
+    return Qwen2Conversion.recognises(hf_config)
 
 
 def _moe_layers(hf_config: Mapping[str, Any]) -> list[int]:
@@ -172,3 +169,23 @@ def iter_hf_to_nanotron(
         yield f"{dst}mlp.experts.merged_down_proj", down
         yield from _dense(hf, f"{src}mlp.shared_expert.", f"{dst}mlp.shared_expert.")
         yield f"{dst}mlp.shared_expert_gate.weight", _take(hf, f"{src}mlp.shared_expert_gate.weight")
+
+
+class Qwen2Conversion(HfConversion):
+    title = "Qwen2"
+    model_types = ("qwen2", "qwen2_moe")
+    architectures = ("Qwen2ForCausalLM", "Qwen2MoeForCausalLM")
+
+    @classmethod
+    def nanotron_config(cls, hf_config: Mapping[str, Any]) -> tuple[dict[str, Any], float]:
+        return nanotron_config_from_hf(hf_config)
+
+    @classmethod
+    def weights(
+        cls,
+        hf_weights: Mapping[str, torch.Tensor],
+        model_config: Mapping[str, Any],
+        rotary_layout: tuple[float, bool] | None,
+    ) -> Iterator[tuple[str, torch.Tensor]]:
+        """Both rotate halves (`rope_interleaved: false`): no row is permuted."""
+        return iter_hf_to_nanotron(hf_weights, model_config)

@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from lighteval_nanotron.convert.llama_mapping import (
+from lighteval_nanotron.errors import CheckpointError
+from lighteval_nanotron.models.families.llama.conversion import (
     NT_EMBED,
     NT_LM_HEAD,
     LlamaShape,
@@ -12,7 +13,6 @@ from lighteval_nanotron.convert.llama_mapping import (
     nanotron_config_from_hf,
     nanotron_to_hf_state_dict,
 )
-from lighteval_nanotron.errors import CheckpointError
 from tests.convert.tiny_llama import tiny_hf_llama
 
 HF_CONFIG = {

@@ -1,4 +1,5 @@
-"""Pure mapping from Hugging Face Starcoder2 to Nanotron 0.4 `Starcoder2ForTraining`: config and weights.
+"""Pure mapping from Hugging Face Starcoder2 to Nanotron 0.4 `Starcoder2ForTraining`: config and weights
+(`Starcoder2Conversion` is what `lighteval-nanotron convert` calls).
 
 Both apply rotary embeddings to the two halves of each head (GPT-NeoX style), so no row is
 permuted. The layout differences:
@@ -18,18 +19,12 @@ from typing import Any
 
 import torch
 
-from lighteval_nanotron.convert.hf_fields import first_id, rope_theta_from_hf
 from lighteval_nanotron.errors import CheckpointError
+from lighteval_nanotron.models.families.hf_conversion import HfConversion, first_id, rope_theta_from_hf
 
 _NT_LAYER = "model.decoder.{i}.pp_block."
 _HF_LAYER = "model.layers.{i}."
 _NAME = "Nanotron 0.4's Starcoder2"
-
-
-def is_hf_starcoder2(hf_config: Mapping[str, Any]) -> bool:
-    return hf_config.get("model_type") == "starcoder2" or "Starcoder2ForCausalLM" in (
-        hf_config.get("architectures") or []
-    )
 
 
 def nanotron_config_from_hf(hf_config: Mapping[str, Any]) -> tuple[dict[str, Any], float]:
@@ -121,3 +116,23 @@ def iter_hf_to_nanotron(
             yield f"{dst}ff.c_proj.{part}", _take(hf, f"{src}mlp.c_proj.{part}")
             yield f"{dst}ln_1.{part}", _take(hf, f"{src}input_layernorm.{part}")
             yield f"{dst}ln_2.{part}", _take(hf, f"{src}post_attention_layernorm.{part}")
+
+
+class Starcoder2Conversion(HfConversion):
+    title = "Starcoder2"
+    model_types = ("starcoder2",)
+    architectures = ("Starcoder2ForCausalLM",)
+
+    @classmethod
+    def nanotron_config(cls, hf_config: Mapping[str, Any]) -> tuple[dict[str, Any], float]:
+        return nanotron_config_from_hf(hf_config)
+
+    @classmethod
+    def weights(
+        cls,
+        hf_weights: Mapping[str, torch.Tensor],
+        model_config: Mapping[str, Any],
+        rotary_layout: tuple[float, bool] | None,
+    ) -> Iterator[tuple[str, torch.Tensor]]:
+        """Both rotate halves: no row is permuted (`rotary_layout` is None for Starcoder2)."""
+        return iter_hf_to_nanotron(hf_weights, model_config)

@@ -1,4 +1,5 @@
-"""Pure mapping between Hugging Face Llama and Nanotron 0.4 `LlamaForTraining`: config and weights.
+"""Pure mapping between Hugging Face Llama and Nanotron 0.4 `LlamaForTraining`: config and weights
+(`LlamaConversion` is what `lighteval-nanotron convert` calls; `nanotron_to_hf` uses the reverse).
 
 Two layout differences matter besides the names:
 
@@ -19,9 +20,9 @@ from typing import Any
 
 import torch
 
-from lighteval_nanotron.convert.hf_fields import first_id, rope_theta_from_hf
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint.format import DEFAULT_ROPE_THETA
+from lighteval_nanotron.models.checkpoint.format import DEFAULT_ROPE_THETA, ROPE_THETA_KEY
+from lighteval_nanotron.models.families.hf_conversion import HfConversion, first_id, rope_theta_from_hf
 
 # Nanotron 0.4 parameter names (LlamaForTraining.state_dict()).
 NT_EMBED = "model.token_position_embeddings.pp_block.token_embedding.weight"
@@ -65,12 +66,10 @@ def nanotron_config_from_hf(hf_config: Mapping[str, Any]) -> tuple[dict[str, Any
 
     Raises CheckpointError for architectures or options Nanotron 0.4's Llama cannot represent.
     """
-    architectures = hf_config.get("architectures") or []
-    if hf_config.get("model_type") != "llama" and "LlamaForCausalLM" not in architectures:
+    if not LlamaConversion.recognises(hf_config):
         raise CheckpointError(
-            f"Only Llama, Starcoder2 and Qwen2 checkpoints can be converted, got "
-            f"model_type={hf_config.get('model_type')!r} architectures={architectures}. Convert a LlamaForCausalLM, "
-            "Starcoder2ForCausalLM, Qwen2ForCausalLM or Qwen2MoeForCausalLM checkpoint."
+            f"Only Llama checkpoints convert with the Llama mapping, got model_type={hf_config.get('model_type')!r} "
+            f"architectures={hf_config.get('architectures') or []}. Convert a LlamaForCausalLM checkpoint."
         )
     for flag in ("attention_bias", "mlp_bias"):
         if hf_config.get(flag):
@@ -205,3 +204,29 @@ def nanotron_to_hf_state_dict(
         out[dst + "input_layernorm.weight"] = _take(nt, src + "input_layernorm.weight")
         out[dst + "post_attention_layernorm.weight"] = _take(nt, src + "post_attention_layernorm.weight")
     return out
+
+
+class LlamaConversion(HfConversion):
+    title = "Llama"
+    model_types = ("llama",)
+    architectures = ("LlamaForCausalLM",)
+
+    @classmethod
+    def nanotron_config(cls, hf_config: Mapping[str, Any]) -> tuple[dict[str, Any], float]:
+        return nanotron_config_from_hf(hf_config)
+
+    @classmethod
+    def recorded_fields(cls, model_config: Mapping[str, Any], rope_theta: float) -> dict[str, Any]:
+        """0.4's `LlamaConfig` has no RoPE base: it is recorded beside the config's fields."""
+        return {**model_config, ROPE_THETA_KEY: rope_theta}
+
+    @classmethod
+    def weights(
+        cls,
+        hf_weights: Mapping[str, torch.Tensor],
+        model_config: Mapping[str, Any],
+        rotary_layout: tuple[float, bool] | None,
+    ) -> Iterator[tuple[str, torch.Tensor]]:
+        """q/k rows laid out for the recorded pair layout (a Llama config always records one)."""
+        _, interleaved = rotary_layout
+        return iter_hf_to_nanotron(hf_weights, LlamaShape.from_nanotron_config(model_config), interleaved)

@@ -16,16 +16,26 @@ expert parallelism 1 is supported.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from lighteval_nanotron.errors import LayoutError, UnsupportedModelError
-from lighteval_nanotron.models.families.base import ChainBlock, DecoderLayer, ModelFamily, Rotary, dataclass_from_fields
+from lighteval_nanotron.models.families.base import (
+    ChainBlock,
+    CpuNeeds,
+    DecoderLayer,
+    ModelFamily,
+    Rotary,
+    dataclass_from_fields,
+)
 from lighteval_nanotron.models.families.block_calls import linear, norm
 from lighteval_nanotron.models.families.fused_qkv import FusedQkvLayer
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron
 from lighteval_nanotron.nanotron_compat.variant import has_qwen2
+
+if TYPE_CHECKING:
+    from lighteval_nanotron.models.families.hf_conversion import HfConversion
 
 _RING_ATTENTION = "llama3_ring_attention"
 
@@ -141,6 +151,18 @@ class Qwen2Family(ModelFamily):
     def decoder_layer(cls, module: Any) -> DecoderLayer:
         return Qwen2Layer(module)
 
+    @classmethod
+    def hf_conversion(cls) -> type[HfConversion]:
+        from lighteval_nanotron.models.families.qwen2.conversion import Qwen2Conversion
+
+        return Qwen2Conversion
+
+    @classmethod
+    def cpu_needs(cls) -> CpuNeeds:
+        from lighteval_nanotron.models.families.qwen2.cpu_needs import cpu_needs
+
+        return cpu_needs()
+
 
 def _embed(module: Any, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """`[batch, seq]` ids -> `[seq, batch, hidden]` embeddings (main flattens the ids it is given)."""
@@ -167,4 +189,3 @@ def _layer(module: Any, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tenso
     finally:
         attn.log_attn_probs = logged
     return out.view(rows, seq, width).transpose(0, 1)
-

@@ -12,14 +12,17 @@ The lm_head is always tied to the embedding (`get_embeddings_lm_head_tied_names`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from lighteval_nanotron.models.families.base import ChainBlock, DecoderLayer, ModelFamily, Rotary
+from lighteval_nanotron.models.families.base import ChainBlock, CpuNeeds, DecoderLayer, ModelFamily, Rotary
 from lighteval_nanotron.models.families.block_calls import embed_with_mask, layer_with_mask, linear, norm
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron
 from lighteval_nanotron.nanotron_compat.variant import starcoder2_trainable
+
+if TYPE_CHECKING:
+    from lighteval_nanotron.models.families.hf_conversion import HfConversion
 
 
 def _rotary(attn: Any) -> Rotary | None:
@@ -128,6 +131,18 @@ class Starcoder2Family(ModelFamily):
     @classmethod
     def decoder_layer(cls, module: Any) -> DecoderLayer:
         return Starcoder2Layer(module)
+
+    @classmethod
+    def hf_conversion(cls) -> type[HfConversion]:
+        from lighteval_nanotron.models.families.starcoder2.conversion import Starcoder2Conversion
+
+        return Starcoder2Conversion
+
+    @classmethod
+    def cpu_needs(cls) -> CpuNeeds:
+        from lighteval_nanotron.models.families.starcoder2.cpu_needs import cpu_needs
+
+        return cpu_needs()
 
 
 def _dropout(module: Any, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

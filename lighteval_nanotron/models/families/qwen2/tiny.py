@@ -1,12 +1,35 @@
-"""Tiny random Hugging Face Qwen2 and Qwen2-MoE models (fp32, eval mode) for the conversion tests."""
+"""Tiny Qwen2 models for tests: current Nanotron's `Qwen2Config` (dense or MoE) and random Hugging Face
+Qwen2 and Qwen2-MoE models (fp32, eval mode)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
-from tests.helpers.tiny_model import VOCAB_SIZE
+from lighteval_nanotron.models.families.tiny_vocab import EOS_ID, VOCAB_SIZE
+from lighteval_nanotron.nanotron_compat.imports import import_nanotron
 
 ROPE_THETA = 50000.0
+
+
+def tiny_qwen2_config(moe: bool = False, **overrides: Any) -> Any:
+    """Current Nanotron's Qwen2Config: hidden 64, 4 query / 2 KV heads, biased q/k/v, RoPE theta 50000;
+    dense: 2 layers, tied embeddings; `moe`: 3 layers, layers 0 and 2 mixtures of 4 experts (top-2,
+    a shared expert), untied."""
+    nanotron_config = import_nanotron()
+    moe_config = None
+    if moe:
+        moe_config = nanotron_config.MoEConfig(
+            num_experts=4, top_k=2, moe_intermediate_size=32, shared_expert_intermediate_size=48, layers=[0, 2],
+            enable_shared_expert=True,
+        )  # fmt: skip
+    return nanotron_config.Qwen2Config(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=3 if moe else 2, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=VOCAB_SIZE, max_position_embeddings=512, rope_theta=ROPE_THETA,
+        attention_bias=True, tie_word_embeddings=not moe, bos_token_id=EOS_ID, eos_token_id=EOS_ID,
+        moe_config=moe_config, **overrides,
+    )  # fmt: skip
 
 
 def _scaled(model):
@@ -27,7 +50,7 @@ def tiny_hf_qwen2(tie: bool = True, seed: int = 0, **overrides):
     fields = dict(
         vocab_size=VOCAB_SIZE, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, max_position_embeddings=512, rope_theta=ROPE_THETA, tie_word_embeddings=tie,
-        bos_token_id=VOCAB_SIZE - 1, eos_token_id=VOCAB_SIZE - 1,
+        bos_token_id=EOS_ID, eos_token_id=EOS_ID,
     )  # fmt: skip
     torch.manual_seed(seed)
     return _scaled(Qwen2ForCausalLM(Qwen2Config(**{**fields, **overrides})))
@@ -43,7 +66,7 @@ def tiny_hf_qwen2_moe(seed: int = 0, **overrides):
         shared_expert_intermediate_size=48, num_experts=4, num_experts_per_tok=2, norm_topk_prob=False,
         num_hidden_layers=3, mlp_only_layers=[1], num_attention_heads=4, num_key_value_heads=2,
         max_position_embeddings=512, rope_theta=ROPE_THETA, tie_word_embeddings=False,
-        bos_token_id=VOCAB_SIZE - 1, eos_token_id=VOCAB_SIZE - 1,
+        bos_token_id=EOS_ID, eos_token_id=EOS_ID,
     )  # fmt: skip
     torch.manual_seed(seed)
     return _scaled(Qwen2MoeForCausalLM(Qwen2MoeConfig(**{**fields, **overrides})))

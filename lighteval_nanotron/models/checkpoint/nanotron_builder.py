@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import torch
 import torch.distributed as dist
 
-from lighteval_nanotron.cpu import is_cpu_support_enabled
 from lighteval_nanotron.errors import CheckpointError, LayoutError, UnsupportedModelError
 from lighteval_nanotron.models.checkpoint.content import check_weight_content
 from lighteval_nanotron.models.checkpoint.format import (
@@ -38,10 +37,11 @@ from lighteval_nanotron.models.checkpoint.format import (
     saved_weight_shapes,
 )
 from lighteval_nanotron.models.checkpoint.integrity import check_checkpoint_integrity, model_weight_shapes
+from lighteval_nanotron.models.checkpoint.no_init import random_init_skipped
 from lighteval_nanotron.models.families import family_of_config
-from lighteval_nanotron.models.no_init import random_init_skipped
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron
 from lighteval_nanotron.nanotron_compat.variant import installed_nanotron
+from lighteval_nanotron.parallel.device import default_device
 
 if TYPE_CHECKING:
     from nanotron.config import ParallelismArgs
@@ -65,12 +65,6 @@ def check_model_layout(model_config: Any, tp: int, pp: int) -> None:
             f"PP={pp} is larger than the model's num_hidden_layers={family.num_layers(model_config)}: "
             "use at most one pipeline stage per layer."
         )
-
-
-def _default_device() -> torch.device:
-    if is_cpu_support_enabled() or not torch.cuda.is_available():
-        return torch.device("cpu")
-    return torch.device("cuda")
 
 
 def build_nanotron_model(
@@ -111,7 +105,7 @@ def build_nanotron_model(
             model_builder=lambda: _instantiate(training_class, model_config, parallel_context, parallel_config),
             parallel_context=parallel_context,
             dtype=dtype,
-            device=device if device is not None else _default_device(),
+            device=device if device is not None else default_device(),
         )
     mark_tied_parameters(model=model, parallel_context=parallel_context, parallel_config=parallel_config)
     carried = {**({ROPE_THETA_KEY: rope_theta} if rope_theta != DEFAULT_ROPE_THETA else {}), **(carried or {})}
