@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def write_config(run_dir: Path) -> Path:
     """The installed Nanotron's demo_train.yaml with its outputs under `run_dir` (written there as train.yaml)."""
-    from lighteval_nanotron.nanotron_variant import shipped_config
+    from lighteval_nanotron.nanotron_compat.variant import shipped_config
 
     config = yaml.safe_load(shipped_config(CONFIG_NAME).read_text())
     config["checkpoints"]["checkpoints_path"] = str(run_dir / "checkpoints")

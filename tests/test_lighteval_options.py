@@ -67,7 +67,7 @@ def _lighteval_eval_config_module():
     pytest.importorskip("lighteval", reason="lighteval is not installed: pip install -e '.[lighteval]'")
     import importlib.util
 
-    from lighteval_nanotron.parallel.cpu import enable_cpu_support
+    from lighteval_nanotron.cpu import enable_cpu_support
 
     enable_cpu_support(trainer=False)  # lighteval's Nanotron module imports Nanotron's models
     if importlib.util.find_spec("lighteval.config") is not None:

@@ -23,8 +23,8 @@ from lighteval_nanotron.metrics import (
 )
 from lighteval_nanotron.metrics.normalizations import helm_normalizer
 from lighteval_nanotron.pipeline import EvaluationPipeline
+from lighteval_nanotron.requests import ModelResponse
 from lighteval_nanotron.tasks import Doc, LightevalTaskConfig, Registry
-from lighteval_nanotron.tasks.requests import ModelResponse
 
 HERE = Path(__file__).parent
 V011, V013 = HERE / "lighteval_toy_tasks.py", HERE / "lighteval013_toy_tasks.py"

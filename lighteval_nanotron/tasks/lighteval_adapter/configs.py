@@ -28,10 +28,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.requests import Doc
 from lighteval_nanotron.tasks.config import LightevalTaskConfig
 from lighteval_nanotron.tasks.lighteval_adapter.installed import import_lighteval
 from lighteval_nanotron.tasks.lighteval_adapter.metrics import adapt_metric
-from lighteval_nanotron.tasks.requests import Doc
 
 COPIED_FIELDS = (
     "name",

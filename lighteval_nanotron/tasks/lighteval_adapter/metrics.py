@@ -34,8 +34,8 @@ from lighteval_nanotron.metrics.metric import (
     SampleLevelMetric,
     SampleLevelMetricGrouping,
 )
+from lighteval_nanotron.requests import Doc, ModelResponse, SamplingMethod
 from lighteval_nanotron.tasks.lighteval_adapter.installed import Lighteval, import_lighteval
-from lighteval_nanotron.tasks.requests import Doc, ModelResponse, SamplingMethod
 
 _SCORING_MODELS = {
     "BertScore": "BERTScore downloads and runs a DeBERTa model",
