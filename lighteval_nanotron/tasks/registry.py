@@ -341,7 +341,8 @@ class Registry:
             self._load_lighteval_catalogue(multilingual=bool({"all", CATALOGUE_MULTILINGUAL} & set(requested)))
             if "all" in requested:
                 self._load_suites(SUITE_TABLE_MODULES)
-                requested = list(dict.fromkeys(DEFAULT_SUITES + self._known_suites()))
+                refused_suites = [key.split("|", 1)[0] for key in self._catalogue_refused or {}]
+                requested = list(dict.fromkeys(DEFAULT_SUITES + self._known_suites() + refused_suites))
         names = self.task_names(requested)
         refused = {k: v for k, v in (self._catalogue_refused or {}).items() if k.split("|", 1)[0] in requested}
         listed = sorted({*names, *refused})
