@@ -82,9 +82,8 @@ class Registry:
         self._task_registry: dict[str, LightevalTaskConfig] = {}
         self._tables: dict[str, list[LightevalTaskConfig]] = {}  # "default" or an optional suite -> table
         self._custom_table: list[LightevalTaskConfig] = []
-        self._catalogue_refused: dict[str, str] | None = None  # loaded on demand, lowest priority
-        self._catalogue: Any = None  # lighteval_adapter.Catalogue, once loaded
-        self._catalogue_error: str | None = None
+        self._catalogue: Any = None  # lighteval_adapter.Catalogue, loaded on demand, lowest priority
+        self._catalogue_error: str | None = None  # why it could not be loaded (not tried again)
         optional = {"community": load_community, "extended": load_extended, "multilingual": load_multilingual}
         self._load_full_registry([suite for suite, wanted in optional.items() if wanted])
         self.tasks_list: list[str] = self._get_full_task_list_from_input_string(tasks) if tasks is not None else []
@@ -155,7 +154,6 @@ class Registry:
             logger.info("lighteval's catalogue is not available: %s", error)
             return False
         self._catalogue = catalogue
-        self._catalogue_refused = catalogue.refused
         self._tables[LIGHTEVAL_CATALOGUE] = catalogue.configs
         self._rebuild()
         return True
@@ -225,8 +223,13 @@ class Registry:
             raise UnknownTaskError(self._unknown_message(spec))
         return keys
 
+    @property
+    def _catalogue_refused(self) -> dict[str, str]:
+        """lighteval's catalogue tasks that cannot run here (`suite|name` -> why); empty until it is loaded."""
+        return self._catalogue.refused if self._catalogue is not None else {}
+
     def _ignoring_the_suite(self, spec: TaskSpec) -> list[str]:
-        """lighteval 0.12+ ignores the suite of `suite|task|k` (0.13 warns): a suite that has no such
+        """lighteval 0.12.1+ ignores the suite of `suite|task|k` (0.13 warns): a suite that has no such
         task here names lighteval's task `task` of its catalogue, with a warning saying so."""
         if self._catalogue is None or not self._catalogue.suiteless:
             return []
@@ -252,7 +255,7 @@ class Registry:
     def _catalogue_refusal(self, spec: TaskSpec) -> str | None:
         """Why lighteval's task named by `spec` cannot run here (None if it is not a refused one):
         by `suite|task`, or by the name alone when the spec or the installed lighteval has no suite."""
-        refused = self._catalogue_refused or {}
+        refused = self._catalogue_refused
         exact = refused.get(f"{spec.suite}|{spec.task}")
         if exact or (spec.suite is not None and not (self._catalogue and self._catalogue.suiteless)):
             return exact
@@ -341,10 +344,10 @@ class Registry:
             self._load_lighteval_catalogue(multilingual=bool({"all", CATALOGUE_MULTILINGUAL} & set(requested)))
             if "all" in requested:
                 self._load_suites(SUITE_TABLE_MODULES)
-                refused_suites = [key.split("|", 1)[0] for key in self._catalogue_refused or {}]
+                refused_suites = [key.split("|", 1)[0] for key in self._catalogue_refused]
                 requested = list(dict.fromkeys(DEFAULT_SUITES + self._known_suites() + refused_suites))
         names = self.task_names(requested)
-        refused = {k: v for k, v in (self._catalogue_refused or {}).items() if k.split("|", 1)[0] in requested}
+        refused = {k: v for k, v in self._catalogue_refused.items() if k.split("|", 1)[0] in requested}
         listed = sorted({*names, *refused})
         by_suite = {suite: list(group) for suite, group in groupby(listed, lambda n: n.split("|", 1)[0])}
         print(f"Displaying tasks for suites: {', '.join(requested)}")

@@ -51,8 +51,15 @@ def _installed():
     return import_lighteval()
 
 
+def _per_file(lighteval) -> bool:
+    """lighteval 0.12+ keeps one module per task family (0.11: `default_tasks`)."""
+    return (Path(lighteval.lighteval_task.__file__).parent / "tasks").is_dir()
+
+
 def _case(lighteval) -> dict:
-    case = dict(SUITELESS if lighteval.suiteless else SUITED)
+    case = dict(SUITELESS if _per_file(lighteval) else SUITED)
+    if _per_file(lighteval) and not lighteval.suiteless:  # 0.12.0: tasks named lighteval|..., suites not ignored
+        case["specs"], case["results"] = case["specs"][:-1], case["results"][:-1]
     case.setdefault("results", case["specs"])
     return case
 
@@ -60,7 +67,7 @@ def _case(lighteval) -> dict:
 def _lighteval_configs(lighteval) -> dict:
     """lighteval's own task configs by key here, found as lighteval's registry finds them (its task
     modules, each `*.py` and each folder with a `main.py`; those that fail to import here left out)."""
-    if not lighteval.suiteless:
+    if not _per_file(lighteval):
         module = importlib.import_module("lighteval.tasks.default_tasks")
         configs = [v for v in vars(module).values() if type(v).__name__ == "LightevalTaskConfig"]
         return {f"{suite}|{config.name}": config for config in configs for suite in config.suite}
@@ -75,7 +82,8 @@ def _lighteval_configs(lighteval) -> dict:
             module = importlib.import_module(name)
         except Exception:
             continue
-        found.update({f"lighteval|{key}": config for key, config in LightevalRegistry._extract_configs(module).items()})
+        for key, config in LightevalRegistry._extract_configs(module).items():
+            found[key if "|" in key else f"lighteval|{key}"] = config  # 0.12.0's keys have their suite
     return found
 
 

@@ -4,8 +4,9 @@
   its suites: `lighteval|arc:easy`, `helm|mmlu:anatomy`, ...) and the tasks with custom logic in
   `lighteval.tasks.extended.<name>.main` (suite `extended`);
 - lighteval 0.12 and 0.13 keep one module per task family in `lighteval.tasks.tasks` (a file, or a
-  folder with `main.py`) and name tasks without a suite (`arc:easy`); they are registered here
-  under the suite `lighteval` (`lighteval|arc:easy`), which is what results name them by.
+  folder with `main.py`); 0.12.0's tasks still have suites, from 0.12.1 on they are named without one
+  (`arc:easy`) and are registered here under the suite `lighteval` (`lighteval|arc:easy`), which is
+  what results name them by.
 
 Multilingual tasks (`lighteval.tasks.multilingual`) are read when asked for (`multilingual=True`),
 as lighteval does, under the suite `multilingual`.
@@ -61,11 +62,13 @@ def _task_modules(lighteval: Lighteval, multilingual: bool) -> list[tuple[str, s
     """(module name, the suite its tasks get here or None for their own), in a fixed order."""
     package = lighteval.lighteval_task.__name__.rsplit(".", 1)[0]
     folder = Path(lighteval.lighteval_task.__file__).parent
-    if lighteval.suiteless:
-        modules = [(name, CATALOGUE_SUITE) for name in _modules_in(f"{package}.tasks", folder / "tasks")]
+    suite = CATALOGUE_SUITE if lighteval.suiteless else None
+    multilingual_suite = MULTILINGUAL_SUITE if lighteval.suiteless else None
+    if (folder / "tasks").is_dir():  # 0.12 and later: one module per task family
+        modules = [(name, suite) for name in _modules_in(f"{package}.tasks", folder / "tasks")]
         if multilingual:
             names = _modules_in(f"{package}.multilingual.tasks", folder / "multilingual" / "tasks")
-            modules += [(name, MULTILINGUAL_SUITE) for name in names]
+            modules += [(name, multilingual_suite) for name in names]
         return modules
     extended = [name for name in _modules_in(f"{package}.extended", folder / "extended") if name.endswith(".main")]
     modules = [(f"{package}.default_tasks", None), *((name, None) for name in extended)]

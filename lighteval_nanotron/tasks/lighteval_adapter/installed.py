@@ -7,6 +7,7 @@ would import every task of its catalogue, some of which fail to import or reach 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.metadata
 import importlib.util
@@ -21,8 +22,6 @@ INSTALL_HINT = "pip install 'lighteval-nanotron[lighteval]'"
 SUPPORTED = (Version("0.11"), Version("0.14"))
 """lighteval releases whose task files and catalogue are read: 0.11 <= version < 0.14."""
 SUPPORTED_TEXT = "0.11 to 0.13"
-SUITELESS_FROM = Version("0.12")
-"""From lighteval 0.12 on, task configs have no `suite` and its task strings ignore a suite."""
 
 
 def installed_version() -> Version | None:
@@ -48,9 +47,9 @@ def check_version(version: Version | None) -> Version:
     return version
 
 
-def suiteless(version: Version) -> bool:
-    """True for lighteval 0.12 and later: tasks are named without a suite (`task|k`)."""
-    return version >= SUITELESS_FROM
+def has_suites(config_class: type) -> bool:
+    """Whether lighteval's `LightevalTaskConfig` has a `suite` field (up to 0.12.0; 0.12.1 removed it)."""
+    return "suite" in {field.name for field in dataclasses.fields(config_class)}
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,8 @@ class Lighteval:
 
     @property
     def suiteless(self) -> bool:
-        return suiteless(self.version)
+        """lighteval 0.12.1+: tasks are named without a suite (`task|k`) and its task strings ignore one."""
+        return not has_suites(self.lighteval_task.LightevalTaskConfig)
 
 
 _LOADED: Lighteval | None = None

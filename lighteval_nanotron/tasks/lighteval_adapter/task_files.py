@@ -1,11 +1,11 @@
 """Importing a task file written for lighteval 0.11 to 0.13 under whichever of them is installed.
 
-lighteval 0.12 removed `suite` from `LightevalTaskConfig`, so under 0.12 or 0.13 a file written for
-0.11 (`LightevalTaskConfig(..., suite=["custom"])`) fails in lighteval's own constructor. While
-this project imports a task file (`importing_task_file()`), lighteval's `LightevalTaskConfig`
-is a subclass of itself that also takes 0.11's `suite` (default `["custom"]`, 0.11's), so the
-file runs unchanged; lighteval's class is put back afterwards. Nothing is imported from lighteval
-unless the file imports it.
+lighteval 0.12.1 removed `suite` from `LightevalTaskConfig`, so under 0.12.1+ or 0.13 a file written
+for 0.11 (`LightevalTaskConfig(..., suite=["custom"])`) fails in lighteval's own constructor. While
+this project imports a task file (`importing_task_file()`), lighteval's `LightevalTaskConfig`, when it
+has no `suite`, is a subclass of itself that also takes 0.11's `suite` (default `["custom"]`, 0.11's),
+so the file runs unchanged; lighteval's class is put back afterwards. Nothing is imported from
+lighteval unless the file imports it.
 
 Files written for lighteval 0.10 (`LightevalTaskConfig(metric=...)`, `Metrics.loglikelihood_acc_norm`
 and the other metric names 0.11 removed) are not read: lighteval 0.11 changed that API and no
@@ -27,8 +27,8 @@ from typing import Any, Optional
 from lighteval_nanotron.tasks.lighteval_adapter.installed import (
     SUPPORTED_TEXT,
     check_version,
+    has_suites,
     installed_version,
-    suiteless,
 )
 
 TASK_MODULE = "lighteval.tasks.lighteval_task"
@@ -36,7 +36,7 @@ _SUITE_DEFAULT = ("custom",)
 
 
 def config_with_suite(base: type) -> type:
-    """lighteval's `LightevalTaskConfig` (0.12+) that also takes 0.11's `suite` field."""
+    """lighteval's `LightevalTaskConfig` (0.12.1+) that also takes 0.11's `suite` field."""
 
     @dataclasses.dataclass
     class LightevalTaskConfig(base):  # type: ignore[misc, valid-type]
@@ -53,7 +53,7 @@ class _Swap:
         self.originals: dict[ModuleType, type] = {}
 
     def apply(self, module: ModuleType) -> None:
-        if module in self.originals:
+        if module in self.originals or has_suites(module.LightevalTaskConfig):
             return
         original = module.LightevalTaskConfig
         self.originals[module] = original
@@ -93,10 +93,10 @@ class _SwapFinder(importlib.abc.MetaPathFinder):
 
 @contextlib.contextmanager
 def importing_task_file() -> Iterator[None]:
-    """While a task file is imported, lighteval 0.12+'s `LightevalTaskConfig` also takes `suite`."""
+    """While a task file is imported, lighteval's `LightevalTaskConfig` takes `suite` in every version read."""
     version = installed_version()
     try:
-        wanted = version is not None and suiteless(check_version(version))
+        wanted = version is not None and check_version(version) is not None
     except ImportError:  # an unsupported lighteval: its own classes, refused when a config is adapted
         wanted = False
     if not wanted:
