@@ -6,12 +6,12 @@ when a task file or a spec needs it:
 - `installed`: the installed lighteval, its version checked (0.11 <= version < 0.14), and the few
   modules of it that are read;
 - `task_files`: importing a task file written for any of those versions under the installed one
-  (0.11's `suite=` under 0.12+), and one-line explanations for files of other versions (0.10's
+  (0.11's `suite=` under 0.12.1+), and one-line explanations for files of other versions (0.10's
   `metric=` is not read);
 - `configs`: task configs and prompt functions (every lighteval field copied, adapted, ignored with
   a note, or refused by name);
 - `metrics`: lighteval's metrics, computed by lighteval's own code on this project's model answers;
-- `catalogue`: lighteval's catalogue of the installed version (0.11's suites; 0.12+'s suite-less
+- `catalogue`: lighteval's catalogue of the installed version (0.11's and 0.12.0's suites; 0.12.1+'s suite-less
   tasks under the suite `lighteval`).
 
 See docs/tasks.md, "Coming from lighteval".

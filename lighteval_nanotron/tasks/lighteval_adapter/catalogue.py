@@ -31,7 +31,7 @@ from lighteval_nanotron.tasks.lighteval_adapter.configs import adapt_task_config
 from lighteval_nanotron.tasks.lighteval_adapter.installed import Lighteval, import_lighteval
 
 CATALOGUE_SUITE = "lighteval"
-"""The suite of lighteval 0.12+'s tasks here (they have none there)."""
+"""The suite of lighteval 0.12.1+'s tasks here (they have none there)."""
 MULTILINGUAL_SUITE = "multilingual"
 
 
@@ -45,7 +45,7 @@ class Catalogue:
     refused: dict[str, str] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
     suiteless: bool = False
-    """lighteval 0.12+: tasks have no suite there, and its task strings ignore one."""
+    """lighteval 0.12.1+: tasks have no suite there, and its task strings ignore one."""
     multilingual: bool = False
     """Whether the multilingual tasks were read."""
 
