@@ -146,7 +146,6 @@ REFUSED = {
     "expert_parallel": ({"parallelism": {"expert_parallel_size": 2}}, "expert parallelism is not supported"),
     "context_parallel": ({"parallelism": {"context_parallel_size": 2}}, "context parallelism is not supported"),
     "eval_config_override": ({"eval_config_override": "x.yaml"}, "write the override's fields"),
-    "eval_interval_file": ({"eval_interval_file": "interval.txt"}, "set eval_interval"),
     "unknown field": ({"tasks": {"task": "x"}}, "unknown field tasks.task"),
     "unknown section": ({"loging": {}}, "unknown field loging"),
     "two output dirs": (
@@ -186,7 +185,12 @@ def test_table_covers_every_field_of_lighteval_and_nanotron_configs():
     from nanotron.config import lighteval_config as nanotron_side
     from nanotron.config.parallelism_config import ParallelismArgs
 
-    sections = {"logging": "LightEvalLoggingArgs", "tasks": "LightEvalTasksArgs", "wandb": "LightEvalWandbLoggerConfig"}
+    sections = {
+        "logging": "LightEvalLoggingArgs",
+        "tasks": "LightEvalTasksArgs",
+        "wandb": "LightEvalWandbLoggerConfig",
+        "slurm": "LightEvalSlurm",  # current Nanotron's
+    }
     names = set()
     for module in (lighteval_side, nanotron_side):
         top = {f.name for f in dataclasses.fields(module.LightEvalConfig)}
@@ -197,3 +201,21 @@ def test_table_covers_every_field_of_lighteval_and_nanotron_configs():
         names |= {f"generation.{name}" for name in module.GenerationArgs.__annotations__}
     names |= {f"parallelism.{f.name}" for f in dataclasses.fields(ParallelismArgs)}
     assert names - set(FIELDS) == set()
+
+
+def test_every_mapped_option_is_an_option_of_a_way_in():
+    """The table's `option=` names are options declared once: `EvaluationOptions`' (both ways in)
+    or one way in's own; each way in takes exactly its config's fields."""
+    import dataclasses
+
+    from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
+    from lighteval_nanotron.hook.config import EvaluationConfig
+    from lighteval_nanotron.options import EvaluationOptions
+
+    def names(cls):
+        return {field.name for field in dataclasses.fields(cls)}
+
+    shared = names(EvaluationOptions)
+    for option in OPTIONS:
+        assert option in shared or option in names(EvaluationConfig) ^ names(CheckpointEvalConfig), option
+    assert (EVAL.takes, HOOK.takes) == (names(CheckpointEvalConfig), names(EvaluationConfig))
