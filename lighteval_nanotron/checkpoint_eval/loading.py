@@ -2,7 +2,7 @@
 the dtype, where the tokenizer is (loaded by `setup.tokenizer`, as the hook's), and that every
 checkpoint of a run has one architecture (the model is built once). The model description, the
 build and the weight loading are `lighteval_nanotron.models.checkpoint.format` and
-`lighteval_nanotron.models.nanotron_builder`.
+`lighteval_nanotron.models.checkpoint.nanotron_builder`.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ model, run the forwards and the metrics, and write the results with the tracking
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 import time
@@ -32,7 +33,11 @@ from lighteval_nanotron.checkpoint_eval.discovery import (
 from lighteval_nanotron.checkpoint_eval.loading import check_same_model, resolve_dtype, tokenizer_source
 from lighteval_nanotron.checkpoint_eval.mesh_setup import collectively, parallel_context_for
 from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model, read_training_config
-from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, check_model_layout, load_checkpoint_weights
+from lighteval_nanotron.models.checkpoint.nanotron_builder import (
+    build_nanotron_model,
+    check_model_layout,
+    load_checkpoint_weights,
+)
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron_trainer
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.pipeline.result import EvaluationResult, raise_for_failed_tasks
@@ -69,7 +74,7 @@ def _discover(config: CheckpointEvalConfig) -> list[CheckpointInfo]:
     return [checkpoint_info(config.checkpoint)]
 
 
-def _read_models(checkpoints: list[CheckpointInfo], config: CheckpointEvalConfig) -> tuple[CheckpointModel, str]:
+def read_models(checkpoints: list[CheckpointInfo], config: CheckpointEvalConfig) -> tuple[CheckpointModel, str]:
     checkpoint_model = read_checkpoint_model(checkpoints[0].path)
     for info in checkpoints[1:]:
         check_same_model(checkpoint_model, read_checkpoint_model(info.path), info.path)
@@ -89,10 +94,8 @@ def _load_docs(config: CheckpointEvalConfig, tasks: dict[str, Any], world: Any) 
 
 def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> EvaluationPlan:
     """Everything that can fail before a model is built, checked on every rank together."""
-    from lighteval_nanotron.setup.engine import prompt_manager
     from lighteval_nanotron.setup.finished_steps import finished_tasks_by_step
     from lighteval_nanotron.setup.tasks import load_tasks
-    from lighteval_nanotron.setup.tokenizer import load_tokenizer
 
     world = parallel_context.world_pg
     # Listed on world rank 0 only and broadcast: a folder listed by each rank on its own can change
@@ -103,7 +106,7 @@ def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> Eval
         lambda: computed_once(lambda: _discover(config), world, src=dist.get_global_rank(world, 0)),
     )
     checkpoint_model, model_name = collectively(
-        world, "reading the checkpoints", lambda: _read_models(checkpoints, config)
+        world, "reading the checkpoints", lambda: read_models(checkpoints, config)
     )
     tasks = collectively(world, "loading the tasks", lambda: load_tasks(config))
     backfill = config.checkpoints_dir is not None
@@ -114,18 +117,30 @@ def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> Eval
     skipped = sorted(info.step for info in checkpoints if info.step not in tasks_by_step)
     if not todo:
         return EvaluationPlan([], skipped, checkpoint_model, model_name, None, None, {})
+    plan = EvaluationPlan(todo, skipped, checkpoint_model, model_name, None, None, tasks, tasks_by_step)
+    return with_prepared_inputs(config, world, plan)
+
+
+def with_prepared_inputs(
+    config: CheckpointEvalConfig, world: Any, plan: EvaluationPlan, every_task: bool = False
+) -> EvaluationPlan:
+    """`plan` with its tokenizer, prompt settings and docs: those of the tasks pending at its
+    steps, or of every task (`every_task`: a watched folder's later checkpoints may need any)."""
+    from lighteval_nanotron.setup.engine import prompt_manager
+    from lighteval_nanotron.setup.tokenizer import load_tokenizer
+
     tokenizer = collectively(
         world,
         "loading the tokenizer",
-        lambda: load_tokenizer(tokenizer_source(config.tokenizer, todo[0].path), config.use_chat_template),
+        lambda: load_tokenizer(tokenizer_source(config.tokenizer, plan.checkpoints[0].path), config.use_chat_template),
     )
     prompts = collectively(world, "checking the prompt settings", lambda: prompt_manager(config, tokenizer))
-    needed = {name for names in tasks_by_step.values() for name in names}
-    tasks = {name: task for name, task in tasks.items() if name in needed}
+    needed = set(plan.tasks) if every_task else {name for names in plan.tasks_by_step.values() for name in names}
+    tasks = {name: task for name, task in plan.tasks.items() if name in needed}
     docs = collectively(world, "loading the datasets", lambda: _load_docs(config, tasks, world))
-    length = (read_training_config(todo[0].path).get("tokens") or {}).get("sequence_length")
-    return EvaluationPlan(
-        todo, skipped, checkpoint_model, model_name, tokenizer, prompts, tasks, tasks_by_step, docs, length
+    length = (read_training_config(plan.checkpoints[0].path).get("tokens") or {}).get("sequence_length")
+    return dataclasses.replace(
+        plan, tokenizer=tokenizer, prompts=prompts, tasks=tasks, docs=docs, sequence_length=length
     )
 
 

@@ -17,9 +17,9 @@ import logging
 import os
 import sys
 
-from lighteval_nanotron import __version__
 from lighteval_nanotron.console_errors import TRACEBACK_ENV, report_exception
 from lighteval_nanotron.nanotron_compat.console import add_verbose_flag, quiet_process, set_verbose
+from lighteval_nanotron.version import __version__
 
 COMMANDS = (
     "lighteval_nanotron.cli.tasks_cmd",

@@ -136,7 +136,9 @@ def greedy_choice(shard_logits: torch.Tensor, tp_group: dist.ProcessGroup | None
     it) and inf when a logit is: a free non-finite check.
 
     Each TP rank offers its best `(value, global id)`; one all-gather of `[tp, 2, n]`; ties go to
-    the lowest vocabulary id, as `torch.argmax` on the full vocabulary does.
+    the lowest vocabulary id, as `torch.argmax` on the full vocabulary does. A row with a NaN gets
+    the id of its first NaN on every layout (the TP1 choice; NaN equals nothing, so without this
+    no shard would match and the id would be a cast infinity).
     """
     _observe(shard_logits)
     logits = shard_logits.float()
@@ -150,7 +152,8 @@ def greedy_choice(shard_logits: torch.Tensor, tp_group: dist.ProcessGroup | None
     dist.all_gather(gathered, mine, group=tp_group)
     stacked = torch.stack(gathered)  # [tp, 2, n]
     best_value = stacked[:, 0].max(dim=0).values
-    ids = torch.where(stacked[:, 0] == best_value, stacked[:, 1], torch.full_like(stacked[:, 1], float("inf")))
+    best = (stacked[:, 0] == best_value) | (stacked[:, 0].isnan() & best_value.isnan())
+    ids = torch.where(best, stacked[:, 1], torch.full_like(stacked[:, 1], float("inf")))
     return ids.min(dim=0).values.long(), best_value
 
 

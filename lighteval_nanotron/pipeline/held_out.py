@@ -22,6 +22,8 @@ from lighteval_nanotron.metrics.held_out import (
     macro_scores,
     micro_scores,
 )
+from lighteval_nanotron.models.interface import HeldOutModel, LightevalModel, missing_members
+from lighteval_nanotron.pipeline.progress import EvaluationProgress
 from lighteval_nanotron.pipeline.result import SampleDetail
 from lighteval_nanotron.requests.held_out import HELD_OUT_METHOD, HeldOutLosses, HeldOutSet, held_out_key
 
@@ -29,7 +31,6 @@ MICRO_KEY = held_out_key("_micro")
 MACRO_KEY = held_out_key("_macro")
 LOWER_IS_BETTER = (LOSS, PERPLEXITY, BITS_PER_BYTE)
 """Recorded per domain in `config_tasks` (`higher_is_better`), as the signal analysis reads a metric's direction."""
-_NEEDED = ("prepare_held_out", "run", "computed_once", "tokenizer", "vocab_size", "max_length")
 
 
 @dataclass
@@ -49,16 +50,17 @@ class PreparedHeldOut:
         return sum(len(held_out.windows) for held_out in self.sets)
 
 
-def prepare_held_out(model: Any, specs: Sequence[HeldOutSpec], sequence_length: int | None) -> PreparedHeldOut:
+def prepare_held_out(
+    model: LightevalModel, specs: Sequence[HeldOutSpec], sequence_length: int | None
+) -> PreparedHeldOut:
     """Read and tokenize every domain once for the mesh (`computed_once`), then plan each on every rank.
     `sequence_length` None: the model's positions."""
     if not specs:
         return PreparedHeldOut()
-    missing = [name for name in _NEEDED if not hasattr(model, name)]
-    if missing:
+    if not isinstance(model, HeldOutModel):
         raise ConfigError(
-            f"Held-out loss needs the Nanotron engine (a model with {', '.join(_NEEDED)}); "
-            f"{type(model).__name__} lacks {', '.join(missing)}."
+            f"Held-out loss needs the Nanotron engine (a HeldOutModel, lighteval_nanotron.models.interface); "
+            f"{type(model).__name__} lacks {', '.join(missing_members(model, HeldOutModel))}."
         )
     length = sequence_length or model.max_length
     sets = model.computed_once(
@@ -73,9 +75,11 @@ class HeldOutRun:
     seconds: float
 
 
-def run_held_out(model: Any, prepared: PreparedHeldOut, progress: Any = None, docs_before: int = 0) -> list[HeldOutRun]:
+def run_held_out(
+    model: LightevalModel, prepared: PreparedHeldOut, progress: EvaluationProgress | None = None, docs_before: int = 0
+) -> list[HeldOutRun]:
     """Every domain's losses (on the reporting rank; None elsewhere). Every rank calls it.
-    `progress` (an `EvaluationProgress`, if any) advances through the windows after `docs_before`."""
+    `progress` (if any) advances through the windows after `docs_before`, as micro-batches end."""
     runs = []
     for held_out, plan in zip(prepared.sets, prepared.plans, strict=True):
         start = time.perf_counter()

@@ -20,10 +20,11 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.models.interface import LightevalModel
 from lighteval_nanotron.pipeline.apply_metrics import aggregate_results, score_groups
 from lighteval_nanotron.pipeline.doc_checks import check_gold_indices
 from lighteval_nanotron.pipeline.held_out import PreparedHeldOut, held_out_results, prepare_held_out, run_held_out
-from lighteval_nanotron.pipeline.model_calls import PreparedRequests, is_reporting_rank, prepare_requests, run_requests
+from lighteval_nanotron.pipeline.model_calls import PreparedRequests, check_model, prepare_requests, run_requests
 from lighteval_nanotron.pipeline.progress import EvaluationProgress, ProgressLog
 from lighteval_nanotron.pipeline.request_groups import RequestGroup, group_requests
 from lighteval_nanotron.pipeline.result import EvaluationResult
@@ -113,14 +114,16 @@ def cap_note(task_name: str, source: Mapping[str, Any]) -> str:
 
 
 def share_docs(
-    model: Any, tasks: Mapping[str, LightevalTask], max_samples: int | None, docs: Mapping[str, TaskDocs] | None = None
+    model: LightevalModel,
+    tasks: Mapping[str, LightevalTask],
+    max_samples: int | None,
+    docs: Mapping[str, TaskDocs] | None = None,
 ) -> dict[str, list[Doc]]:
-    """`build_docs` once for the whole mesh when the model offers `computed_once` (one rank loads
-    the datasets and builds the docs, every rank receives them), else here; `docs` when already
+    """`build_docs` once for the whole mesh (the model's `computed_once`: on the Nanotron engine one
+    rank loads the datasets and builds the docs, every rank receives them); `docs` when already
     built. The tasks' doc counts are set on every rank."""
     if docs is None:
-        once = getattr(model, "computed_once", None)
-        docs = once(lambda: build_docs(tasks, max_samples)) if callable(once) else build_docs(tasks, max_samples)
+        docs = model.computed_once(lambda: build_docs(tasks, max_samples))
     for name, task in tasks.items():
         task.config.original_num_docs = docs[name].original_num_docs
         task.config.effective_num_docs = docs[name].effective_num_docs
@@ -135,7 +138,7 @@ class EvaluationPipeline:
 
     def __init__(
         self,
-        model: Any,
+        model: LightevalModel,
         tasks: Mapping[str, LightevalTask],
         docs: Mapping[str, list[Doc]],
         render_prompt: Callable[[Doc], str],
@@ -180,7 +183,7 @@ class EvaluationPipeline:
     @classmethod
     def prepare(
         cls,
-        model: Any,
+        model: LightevalModel,
         tasks: TaskSelection,
         max_samples: int | None = None,
         *,
@@ -201,7 +204,8 @@ class EvaluationPipeline:
         raises here, before any evaluation.
 
         Args:
-            model: An engine model (`loglikelihood`, `loglikelihood_rolling`, `greedy_until`).
+            model: A `LightevalModel` (`models.interface`: `loglikelihood`, `loglikelihood_rolling`,
+                `greedy_until`; a `PlanningModel` such as the Nanotron engine plans them here).
             tasks: Task specs (`"suite|task|k,..."`, a list, a file of specs) or `{name: LightevalTask}`.
             max_samples: At most this many docs per task (a fixed subset), None for all.
             custom_tasks: A `.py` file, module name or module with a `TASKS_TABLE` of extra tasks.
@@ -212,7 +216,7 @@ class EvaluationPipeline:
             fewshot_draws: `lighteval` or `per_doc` for every task; None keeps each task's own
                 (its config's `fewshot_draws`, else `lighteval` for lighteval's suites).
             docs: The tasks' docs when already built (`build_docs`), else built here, once for
-                the whole mesh when the model offers `computed_once`.
+                the whole mesh (the model's `computed_once`).
             show_progress: Show a bar per evaluation (docs done, docs/s, ETA) on this process
                 when stderr is a terminal, advanced as its micro-batches end; pass True on one
                 rank only (the reporting rank: `model.is_reporting_rank`).
@@ -223,20 +227,21 @@ class EvaluationPipeline:
             held_out_sequence_length: Tokens per held-out window's input (the training's sequence
                 length); None: the model's positions.
         """
+        check_model(model)
         if max_samples is not None and max_samples < 1:
             raise ConfigError(f"max_samples={max_samples}: use a positive number, or None for every doc.")
         loaded = {} if held_out and not tasks else load_tasks(tasks, custom_tasks, fewshot_draws)
         task_docs = share_docs(model, loaded, max_samples, docs)
         for task_name, docs_of_task in task_docs.items():
             check_gold_indices(task_name, docs_of_task)
-        name = model_name or getattr(model, "model_name", None) or "model"
+        name = model_name or model.model_name or "model"
         logger.info(
             "Prepared %d task(s), %d docs: %s", len(task_docs), sum(map(len, task_docs.values())), ", ".join(task_docs)
         )
         if prompt_manager is not None:
             render_prompt = prompt_manager.prepare_prompt
         else:
-            render_prompt = getattr(model, "prompt_fn", None) or PromptManager().prepare_prompt
+            render_prompt = model.prompt_fn or PromptManager().prepare_prompt
         prepared_held_out = prepare_held_out(model, list(held_out), held_out_sequence_length)
         return cls(
             model,
@@ -264,7 +269,7 @@ class EvaluationPipeline:
         ) as progress:
             runs = run_requests(self.model, self.prepared, progress)
             held_out_runs = run_held_out(self.model, self.held_out, progress, task_docs)
-        if not is_reporting_rank(self.model):
+        if not self.model.is_reporting_rank:
             return None
         responses = [run.responses for run in runs]
         scored = score_groups(

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lighteval_nanotron.models.interface import PlanningModel
 from lighteval_nanotron.pipeline.request_groups import RequestGroup
 from lighteval_nanotron.requests import SamplingMethod
 
@@ -80,11 +81,10 @@ def truncation_lines(counts: dict[str, TaskTruncation], max_length: int | None) 
     return lines
 
 
-def report_truncation(model: object, groups: Sequence[RequestGroup], plans: Sequence[object]) -> None:
+def report_truncation(model: PlanningModel, groups: Sequence[RequestGroup], plans: Sequence[object]) -> None:
     """Log the truncation of prepared plans once, as a warning, on the model's reporting rank."""
-    counted = getattr(model, "truncation", None)
-    if not callable(counted) or not getattr(model, "is_reporting_rank", True):
+    if not model.is_reporting_rank:
         return
-    cuts = [None if plan is None else counted(plan) for plan in plans]
-    for line in truncation_lines(count_truncation(groups, cuts), getattr(model, "max_length", None)):
+    cuts = [None if plan is None else model.truncation(plan) for plan in plans]
+    for line in truncation_lines(count_truncation(groups, cuts), model.max_length):
         logger.warning(line)

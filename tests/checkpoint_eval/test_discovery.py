@@ -20,7 +20,7 @@ from lighteval_nanotron.checkpoint_eval.mesh_setup import check_world
 from lighteval_nanotron.cli.main import build_parser
 from lighteval_nanotron.errors import CheckpointError, ConfigError, LayoutError
 from lighteval_nanotron.models.checkpoint.format import CheckpointModel
-from lighteval_nanotron.models.nanotron_builder import check_model_layout
+from lighteval_nanotron.models.checkpoint.nanotron_builder import check_model_layout
 
 
 def _checkpoint(folder: Path, metas: dict | None = None, config: dict | None = None) -> Path:
@@ -165,7 +165,7 @@ def test_resolve_dtype(tmp_path):
 
 
 def _spec(**overrides) -> CheckpointModel:
-    from tests.helpers.tiny_model import tiny_llama_config
+    from lighteval_nanotron.models.families.llama.tiny import tiny_llama_config
 
     return CheckpointModel(tiny_llama_config(**overrides), 10000.0)
 
@@ -227,7 +227,7 @@ def test_damaged_metadata_and_config_sections_are_named(tmp_path):
         tokenizer_source(None, damaged)
     import dataclasses
 
-    from tests.helpers.tiny_model import tiny_llama_config
+    from lighteval_nanotron.models.families.llama.tiny import tiny_llama_config
 
     fields = json.dumps(dataclasses.asdict(tiny_llama_config()))
     (damaged / "model_config.json").write_bytes(b"\xef\xbb\xbf" + fields.encode())

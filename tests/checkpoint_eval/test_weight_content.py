@@ -100,7 +100,7 @@ def _fresh_model_content(model_config_json: str, path: str) -> str:
     import json
 
     from lighteval_nanotron.models.checkpoint.format import CheckpointModel
-    from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, save_nanotron_checkpoint
+    from lighteval_nanotron.models.checkpoint.nanotron_builder import build_nanotron_model, save_nanotron_checkpoint
     from tests.helpers.distributed import parallel_context
 
     model_config = CheckpointModel.from_fields(json.loads(model_config_json)).model_config
@@ -117,7 +117,7 @@ def test_freshly_initialised_norms_and_zero_biases_are_accepted(tmp_path):
     import dataclasses
     import json
 
-    from tests.helpers.tiny_model import tiny_starcoder2_config
+    from lighteval_nanotron.models.families.starcoder2.tiny import tiny_starcoder2_config
 
     config = json.dumps(dataclasses.asdict(tiny_starcoder2_config()))
     constant = run_distributed(_fresh_model_content, 1, config, str(tmp_path / "fresh"), timeout=120)[0]

@@ -24,7 +24,7 @@ from lighteval_nanotron.models.engine.config import EngineConfig
 from lighteval_nanotron.models.engine.runtime import Runtime
 from lighteval_nanotron.models.engine.scoring_plan import PlanStats
 from lighteval_nanotron.models.engine.tree_attention import TreeAttention
-from lighteval_nanotron.parallel.stages import run_stage
+from lighteval_nanotron.parallel.stages import OutputStageFailure, run_stage, stage_input
 from lighteval_nanotron.parallel.vocab_parallel import target_logprobs
 from lighteval_nanotron.requests.held_out import HeldOutLosses, HeldOutSet
 
@@ -105,27 +105,34 @@ def _local_sums(rt: Runtime, plan: HeldOutPlan) -> torch.Tensor | None:
     sums = torch.zeros(len(plan.windows), dtype=torch.float64)
     length = plan.sequence_length
     link = rt.new_link()
+    failure = OutputStageFailure(rt.stage, link)
     chunk = rt.config.chunk_tokens_for(rt.device)
     for done, (first, last) in enumerate(plan.batches, start=1):
+        if failure.error is not None:
+            failure.drain()
+            rt.sync_pipeline()
+            continue
         rows = last - first
         block = torch.from_numpy(plan.windows[first:last]).long()
-        x = block[:, :-1].to(rt.device) if rt.stage.is_first else None
         mask = torch.ones((rows, length), dtype=torch.bool, device=rt.device)
         positions = torch.arange(length, device=rt.device).expand(rows, length)
         attention = CausalAttention(positions, None, chunk_tokens=chunk)
         select = (torch.arange(length).repeat(rows), torch.arange(rows).repeat_interleave(length))
         window_of = torch.arange(first, last).repeat_interleave(length)
         consume = _consumer(rt, block[:, 1:].reshape(-1), window_of, sums) if rt.stage.is_last else None
-        run_stage(rt.stage, link, x, mask, attention, select, consume)
+        x = stage_input(rt.stage, link, block[:, :-1].to(rt.device), select)
+        with failure.guarding():
+            run_stage(rt.stage, link, x, mask, attention, select, consume)
         rt.sync_pipeline()
         rt.micro_batch_done(done, len(plan.batches))
     link.flush()
+    failure.raise_if_failed()
     return sums
 
 
 def run_held_out(rt: Runtime, plan: HeldOutPlan) -> list[HeldOutLosses]:
     """`[HeldOutLosses]` of every window, in order, on the ranks that receive results; `[]` elsewhere."""
-    sums = _local_sums(rt, plan)
+    sums = rt.agreed(lambda: _local_sums(rt, plan), "held-out loss")
     payload = (plan.first_window, sums.numpy().tobytes()) if sums is not None and rt.mesh.holds_results else None
     gathered = rt.mesh.gather(payload, to_all=rt.config.gather_to == "all")
     if gathered is None:

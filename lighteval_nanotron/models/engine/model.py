@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence, TypeVar
 
-from lighteval_nanotron.models.abstract_model import LightevalModel
 from lighteval_nanotron.models.engine.config import EngineConfig
 from lighteval_nanotron.models.engine.generation import run_generation
 from lighteval_nanotron.models.engine.generation_plan import (
@@ -29,6 +28,7 @@ from lighteval_nanotron.models.engine.runtime import Runtime, inference_mode
 from lighteval_nanotron.models.engine.scoring import run_scoring
 from lighteval_nanotron.models.engine.scoring_plan import ScoringPlan, build_batches, loglikelihood_rows, rolling_rows
 from lighteval_nanotron.models.engine.vocabulary import check_token_ids
+from lighteval_nanotron.models.interface import HeldOutModel
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.parallel.tp_mode import all_reduce_form
 from lighteval_nanotron.requests import Doc, ModelResponse
@@ -38,7 +38,7 @@ Plan = ScoringPlan | GenerationPlan | HeldOutPlan
 T = TypeVar("T")
 
 
-class NanotronLightevalModel(LightevalModel):
+class NanotronLightevalModel(HeldOutModel):
     """Log-likelihood, rolling log-likelihood and greedy generation on a Nanotron model.
 
     `model` is a training model of a supported family (`models.families`: `LlamaForTraining`,

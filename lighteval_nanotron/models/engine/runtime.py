@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -13,8 +13,16 @@ from lighteval_nanotron.models.engine.config import EngineConfig
 from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter
 from lighteval_nanotron.models.engine.vocabulary import check_tokenizer_fits, tokenizer_size
 from lighteval_nanotron.models.families import ModelFamily, family_of_model
+from lighteval_nanotron.parallel.agreement import collectively
+from lighteval_nanotron.parallel.deadline import deadline_s
 from lighteval_nanotron.parallel.mesh import Mesh
 from lighteval_nanotron.parallel.stages import LocalStage, StageLink
+
+T = TypeVar("T")
+_TIMEOUT_HINT = (
+    "Raise the failure timeout (eval --failure-timeout-s, the hook's lighteval_nanotron.failure_timeout_s) if the "
+    "evaluation is only slow."
+)
 
 
 def _device(inner: Any) -> torch.device:
@@ -77,6 +85,13 @@ class Runtime:
         """Report that `done` of this rank's `total` micro-batches of the running plan have ended."""
         if self.on_micro_batch is not None:
             self.on_micro_batch(done, total)
+
+    def agreed(self, local: Callable[[], T], what: str) -> T:
+        """`local()`, this rank's part of a run (the pipelined forwards), then one flag all-reduce
+        over the world (`collectively`): if it raised on any rank, every rank raises together
+        before the results gather, so no rank is left alone in a collective."""
+        world = self.mesh.world_group
+        return collectively(world, what, local, timeout_hint=_TIMEOUT_HINT, timeout_s=deadline_s(world))
 
     def sync_pipeline(self) -> None:
         """Without pipeline overlap: wait until every stage has finished the current micro-batch."""
