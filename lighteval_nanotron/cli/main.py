@@ -29,6 +29,7 @@ COMMANDS = (
     "lighteval_nanotron.cli.options_cmd",
     "lighteval_nanotron.cli.train_cmd",
     "lighteval_nanotron.cli.bench_cmd",
+    "lighteval_nanotron.cli.torchrun_cmd",
 )
 
 
@@ -57,12 +58,23 @@ def _command_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentP
     return found
 
 
+def command_names() -> list[str]:
+    """The verbs of `lighteval-nanotron` (eval, train, ...)."""
+    (verbs,) = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)]
+    return list(verbs.choices)
+
+
 def main(argv: list[str] | None = None) -> int:
     return _run_verb(build_parser(), argv)
 
 
 def _run_verb(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if args.command == "torchrun":  # everything after the verb is torchrun's and the command's, in order
+        args.torchrun_args = argv[argv.index("torchrun") + 1 :]
+    elif unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.verbose:
         set_verbose(True)  # spawned ranks and torchrun workers inherit it
         os.environ.setdefault(TRACEBACK_ENV, "1")

@@ -73,6 +73,7 @@ def train(config_file: str, cpu: bool = False, timeout_s: int = DEFAULT_TIMEOUT_
 
 def _spawned_rank(rank: int, world_size: int, port: int, config_file: str, timeout_s: int, errors: str) -> None:
     os.environ.update(local_rank_env(rank, world_size, port))
+    quiet_process()
     import torch
     import torch.distributed as dist
 

@@ -27,11 +27,14 @@ from lighteval_nanotron.hook.config import SECTION, EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
 from lighteval_nanotron.hook.training_config import TrainingConfigWithEvaluation
 from lighteval_nanotron.hook.wandb_run import training_wandb
+from lighteval_nanotron.nanotron_compat.console import quiet_nanotron
 from lighteval_nanotron.nanotron_compat.imports import ensure_cuda_extensions
 
 ensure_cuda_extensions()  # Nanotron's models import flash-attn (main: grouped_gemm too): stand-ins on CPU only
 
 from nanotron.trainer import DistributedTrainer  # noqa: E402
+
+quiet_nanotron()  # Nanotron's weight bars, now that the trainer's modules are imported
 
 AFTER = ("post_train_step", "post_save_checkpoint", "post_training")
 """Trainer hooks after which the evaluator's method of the same name runs (with the trainer)."""

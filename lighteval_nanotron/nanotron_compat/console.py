@@ -5,8 +5,9 @@ by `add_verbose_flag` for every command; `LIGHTEVAL_NANOTRON_VERBOSE=1` for a la
 inherited by spawned ranks and torchrun workers):
 
 - Nanotron's INFO records that restate the config or are meaningless here: the config and model
-  config dumps, per-rank parameter counts and build steps, and CUDA memory lines where no CUDA
-  device is used (`Memory usage: 0.00MiB`). Training iterations, checkpoints and warnings stay.
+  config dumps, parameter counts and build steps, and CUDA memory lines where no CUDA device is
+  used (`Memory usage: 0.00MiB`); and the path of each results file written (the training log's
+  line per evaluation stays). Training iterations, checkpoints and warnings stay.
 - Nanotron's tqdm bars (saving and loading weights) are drawn on a terminal only, never into a log.
 - Python warnings (deprecations and notes of torch and the libraries under Nanotron) and the
   `datasets` progress bars, in the processes of this project's commands.
@@ -22,19 +23,30 @@ import warnings
 from functools import partial
 
 VERBOSE_ENV = "LIGHTEVAL_NANOTRON_VERBOSE"
-NANOTRON_LOGGERS = ("nanotron.trainer", "nanotron.models.base", "nanotron.helpers", "nanotron.serialize.main")
-"""The Nanotron loggers whose restating INFO records are left out (a logger's filter sees the records
-logged on it)."""
+QUIETED_LOGGERS = (
+    "nanotron.trainer",
+    "nanotron.models.base",
+    "nanotron.helpers",
+    "nanotron.serialize.main",
+    "lighteval_nanotron.tracking.json_logger",
+    "lighteval_nanotron.tracking.details_logger",
+)
+"""The loggers whose restating INFO records are left out (a logger's filter sees the records logged
+on it): Nanotron's, and this package's file writers (the training log's one line per evaluation and
+the command's own summary say where results go)."""
 RESTATING = (
     "Config:",
     "Model Config:",
     "Local number of parameters:",
+    "Total number of parameters:",
     "No checkpoint path provided.",
     "Building model..",
     "Setting PP block ranks..",
     "Setting max_position_embeddings to",
+    "Saved evaluation results to",
+    "Saved per-sample details",
 )
-"""Starts of those records: dumps of the YAML the user wrote, and build steps."""
+"""Starts of those records: dumps of the YAML the user wrote, build steps, per-evaluation file paths."""
 MEMORY = "Memory usage:"
 TQDM_MODULES = ("nanotron.serialize.weights", "nanotron.serialize.optimizer", "nanotron.optim.zero")
 
@@ -90,7 +102,7 @@ def _tqdm_on_a_terminal(tqdm_class, *args, disable: bool | None = False, **kwarg
 def quiet_nanotron() -> None:
     """Quiet Nanotron's console output in this process (idempotent; after Nanotron's modules are
     imported, for the bars)."""
-    for name in NANOTRON_LOGGERS:
+    for name in QUIETED_LOGGERS:
         nanotron_logger = logging.getLogger(name)
         if not any(isinstance(f, _QuietNanotron) for f in nanotron_logger.filters):
             nanotron_logger.addFilter(_QuietNanotron())

@@ -235,9 +235,9 @@ class EvaluationPipeline:
         for task_name, docs_of_task in task_docs.items():
             check_gold_indices(task_name, docs_of_task)
         name = model_name or model.model_name or "model"
-        logger.info(
-            "Prepared %d task(s), %d docs: %s", len(task_docs), sum(map(len, task_docs.values())), ", ".join(task_docs)
-        )
+        if model.is_reporting_rank:  # said once for the mesh
+            docs_count = sum(map(len, task_docs.values()))
+            logger.info("Prepared %d task(s), %d docs: %s", len(task_docs), docs_count, ", ".join(task_docs))
         if prompt_manager is not None:
             render_prompt = prompt_manager.prepare_prompt
         else:

@@ -87,7 +87,6 @@ def test_progress_lines_go_to_the_log_function(toy_data, monkeypatch):
 
 def test_no_progress_lines_for_an_evaluation_shorter_than_the_interval(toy_data, monkeypatch):
     lines = []
-    _run(
-        monkeypatch, io.StringIO(), True, model=PlanningBigramLM(), progress_log=lines.append, progress_log_interval_s=3600
-    )
+    model = PlanningBigramLM()
+    _run(monkeypatch, io.StringIO(), True, model=model, progress_log=lines.append, progress_log_interval_s=3600)
     assert lines == []
