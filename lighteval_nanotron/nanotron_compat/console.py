@@ -23,17 +23,10 @@ import warnings
 from functools import partial
 
 VERBOSE_ENV = "LIGHTEVAL_NANOTRON_VERBOSE"
-QUIETED_LOGGERS = (
-    "nanotron.trainer",
-    "nanotron.models.base",
-    "nanotron.helpers",
-    "nanotron.serialize.main",
-    "lighteval_nanotron.tracking.json_logger",
-    "lighteval_nanotron.tracking.details_logger",
-)
-"""The loggers whose restating INFO records are left out (a logger's filter sees the records logged
-on it): Nanotron's, and this package's file writers (the training log's one line per evaluation and
-the command's own summary say where results go)."""
+NANOTRON_LOGGERS = ("nanotron.trainer", "nanotron.models.base", "nanotron.helpers", "nanotron.serialize.main")
+"""The Nanotron loggers whose restating INFO records are left out (a logger's filter sees the records
+logged on it); `quiet_loggers` adds others (the hook: the results writers', whose paths the training
+log's line per evaluation makes redundant)."""
 RESTATING = (
     "Config:",
     "Model Config:",
@@ -99,13 +92,18 @@ def _tqdm_on_a_terminal(tqdm_class, *args, disable: bool | None = False, **kwarg
     return tqdm_class(*args, disable=True if disable else None, **kwargs)
 
 
+def quiet_loggers(*names: str) -> None:
+    """Leave out the restating INFO records of these loggers unless verbose (idempotent)."""
+    for name in names:
+        quieted = logging.getLogger(name)
+        if not any(isinstance(f, _QuietNanotron) for f in quieted.filters):
+            quieted.addFilter(_QuietNanotron())
+
+
 def quiet_nanotron() -> None:
     """Quiet Nanotron's console output in this process (idempotent; after Nanotron's modules are
     imported, for the bars)."""
-    for name in QUIETED_LOGGERS:
-        nanotron_logger = logging.getLogger(name)
-        if not any(isinstance(f, _QuietNanotron) for f in nanotron_logger.filters):
-            nanotron_logger.addFilter(_QuietNanotron())
+    quiet_loggers(*NANOTRON_LOGGERS)
     for name in TQDM_MODULES:
         module = sys.modules.get(name)
         bar = getattr(module, "tqdm", None)

@@ -210,8 +210,9 @@ def load_source(source: DatasetSource) -> LoadedDataset:
     comes from the slice shipped with the package when there is one, with a warning that says so."""
     check_data_dirs(source)
     tried: list[str] = []
-    if source.data_files is not None:
-        return _load_with_datasets(source, source.hf_repo, tried)
+    if source.data_files is not None:  # the task names its files (lighteval's hf_data_files)
+        dataset = _load_with_datasets(source, source.hf_repo, tried)
+        return LoadedDataset(dataset, DataOrigin("data_files", f"{source.hf_repo} {source.data_files}"))
     subset = _subset_dir_name(source.hf_subset)
     for location in candidate_locations(source.hf_repo, source.hf_subset, source.data_dirs):
         origin = _local_origin(location)

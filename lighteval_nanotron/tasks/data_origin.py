@@ -13,6 +13,7 @@ KINDS = {
     "data_dir": "a data dir",
     "bundled_slice": "the slice shipped with the package",
     "local_folder": "a local dataset folder",
+    "data_files": "the data files the task names (hf_data_files)",
     "hub": "the Hugging Face Hub",
     "hub_cache": "the Hugging Face cache (offline)",
 }
