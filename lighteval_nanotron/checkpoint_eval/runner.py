@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -191,6 +192,7 @@ class CheckpointEvaluator:
                     docs={name: self.setup.docs[name] for name in tasks},
                     sequence_length=self.setup.sequence_length,
                     held_out=list(names),
+                    progress_log=None if sys.stderr.isatty() else _progress_line,
                 ),
             )
         return self.pipelines[names]
@@ -244,6 +246,11 @@ class CheckpointEvaluator:
         if self.loggers is not None:
             self.loggers.close()
             self.loggers = None
+
+
+def _progress_line(line: str) -> None:
+    """A progress line on stderr, where no bar is drawn (a log file, a Slurm job's output)."""
+    print(line, file=sys.stderr, flush=True)
 
 
 @dataclass

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.distributed
 def _check_layout(tmp_path, tp: int, pp: int, dp: int, model_config=None) -> None:
     world = tp * pp * dp
     layout = dict(tp=tp, pp=pp, dp=dp, train_steps=4, model_config=model_config)
-    with_hook = write_config(tmp_path, **layout, name="hook.yaml")
+    with_hook = write_config(tmp_path, **layout, name="hook.yaml", section={"progress_interval_s": 0})
     without = write_config(tmp_path, **layout, evaluate=False, name="plain.yaml")
     hooked = run_distributed(train_worker, world, str(with_hook), timeout=300)
     plain = run_distributed(train_worker, world, str(without), timeout=300)
@@ -61,8 +61,20 @@ def _check_layout(tmp_path, tp: int, pp: int, dp: int, model_config=None) -> Non
     assert sorted(scalars["eval/cost_train_steps"]) == [2, 4]
     assert all(sorted(scalars[f"eval_time/{task}"]) == [2, 4] for task in TASKS)
     (rank0,) = [report for rank, report in enumerate(hooked) if rank == 0]
-    assert len(rank0["eval_log"]) == 2 and all(" training steps:" in line for line in rank0["eval_log"])
-    assert all(line.count("| Docs/s") == 1 for line in rank0["eval_log"])  # the per-task cost table
+    assert len(rank0["eval_log"]) == 2 and all(" training steps: " in line for line in rank0["eval_log"])
+    # one line per evaluation (the tables with --verbose): each task's first metric
+    assert all("\n" not in line and all(f"{task} acc " in line for task in TASKS) for line in rank0["eval_log"])
+    # progress lines in the log, from the reporting rank only (progress_interval_s: 0: at every micro-batch)
+    assert all(report["progress_log"] == [] for report in hooked if not report["reporting"])
+    for step in (2, 4):
+        lines = [
+            line
+            for line in reporting["progress_log"]
+            if line.startswith(f"[lighteval_nanotron] evaluation at step {step}: ")
+        ]
+        assert lines and all(" docs/s, " in line and line.endswith(" left") for line in lines), reporting[
+            "progress_log"
+        ]
     assert all(list(report["last_costs"]) == TASKS for report in hooked)
 
 

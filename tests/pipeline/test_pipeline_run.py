@@ -196,3 +196,22 @@ def test_model_seconds_are_split_by_token_positions_and_add_up():
     assert costs["a"].seconds == pytest.approx(0.5) and costs["c"].seconds == pytest.approx(2.0)
     assert costs["b"].seconds == pytest.approx(1.5 + 1.0) and costs["b"].docs_per_s == pytest.approx(3 / 2.5)
     assert (costs["b"].processed_tokens, costs["b"].useful_tokens) == (65, 45)
+
+
+def test_every_task_records_its_data_source_and_an_unmet_cap_is_said(toy_data, caplog):
+    result = _prepare(BigramLM(), max_samples=4).run()
+    sources = {task: config["data_source"] for task, config in result.to_dict()["config_tasks"].items()}
+    for task, source in sources.items():
+        assert source["kind"] == "data_dir" and source["location"].startswith(str(toy_data)) and not source["slice"]
+        assert source["docs_available"] == result.to_dict()["config_tasks"][task]["original_num_docs"]
+        assert source["max_samples"] == 4 and source["docs_evaluated"] == min(4, source["docs_available"])
+        assert source["cap_met"] == (source["docs_available"] >= 4)
+    assert sources[MC]["rows"] == {"test": 4} and sources[MC]["cap_met"]
+    assert sources[GEN]["rows"] == {"test": 3} and not sources[GEN]["cap_met"]
+    notes = [r.getMessage() for r in caplog.records if "max_samples 4 asked" in r.getMessage()]
+    assert notes == [
+        f"Task {GEN}: max_samples 4 asked for, but a data dir holds 3 docs (3 rows of test): all 3 are evaluated.",
+        f"Task {PPL}: max_samples 4 asked for, but a data dir holds 3 docs (3 rows of test): all 3 are evaluated.",
+    ]
+    unlimited = _prepare(BigramLM()).run().to_dict()["config_tasks"][MC]["data_source"]
+    assert unlimited["max_samples"] is None and unlimited["cap_met"]
