@@ -83,7 +83,11 @@ def _spawned_rank(rank: int, world_size: int, port: int, config_file: str, timeo
     except LightevalNanotronError as error:
         # a file, not a multiprocessing queue: a rank killed later would leave the queue's semaphores
         # to the resource tracker, which complains after the run's error line
-        (Path(errors) / f"rank-{rank}.txt").write_text(str(error), encoding="utf-8")
+        # written whole, then renamed: the parent may read the files while another rank still writes its own
+        message = Path(errors) / f"rank-{rank}.txt"
+        partial = message.with_suffix(".partial")
+        partial.write_text(str(error), encoding="utf-8")
+        partial.replace(message)
         sys.exit(USAGE_ERROR)
     finally:
         if dist.is_initialized():
@@ -117,7 +121,8 @@ def launch_cpu(config_file: str, nproc: int, timeout_s: int = DEFAULT_TIMEOUT_S)
             start_method="spawn",
         )
     except mp.ProcessExitedException as failure:
-        reported = sorted(Path(errors.name).glob("rank-*.txt"))
+        own = Path(errors.name) / f"rank-{failure.error_index}.txt"
+        reported = [own] if own.exists() else sorted(Path(errors.name).glob("rank-*.txt"))
         if failure.exit_code == USAGE_ERROR and reported:
             raise ReportedError(reported[0].read_text(encoding="utf-8")) from failure
         raise ReportedError(_exit_summary(failure), INTERNAL_ERROR) from failure
