@@ -20,7 +20,9 @@ from types import ModuleType
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.pipeline.doc_checks import check_gold_indices
+from lighteval_nanotron.metrics.chance import centered_metrics, chance_levels, higher_is_better
+from lighteval_nanotron.pipeline.aggregates import suite_score
+from lighteval_nanotron.pipeline.doc_checks import check_gold_indices, check_metric_docs
 from lighteval_nanotron.pipeline.model_calls import PreparedRequests, is_reporting_rank, prepare_requests, run_requests
 from lighteval_nanotron.pipeline.progress import evaluation_progress
 from lighteval_nanotron.pipeline.requests import RequestGroup, group_requests
@@ -131,7 +133,16 @@ class EvaluationPipeline:
         self.max_samples = max_samples
         self.bootstrap_iters = bootstrap_iters
         self.show_progress = show_progress
-        self.metrics_by_task = {name: list(task.metrics) for name, task in self.tasks.items()}
+        self.metrics_by_task = {
+            name: [*task.metrics, *centered_metrics(task.metrics, self.docs[name])] for name, task in self.tasks.items()
+        }
+        for name, metrics in self.metrics_by_task.items():
+            check_metric_docs(name, metrics, self.docs[name])
+        self.metric_info = {
+            name: {"higher_is_better": higher_is_better(metrics), "chance": chance_levels(metrics, self.docs[name])}
+            for name, metrics in self.metrics_by_task.items()
+        }
+        """Per task, each result key's direction and chance level (`config_tasks`, for the signal analysis)."""
         unconditioned = [
             name
             for name, metrics in self.metrics_by_task.items()
@@ -234,7 +245,11 @@ class EvaluationPipeline:
             details=details,
             versions={name: self.tasks[name].version for name in evaluated},
             config_tasks={
-                name: {**self.tasks[name].config.as_dict(), "fewshot_sampling": self.tasks[name].fewshot_record()}
+                name: {
+                    **self.tasks[name].config.as_dict(),
+                    "fewshot_sampling": self.tasks[name].fewshot_record(),
+                    **self.metric_info[name],
+                }
                 for name in evaluated
             },
             summary_tasks=summary_tasks,
@@ -249,4 +264,5 @@ class EvaluationPipeline:
             failed_tasks={name: failed[name] for name in self.tasks if name in failed},
             extra_config=dict(self.prompt_settings),
             task_costs={name: costs[name].to_dict() for name in evaluated},
+            suite_score=suite_score(results),
         )
