@@ -72,6 +72,13 @@ class Metrics(metaclass=_MetricsTable):
         sample_level_fn=LoglikelihoodAcc(),
         corpus_level_fn=corpus.mean,
     )
+    loglikelihood_acc_norm = SampleLevelMetric(  # "acc_norm": per character (lighteval's name)
+        metric_name="acc_norm",
+        higher_is_better=True,
+        category=LOGPROBS,
+        sample_level_fn=LoglikelihoodAcc(logprob_normalization=LogProbCharNorm()),
+        corpus_level_fn=corpus.mean,
+    )
     acc_golds_likelihood = SampleLevelMetric(  # "acc"
         metric_name="acc",
         higher_is_better=True,
