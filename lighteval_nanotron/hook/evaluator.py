@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
+from lighteval_nanotron.analysis.report_table import signal_summary
 from lighteval_nanotron.errors import EvaluationError
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.schedule import EvalSchedule, Moment
@@ -70,6 +71,10 @@ class TrainingEvaluator:
         self.step_times = StepTimes()
         self.last_costs: dict = {}
         """`{task: cost}` (`EvaluationResult.task_costs`) of the last successful evaluation, on every rank."""
+        self.signal: Any = None
+        """The run's signal analysis (`analysis.LiveSignal`), on the reporting rank."""
+        self.last_signal: dict = {}
+        """The signal section of the last successful evaluation (`EvaluationResult.signal`), on every rank."""
 
     # Trainer hooks -----------------------------------------------------------------------------
 
@@ -121,6 +126,9 @@ class TrainingEvaluator:
 
             def open_outputs() -> set[int]:
                 if is_reporting_rank(self.pipeline):
+                    from lighteval_nanotron.analysis import LiveSignal
+
+                    self.signal = LiveSignal(self.config.output_dir, self.model_name)
                     self.loggers = build_loggers(self.config, trainer)
                     if "json" in self.config.loggers:
                         from lighteval_nanotron.tracking.training_loss import TrainingLossLog
@@ -201,6 +209,7 @@ class TrainingEvaluator:
                     result = self.pipeline.run(step=step, consumed_tokens=tokens, consumed_train_samples=samples)
                 if result is not None:
                     self._add_cost_in_steps(result)
+                    self.signal.attach(result)
                     self.loggers.log(result)
                     raise_for_failed_tasks(result)
             except Exception as caught:  # noqa: BLE001 - agreed on below, so that no rank hangs
@@ -218,11 +227,14 @@ class TrainingEvaluator:
             self._fail(world, step, wall, verdict, error)
             return
         self.evaluated.append(step)
-        self.last_results, self.last_costs = _share_results(result, world)
+        self.last_results, self.last_costs, self.last_signal = _share_results(result, world)
         if "log" in self.config.loggers:
             table = format_results_table(self.last_results)
             if self.last_costs:
                 table += "\n\n" + format_cost_table(self.last_costs)
+            summary = signal_summary(self.last_signal)
+            if summary:
+                table += "\n\nSignal across the run (docs/signal.md):\n" + summary
             in_steps = self.step_times.in_steps(wall)
             cost = "" if in_steps is None else f" = {in_steps:.1f} training steps"
             header = f"[lighteval_nanotron] step {step} ({tokens} tokens), {wall:.1f}s{cost}:"
@@ -260,13 +272,13 @@ class TrainingEvaluator:
                 self.wandb_run = None
 
 
-def _share_results(result: Any, world: dist.ProcessGroup) -> tuple[dict, dict]:
-    """The reporting rank's `{task: {metric: value}}` and `{task: cost}`, on every rank (for the
-    log and callers)."""
-    gathered: list[Optional[tuple[dict, dict]]] = [None] * dist.get_world_size(world)
-    mine = None if result is None else (result.results, result.task_costs)
+def _share_results(result: Any, world: dist.ProcessGroup) -> tuple[dict, dict, dict]:
+    """The reporting rank's `{task: {metric: value}}`, `{task: cost}` and signal section, on every
+    rank (for the log and callers)."""
+    gathered: list[Optional[tuple[dict, dict, dict]]] = [None] * dist.get_world_size(world)
+    mine = None if result is None else (result.results, result.task_costs, result.signal)
     dist.all_gather_object(gathered, mine, group=world)
-    return next((shared for shared in gathered if shared is not None), ({}, {}))
+    return next((shared for shared in gathered if shared is not None), ({}, {}, {}))
 
 
 def _evaluated_steps(output_dir: str, model_name: str, tasks: list[str], max_samples: Optional[int]) -> set[int]:

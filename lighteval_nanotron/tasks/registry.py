@@ -19,6 +19,7 @@ from typing import Any
 from lighteval_nanotron.errors import CustomTasksError, LightevalNanotronError, TaskSpecError, UnknownTaskError
 from lighteval_nanotron.tasks import tables
 from lighteval_nanotron.tasks.config import LightevalTaskConfig
+from lighteval_nanotron.tasks.early_signal import BUILTIN_TASK_GROUPS
 from lighteval_nanotron.tasks.lighteval_task import LightevalTask
 from lighteval_nanotron.tasks.spec import TaskSpec, parse_task_spec, read_task_list
 from lighteval_nanotron.tasks.tables import CORE_SUITES, DEFAULT_SUITES, SUITE_TABLE_MODULES
@@ -105,7 +106,8 @@ class Registry:
     ):
         self._custom_tasks = custom_tasks
         self._custom_module = tables.create_custom_tasks_module(custom_tasks) if custom_tasks is not None else None
-        self._task_groups = tables.task_groups_of(self._custom_module) if self._custom_module else {}
+        custom_groups = tables.task_groups_of(self._custom_module) if self._custom_module else {}
+        self._task_groups = {**BUILTIN_TASK_GROUPS, **custom_groups}
         self._loaded_suites: set[str] = set()
         self._task_registry: dict[str, LightevalTaskConfig] = {}
         self._tables: dict[str, list[LightevalTaskConfig]] = {}  # "default" or an optional suite -> table

@@ -29,7 +29,7 @@ class CurvePoint:
     stderr: float | None
 
 
-def _step_of(path: Path, content: dict) -> int | None:
+def step_of(path: Path, content: dict) -> int | None:
     """`config_general.training_step`, else the step folder the file sits in (lighteval's
     Nanotron layout, `results/<run>/<step>/results_<date>.json`)."""
     step = content.get("config_general", {}).get("training_step")
@@ -38,7 +38,7 @@ def _step_of(path: Path, content: dict) -> int | None:
     return int(path.parent.name) if path.parent.name.isdigit() else None
 
 
-def _model_of(path: Path, content: dict, step: int) -> str:
+def model_of(path: Path, content: dict, step: int) -> str:
     """The model's name; lighteval's Nanotron runs name it `<run>/<step>`: the run is the model."""
     name = content.get("config_general", {}).get("model_name")
     if not name:
@@ -54,11 +54,11 @@ def load_history(results_path: str | Path) -> History:
     history: History = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for path in files:
         content = json.loads(path.read_text(encoding="utf-8"))
-        step = _step_of(path, content)
+        step = step_of(path, content)
         if step is None:
             logger.warning("Skipping %s: it records no training step", path)
             continue
-        model = _model_of(path, content, step)
+        model = model_of(path, content, step)
         for task, scores in content.get("results", {}).items():
             for metric, value in scores.items():
                 if metric.endswith(STDERR_SUFFIX) or not isinstance(value, (int, float)):
