@@ -150,3 +150,7 @@ def test_backfill_evaluates_missing_steps_in_order_and_reloads_weights(tiny_conv
     stamps = {p: p.stat().st_mtime_ns for p in (out / "results").rglob("*.json")}
     assert run_distributed(_cli_main, 2, argv, timeout=240) == [0, 0]  # nothing left to do
     assert {p: p.stat().st_mtime_ns for p in (out / "results").rglob("*.json")} == stamps
+
+    # the signal across the backfilled steps (the hand-written step 10 has no step key: its folder says it)
+    assert _cli_main(["report", str(out)]) == 0
+    assert (out / "plots" / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
