@@ -118,12 +118,14 @@ class RunHistory:
         return sum(levels) / len(levels)
 
     def entries(self) -> list[str]:
-        """Entries in first-seen order, lighteval's group averages standing for their tasks (the
-        grouped tasks are left out), the suite score last."""
+        """Entries in first-seen order, each of lighteval's group averages in the place of its first
+        task and standing for its tasks (which are left out), the suite score last."""
         names = list(dict.fromkeys(entry for entry, _ in self.series))
-        grouped = {m for members in task_groups([n for n in names if GROUP_MARK not in n]).values() for m in members}
-        kept = [n for n in names if n not in grouped and n != SUITE_SCORE_KEY]
-        return kept + ([SUITE_SCORE_KEY] if SUITE_SCORE_KEY in names else [])
+        groups = task_groups([n for n in names if GROUP_MARK not in n and n != SUITE_SCORE_KEY])
+        group_of = {member: key for key, members in groups.items() for member in members if key in names}
+        ordered = [group_of.get(n, n) for n in names if GROUP_MARK not in n and n != SUITE_SCORE_KEY]
+        ordered += [n for n in names if GROUP_MARK in n and n not in ordered]
+        return list(dict.fromkeys(ordered)) + ([SUITE_SCORE_KEY] if SUITE_SCORE_KEY in names else [])
 
     def metrics(self, entry: str) -> list[str]:
         return [metric for name, metric in self.series if name == entry]

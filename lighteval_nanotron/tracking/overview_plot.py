@@ -3,7 +3,9 @@
 Each task panel shows its main metric (the first one its results list) against the training step,
 with a ± one standard error band and, where it is known, the chance level as a dashed line:
 1 / number of choices (averaged over docs, read from the details files) for accuracy metrics of
-multiple-choice tasks, or a value passed in `chance`.
+multiple-choice tasks, or a value passed in `chance`. A task that reports the gold answer's bits per
+byte (`gold_bpb`) gets a second panel with it, beside the first. lighteval's group averages and
+`all` are left out (their tasks are shown).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, GROUP_MARK
 from lighteval_nanotron.tracking.paths import results_dir, step_details_dir, step_details_root
 from lighteval_nanotron.tracking.plot import History, _new_figure, load_history
 from lighteval_nanotron.tracking.training_loss import read_training_loss, training_loss_path
@@ -19,6 +22,7 @@ Chance = dict[str, dict[str, float]]
 """task -> metric -> chance level."""
 
 OVERVIEW_NAME = "overview.png"
+GOLD_BPB = "gold_bpb"
 
 
 def chance_levels(output_dir: str | Path, model_name: str) -> Chance:
@@ -47,7 +51,16 @@ def _chance_for(chance: Chance, task: str, metric: str) -> float | None:
 
 
 def _main_metrics(history: History, model: str) -> list[tuple[str, str]]:
-    return [(task, next(iter(metrics))) for task, metrics in history[model].items() if task != "all" and metrics]
+    """(task, metric) panels: each task's first metric, and its gold bits per byte when it has them."""
+    panels = []
+    for task, metrics in history[model].items():
+        if task == ALL_TASKS_KEY or GROUP_MARK in task or not metrics:
+            continue
+        first = next(iter(metrics))
+        panels.append((task, first))
+        if GOLD_BPB in metrics and first != GOLD_BPB:
+            panels.append((task, GOLD_BPB))
+    return panels
 
 
 def plot_overview(
@@ -72,7 +85,7 @@ def plot_overview(
     loss = read_training_loss(training_loss_path(output_dir, model_name))
     panels = _main_metrics(history, model)
     count = len(panels) + (1 if loss else 0)
-    cols = min(3, count)
+    cols = min(4 if any(metric == GOLD_BPB for _, metric in panels) else 3, count)
     rows = math.ceil(count / cols)
     figure, axes = _new_figure(rows, cols, (4.2, 3.0))
     flat = [axes[row][col] for row in range(rows) for col in range(cols)]
