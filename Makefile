@@ -17,6 +17,8 @@ VENV := $(if $(NANOTRON_SRC),.venv-nanotron-src,.venv)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 MAIN_EXTRAS := triton einops torchtyping packaging
+GPU_CARRY := .gpu-carry
+GPU_CARRY_STAMP := $(GPU_CARRY)/.complete
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +29,7 @@ $(STAMP): pyproject.toml Makefile
 	$(if $(NANOTRON_SRC),$(BIN)/pip install -q $(MAIN_EXTRAS))
 	touch $(STAMP)
 
-.PHONY: venv demo test test-fast gpu-check gpu-check-dry
+.PHONY: venv demo test test-fast gpu-carry gpu-check gpu-check-dry gpu-image-venv
 venv: $(STAMP)
 
 demo: $(STAMP)
@@ -40,16 +42,44 @@ NANOTRON_INSTALL := $(if $(NANOTRON_SRC),rm -rf $(NANOTRON_COPY) && mkdir -p $(N
 	cp -r $(abspath $(NANOTRON_SRC))/src $(abspath $(NANOTRON_SRC))/pyproject.toml $(abspath $(NANOTRON_SRC))/README.md $(NANOTRON_COPY)/ && \
 	$(BIN)/pip install -q --no-deps --no-build-isolation --force-reinstall $(NANOTRON_COPY) &&,)
 
-test: $(STAMP)
+test: $(STAMP) $(GPU_CARRY_STAMP)
 	$(NANOTRON_INSTALL) OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q $(TESTS)
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) $(GPU_CARRY_STAMP)
 	$(NANOTRON_INSTALL) OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q -m "not slow" $(TESTS)
 
-# The device check on a CUDA machine (installs into .venv-gpu; < 10 min on one H200), and its CPU/gloo
-# dry mode on the tiny model (what CI runs through tests/scripts/test_gpu_check_dry.py).
+# The device check (docs/gpu_check.md). `make gpu-carry` builds .gpu-carry/ here, where the registry is
+# reachable: the wheels of scripts/gpu_wheels.txt for the GPU machine's Python (3.12, manylinux x86-64) and
+# for this machine's (the CI dry run installs them with --no-index too), SmolLM2's tokenizer and the
+# trained counting model (scripts/gpu_carry.py). On the GPU machine: `bash scripts/gpu_check.sh --out DIR`
+# (what `make gpu-check` runs). `make gpu-image-venv` builds .venv-gpu-image, a stand-in for that
+# machine's image (pinned CPU torch, numpy 2, scripts/gpu_image_packages.txt): `make gpu-check-dry
+# GPU_CHECK_PYTHON=.venv-gpu-image/bin/python` runs the dry check there.
+GPU_PLATFORMS := --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 \
+	--platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
+GPU_DOWNLOAD := $(BIN)/python -m pip download -q --no-deps --only-binary=:all: -d $(GPU_CARRY)/wheels \
+	-r scripts/gpu_wheels.txt
+GPU_CHECK_PYTHON ?= $(BIN)/python
+
+$(GPU_CARRY_STAMP): $(STAMP) scripts/gpu_wheels.txt scripts/gpu_carry.py
+	rm -rf $(GPU_CARRY)/wheels
+	$(GPU_DOWNLOAD) $(GPU_PLATFORMS)
+	$(GPU_DOWNLOAD)
+	OMP_NUM_THREADS=1 $(BIN)/python scripts/gpu_carry.py $(GPU_CARRY)
+	touch $@
+
+gpu-carry: $(GPU_CARRY_STAMP)
+
 gpu-check:
 	bash scripts/gpu_check.sh --out gpu_check
 
-gpu-check-dry: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q tests/scripts/test_gpu_check_dry.py
+gpu-check-dry: $(GPU_CARRY_STAMP)
+	PYTHON=$(GPU_CHECK_PYTHON) OMP_NUM_THREADS=1 bash scripts/gpu_check.sh --dry --out gpu_check_dry
+
+.venv-gpu-image/.installed: scripts/gpu_image_packages.txt
+	$(PYTHON) -m venv .venv-gpu-image
+	.venv-gpu-image/bin/pip install -q torch==2.13.0
+	.venv-gpu-image/bin/pip install -q -r scripts/gpu_image_packages.txt
+	touch $@
+
+gpu-image-venv: .venv-gpu-image/.installed

@@ -110,6 +110,15 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
     )
     parser.add_argument("--random", action="store_true", help="random model of SmolLM2-135M's shape")
     parser.add_argument(
+        "--model-fields",
+        type=Path,
+        default=None,
+        help="JSON file of Nanotron LlamaConfig fields: a random model of that shape (instead of SmolLM2's)",
+    )
+    parser.add_argument(
+        "--tokenizer", type=Path, default=None, help="tokenizer folder of a random model (default: byte-level)"
+    )
+    parser.add_argument(
         "--tiny", action="store_true", help="random model of configs/tiny_cpu_train.yaml (4 layers, TP2-capable)"
     )
     parser.add_argument(
@@ -211,12 +220,21 @@ def _load_model(args: dict, context: Any, device: Any) -> tuple[Any, Any, dict, 
         model = build_nanotron_model(LlamaConfig(**fields), context, dtype, device, parallel)
         _randomize(model)
         return model, AutoTokenizer.from_pretrained(str(TINY_TOKENIZER)), fields, "random tiny model (tiny_cpu_train)"
-    config = LlamaConfig(**SMOLLM2_SHAPE)
-    model = build_nanotron_model(config, context, dtype, device, parallel)
+    fields = args["model_fields"] or SMOLLM2_SHAPE
+    model = build_nanotron_model(LlamaConfig(**fields), context, dtype, device, parallel)
     _randomize(model)
-    tok = _byte_tokenizer()
-    config.vocab_size = SMOLLM2_SHAPE["vocab_size"]
-    return model, tok, SMOLLM2_SHAPE, "random model of SmolLM2-135M's shape"
+    if args["tokenizer"]:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(args["tokenizer"])
+    else:
+        tok = _byte_tokenizer()
+    shape = (
+        "SmolLM2-135M's shape"
+        if fields is SMOLLM2_SHAPE
+        else f"{fields['num_hidden_layers']} layers of {fields['hidden_size']}"
+    )
+    return model, tok, fields, f"random model of {shape}"
 
 
 def _randomize(model: Any) -> None:
@@ -869,12 +887,14 @@ def comparisons(records: list[dict]) -> list[str]:
     return lines
 
 
-def _layout_problem(checkpoint: Any, layout: tuple, tiny: bool = False) -> str | None:
+def _layout_problem(checkpoint: Any, layout: tuple, tiny: bool = False, model_fields: dict | None = None) -> str | None:
     """Why the model cannot run at this layout (TP must divide the heads, KV heads, vocabulary and
     MLP size), or None."""
     fields = json.loads(Path(checkpoint, "model_config.json").read_text()) if checkpoint else SMOLLM2_SHAPE
     if tiny and not checkpoint:
         fields = _tiny_fields()
+    if model_fields and not checkpoint:
+        fields = model_fields
     tp = layout[0]
     for name in ("num_attention_heads", "num_key_value_heads", "vocab_size", "intermediate_size"):
         if fields[name] % tp:
@@ -885,7 +905,9 @@ def _layout_problem(checkpoint: Any, layout: tuple, tiny: bool = False) -> str |
 def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None) -> int:
     ns = parsed or build_arg_parser().parse_args(argv)
     os.environ.setdefault("LIGHTEVAL_NANOTRON_DATA_DIRS", "bundled")
-    checkpoint = None if ns.random or ns.tiny else (ns.checkpoint or _smollm2_checkpoint(ns.cache))
+    model_fields = json.loads(ns.model_fields.read_text()) if ns.model_fields else None
+    random = ns.random or ns.tiny or model_fields is not None
+    checkpoint = None if random else (ns.checkpoint or _smollm2_checkpoint(ns.cache))
     args = {
         "scale": ns.scale,
         "configs": ns.configs.split(","),
@@ -894,6 +916,8 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
         "threads": ns.threads,
         "max_new_tokens": ns.max_new_tokens,
         "tiny": ns.tiny,
+        "model_fields": model_fields,
+        "tokenizer": None if ns.tokenizer is None else str(ns.tokenizer),
         "dtype": ns.dtype,
         "no_per_task": ns.no_per_task,
     }
@@ -904,7 +928,7 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
     records, skipped = [], []
     for text in ns.layouts.split(","):
         layout = tuple(int(v) for v in text.lower().split("x"))
-        reason = _layout_problem(checkpoint, layout, ns.tiny)
+        reason = _layout_problem(checkpoint, layout, ns.tiny, model_fields)
         if reason:
             skipped.append(f"TP{layout[0]}xPP{layout[1]}xDP{layout[2]} skipped: {reason}")
             print(skipped[-1], flush=True)
