@@ -47,9 +47,9 @@ class SignalSettings:
     """Evaluations the trend is fitted on (the latest ones)."""
     min_evaluations: int = 4
     """Fewer evaluations than this give the verdict `too few evaluations`."""
-    snr_threshold: float = 3.0
-    """Signal-to-noise from which a series is `informative` (about a one-sided 5% test with a
-    5-point window under pure noise)."""
+    snr_threshold: float = 4.0
+    """Signal-to-noise from which a series is `informative`: with a 5-evaluation window, pure
+    noise reaches it 5% of the time (|t| >= 3.16 with 3 degrees of freedom, docs/signal.md)."""
     chance_stderrs: float = 2.0
     """Standard errors above chance below which a series is `not yet above chance`."""
 
