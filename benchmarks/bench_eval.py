@@ -414,7 +414,7 @@ def _peak_memory_mb(device: Any) -> float:
 
 
 def _switches(name: str) -> dict:
-    from lighteval_nanotron.models.nanotron import EngineConfig
+    from lighteval_nanotron.models.engine import EngineConfig
 
     if name == "on":
         return {s: True for s in EngineConfig.SWITCHES}
@@ -431,7 +431,7 @@ def _switches(name: str) -> dict:
 
 
 def _prepare(engine: Any, groups: list) -> list:
-    from lighteval_nanotron.tasks.requests import SamplingMethod
+    from lighteval_nanotron.requests import SamplingMethod
 
     plans = []
     for group in groups:
@@ -479,7 +479,7 @@ def _timed_costs_run(engine: Any, groups: list, plans: list, device: Any) -> tup
 
 def _summary(groups: list, responses: list) -> dict:
     """What "identical" compares: every log-prob, per-task accuracy, every generation."""
-    from lighteval_nanotron.tasks.requests import SamplingMethod
+    from lighteval_nanotron.requests import SamplingMethod
 
     logprobs, correct, generations = [], {}, []
     for group, group_responses in zip(groups, responses):
@@ -522,7 +522,7 @@ continuations only (0-shot), few-shot log-likelihood, greedy generation, rolling
 
 def task_kind(task: str, groups: list, plans: list) -> str:
     """The kind of one task family from its request groups and prepared plans (see `TASK_KINDS`)."""
-    from lighteval_nanotron.tasks.requests import SamplingMethod
+    from lighteval_nanotron.requests import SamplingMethod
 
     methods = {group.method for group in groups}
     if SamplingMethod.GENERATIVE in methods:
@@ -558,8 +558,8 @@ def _per_task_records(engine: Any, docs: dict, fields: dict, device: Any, dtype:
     """Each task family evaluated alone (its own plans, after the mix warmed the model): seconds
     (wall, and CPU of all ranks), docs/s, tokens and FLOP/s against the fair matmul peak of all
     ranks (`peak_for`) measured right before it."""
-    from lighteval_nanotron.models.nanotron.scoring_plan import PlanStats
-    from lighteval_nanotron.pipeline.requests import group_requests
+    from lighteval_nanotron.models.engine.scoring_plan import PlanStats
+    from lighteval_nanotron.pipeline.request_groups import group_requests
 
     families: dict[str, dict] = {}
     for task, task_docs in docs.items():
@@ -602,7 +602,7 @@ def _per_task_records(engine: Any, docs: dict, fields: dict, device: Any, dtype:
 
 def _scoring_seconds(metrics: dict, docs: dict, groups: list, responses: list) -> float:
     """CPU seconds to score and aggregate every doc's metrics (what the pipeline does after the model)."""
-    from lighteval_nanotron.pipeline.scoring import aggregate_results, score_groups
+    from lighteval_nanotron.pipeline.apply_metrics import aggregate_results, score_groups
 
     start = time.process_time()
     scored = score_groups(metrics, {name: len(d) for name, d in docs.items()}, groups, responses, lambda doc: "")
@@ -613,7 +613,7 @@ def _scoring_seconds(metrics: dict, docs: dict, groups: list, responses: list) -
 def _gold_metrics_comparison(engine: Any, args: dict, device: Any, repeats: int = 3) -> dict:
     """The mix with and without the gold-answer metrics, on the same engine, in alternating runs:
     model seconds (wall and CPU) of each run, and the metrics' scoring seconds."""
-    from lighteval_nanotron.pipeline.requests import group_requests
+    from lighteval_nanotron.pipeline.request_groups import group_requests
 
     runs: dict[str, dict[str, list[float]]] = {}
     setups = {}
@@ -651,10 +651,10 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
     import torch
     import torch.distributed as dist
 
-    from lighteval_nanotron.models.nanotron import EngineConfig, NanotronLightevalModel
-    from lighteval_nanotron.models.nanotron.scoring_plan import PlanStats
+    from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
+    from lighteval_nanotron.models.engine.scoring_plan import PlanStats
     from lighteval_nanotron.parallel.distributed import build_parallel_context
-    from lighteval_nanotron.pipeline.requests import group_requests
+    from lighteval_nanotron.pipeline.request_groups import group_requests
 
     cuda = torch.cuda.is_available()
     device = (
@@ -760,7 +760,7 @@ def _rank_main(rank: int, world: int, port: int, args: dict, layout: tuple, out_
 
     torch.set_num_threads(args["threads"])
     if not torch.cuda.is_available():
-        from lighteval_nanotron.parallel.cpu import enable_cpu_support
+        from lighteval_nanotron.cpu import enable_cpu_support
 
         enable_cpu_support()
     import torch.distributed as dist
@@ -937,7 +937,7 @@ def format_task_table(record: dict) -> str:
 
 def format_mix_costs(record: dict) -> str:
     """One layout's per-task share of the mix's evaluation (`task_costs`), as results files report it."""
-    from lighteval_nanotron.tracking.table import format_cost_table
+    from lighteval_nanotron.tracking.log_table import format_cost_table
 
     costs = record["task_costs"]
     total = sum(cost["seconds"] for cost in costs.values())

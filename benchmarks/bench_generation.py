@@ -51,9 +51,9 @@ def _requests(checkpoint: Path, count: int, max_new_tokens: int) -> list:
     """The engine's own requests (prompt token ids, budgets, stop sequences) for the reference."""
     from transformers import AutoTokenizer
 
-    from lighteval_nanotron.models.nanotron.config import EngineConfig
-    from lighteval_nanotron.models.nanotron.generation_plan import generation_requests
-    from lighteval_nanotron.models.nanotron.tokenization import TokenizerAdapter
+    from lighteval_nanotron.models.engine.config import EngineConfig
+    from lighteval_nanotron.models.engine.generation_plan import generation_requests
+    from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter
     from lighteval_nanotron.tasks.prompt_manager import PromptManager
 
     tokenizer = AutoTokenizer.from_pretrained(str(checkpoint))
@@ -109,7 +109,7 @@ def _rank_main(rank: int, world: int, port: int, job: dict, out_dir: str) -> Non
     import torch
 
     torch.set_num_threads(job["threads"])
-    from lighteval_nanotron.parallel.cpu import enable_cpu_support
+    from lighteval_nanotron.cpu import enable_cpu_support
 
     enable_cpu_support()
     import torch.distributed as dist
@@ -129,7 +129,7 @@ def _engine_run(job: dict) -> dict | None:
     import torch.distributed as dist
     from transformers import AutoTokenizer
 
-    from lighteval_nanotron.models.nanotron import EngineConfig, NanotronLightevalModel
+    from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.parallel.distributed import build_parallel_context
 

@@ -88,7 +88,7 @@ def write_config(run_dir: Path) -> Path:
     train.yaml), after writing the training text it reads."""
     from real_text import write_splits
 
-    from lighteval_nanotron.nanotron_variant import shipped_config
+    from lighteval_nanotron.nanotron_compat.variant import shipped_config
 
     write_splits(fractions=TEXT_SPLITS)
     config = yaml.safe_load(shipped_config(CONFIG_NAME).read_text())

@@ -11,9 +11,9 @@ _LAZY_EXPORTS = {
     "evaluate": "lighteval_nanotron.pipeline",
     "EvaluationPipeline": "lighteval_nanotron.pipeline",
     "EvaluationResult": "lighteval_nanotron.pipeline",
-    "NanotronLightevalModel": "lighteval_nanotron.models.nanotron",
-    "EngineConfig": "lighteval_nanotron.models.nanotron",
-    "enable_cpu_support": "lighteval_nanotron.parallel.cpu",
+    "NanotronLightevalModel": "lighteval_nanotron.models.engine",
+    "EngineConfig": "lighteval_nanotron.models.engine",
+    "enable_cpu_support": "lighteval_nanotron.cpu",
 }
 
 __all__ = ["__version__", *_LAZY_EXPORTS]

@@ -49,7 +49,7 @@ def counting_llama(dst: Path) -> None:
     """Train the demo's tiny Llama at TP1 on the counting text; keep the last checkpoint's weights."""
     import yaml
 
-    from lighteval_nanotron.nanotron_variant import shipped_config
+    from lighteval_nanotron.nanotron_compat.variant import shipped_config
 
     work = dst.with_name(dst.name + ".training")
     shutil.rmtree(work, ignore_errors=True)

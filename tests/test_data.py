@@ -15,7 +15,7 @@ from lighteval_nanotron.data import (
     token_balanced_owners,
 )
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.tasks.requests import Doc
+from lighteval_nanotron.requests import Doc
 
 
 @dataclass

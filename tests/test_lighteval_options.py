@@ -64,7 +64,7 @@ def test_lighteval_template_maps_onto_eval_options():
 def test_lighteval_parsed_config_maps_as_its_yaml(tmp_path):
     """lighteval's own parser accepts the template, and its parsed dataclasses map as the YAML does."""
     pytest.importorskip("lighteval", reason="lighteval is not installed: pip install -e '.[lighteval]'")
-    from lighteval_nanotron.parallel.cpu import import_nanotron
+    from lighteval_nanotron.cpu import import_nanotron
 
     import_nanotron()
     from lighteval.config.lighteval_config import LightEvalConfig
@@ -170,7 +170,7 @@ def test_table_covers_every_field_of_lighteval_and_nanotron_configs():
     pytest.importorskip("lighteval", reason="lighteval is not installed: pip install -e '.[lighteval]'")
     import dataclasses
 
-    from lighteval_nanotron.parallel.cpu import import_nanotron
+    from lighteval_nanotron.cpu import import_nanotron
 
     import_nanotron()
     from lighteval.config import lighteval_config as lighteval_side

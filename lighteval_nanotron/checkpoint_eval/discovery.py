@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint_format import (
+from lighteval_nanotron.models.checkpoint.format import (
     CONVERTED_STAGE,
     METADATA_FILE,
     WEIGHTS_FOLDER,

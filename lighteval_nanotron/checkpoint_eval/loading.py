@@ -1,7 +1,7 @@
 """Read what a checkpoint evaluation needs before any weight moves, beyond the model itself:
 the dtype, the tokenizer, and that every checkpoint of a run has one architecture (the model is
 built once). The model description, the build and the weight loading are
-`lighteval_nanotron.models.checkpoint_format` and `lighteval_nanotron.models.nanotron_builder`.
+`lighteval_nanotron.models.checkpoint.format` and `lighteval_nanotron.models.nanotron_builder`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from lighteval_nanotron.errors import CheckpointError, ConfigError
-from lighteval_nanotron.models.checkpoint_format import (
+from lighteval_nanotron.models.checkpoint.format import (
     ROPE_INTERLEAVED_KEY,
     ROPE_THETA_KEY,
     CheckpointModel,

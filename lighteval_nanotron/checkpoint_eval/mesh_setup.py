@@ -70,13 +70,13 @@ def parallel_context_for(tp: int, pp: int, dp: int, cpu: bool) -> Iterator[Any]:
 
 def _prepare_backend(cpu: bool) -> str:
     if cpu:
-        from lighteval_nanotron.parallel.cpu import enable_cpu_support
+        from lighteval_nanotron.cpu import enable_cpu_support
 
         enable_cpu_support(trainer=False)  # evaluation only: nanotron.trainer stays unimported
         return "gloo"
     if not torch.cuda.is_available():
         raise ConfigError("No CUDA device is visible: pass --cpu to evaluate on CPU with gloo.")
-    from lighteval_nanotron.parallel.cpu import ensure_cuda_extensions
+    from lighteval_nanotron.nanotron_compat.imports import ensure_cuda_extensions
 
     ensure_cuda_extensions()
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))

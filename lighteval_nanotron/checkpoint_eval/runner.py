@@ -30,12 +30,12 @@ from lighteval_nanotron.checkpoint_eval.discovery import (
 from lighteval_nanotron.checkpoint_eval.loading import check_same_model, load_tokenizer, resolve_dtype, tokenizer_source
 from lighteval_nanotron.checkpoint_eval.mesh_setup import AGREEMENT_TIMEOUT_S, collectively, parallel_context_for
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.models.checkpoint_format import CheckpointModel, read_checkpoint_model
+from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, check_model_layout, load_checkpoint_weights
-from lighteval_nanotron.parallel.cpu.imports import import_nanotron_trainer
+from lighteval_nanotron.nanotron_compat.imports import import_nanotron_trainer
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.pipeline.result import EvaluationResult, raise_for_failed_tasks
-from lighteval_nanotron.tasks.requests import GenerationParameters
+from lighteval_nanotron.requests import GenerationParameters
 
 logger = logging.getLogger(__name__)
 
@@ -225,7 +225,7 @@ class CheckpointEvaluator:
     """The model built once for a layout, the requests prepared once; `evaluate(info)` per checkpoint."""
 
     def __init__(self, config: CheckpointEvalConfig, parallel_context: Any, setup: EvaluationPlan) -> None:
-        from lighteval_nanotron.models.nanotron import EngineConfig, NanotronLightevalModel
+        from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
 
         self.config = config
         self.parallel_context = parallel_context

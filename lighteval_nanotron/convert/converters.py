@@ -28,7 +28,7 @@ from lighteval_nanotron.convert.llama_mapping import (
 from lighteval_nanotron.convert.nanotron_files import read_nanotron_weights
 from lighteval_nanotron.convert.nanotron_writer import write_nanotron_checkpoint
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint_format import ROPE_THETA_KEY, CheckpointModel, read_checkpoint_model
+from lighteval_nanotron.models.checkpoint.format import ROPE_THETA_KEY, CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.models.families import refuse_untrainable_config
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -18,7 +18,7 @@ from gguf import quants
 
 from lighteval_nanotron.convert.llama_mapping import deinterleave_rotary
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint_format import DEFAULT_ROPE_THETA
+from lighteval_nanotron.models.checkpoint.format import DEFAULT_ROPE_THETA
 
 _GLOBAL_NAMES = {
     "token_embd.weight": "model.embed_tokens.weight",

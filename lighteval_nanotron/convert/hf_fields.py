@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint_format import DEFAULT_ROPE_THETA
+from lighteval_nanotron.models.checkpoint.format import DEFAULT_ROPE_THETA
 
 
 def rope_theta_from_hf(hf_config: Mapping[str, Any], target: str) -> float:

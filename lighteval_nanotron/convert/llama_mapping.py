@@ -21,7 +21,7 @@ import torch
 
 from lighteval_nanotron.convert.hf_fields import first_id, rope_theta_from_hf
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint_format import DEFAULT_ROPE_THETA
+from lighteval_nanotron.models.checkpoint.format import DEFAULT_ROPE_THETA
 
 # Nanotron 0.4 parameter names (LlamaForTraining.state_dict()).
 NT_EMBED = "model.token_position_embeddings.pp_block.token_embedding.weight"

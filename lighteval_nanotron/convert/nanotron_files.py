@@ -1,6 +1,6 @@
 """The files of a Nanotron 0.4 checkpoint folder that do not need a model: writing its configs,
 reading its raw weights. What the folder holds, and reading its model config, belong to
-`lighteval_nanotron.models.checkpoint_format`.
+`lighteval_nanotron.models.checkpoint.format`.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import torch
 import yaml
 from safetensors import safe_open
 
-from lighteval_nanotron.models.checkpoint_format import (
+from lighteval_nanotron.models.checkpoint.format import (
     MODEL_CONFIG_FILE,
     TRAINING_CONFIG_FILE,
     CheckpointModel,
     weight_files,
 )
-from lighteval_nanotron.parallel.cpu.imports import import_nanotron
+from lighteval_nanotron.nanotron_compat.imports import import_nanotron
 
 
 def write_configs(folder: Path, model: CheckpointModel, dtype: torch.dtype) -> None:

@@ -16,10 +16,10 @@ import torch
 import torch.distributed as dist
 
 from lighteval_nanotron.convert.nanotron_files import write_configs
+from lighteval_nanotron.cpu import enable_cpu_support
 from lighteval_nanotron.errors import CheckpointError, LayoutError
-from lighteval_nanotron.models.checkpoint_format import CheckpointModel
+from lighteval_nanotron.models.checkpoint.format import CheckpointModel
 from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, save_checkpoint_metadata
-from lighteval_nanotron.parallel.cpu import enable_cpu_support
 
 _RANK_ENV = {"WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0"}
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.requests import GenerationParameters
 from lighteval_nanotron.tasks.fewshot import FewShotDraws
-from lighteval_nanotron.tasks.requests import GenerationParameters
 
 KNOWN_LOGGERS = ("json", "details", "tensorboard", "wandb", "log")
 WANDB_MODES = ("online", "offline", "disabled")

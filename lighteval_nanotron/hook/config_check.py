@@ -18,7 +18,7 @@ from typing import Any, Iterator, Optional
 import yaml
 
 from lighteval_nanotron.errors import ConfigError, UnsupportedModelError
-from lighteval_nanotron.nanotron_variant import CONFIG_FOLDERS, installed_nanotron
+from lighteval_nanotron.nanotron_compat.variant import CONFIG_FOLDERS, installed_nanotron
 
 SCHEMA_KEYS = {
     "0.4": ("data:", "optimizer.adam_eps"),

@@ -23,8 +23,8 @@ from lighteval_nanotron.hook.trainer_state import consumed_train_samples, start_
 from lighteval_nanotron.parallel.agreement import Verdict, agree
 from lighteval_nanotron.parallel.deadline import bounded_collectives, is_timeout
 from lighteval_nanotron.pipeline.result import raise_for_failed_tasks
+from lighteval_nanotron.tracking.log_table import format_cost_table, format_results_table
 from lighteval_nanotron.tracking.scalars import COST_TRAIN_STEPS_KEY
-from lighteval_nanotron.tracking.table import format_cost_table, format_results_table
 
 _TIMEOUT_HINT = "Raise lighteval_nanotron.failure_timeout_s if evaluation is just slow."
 

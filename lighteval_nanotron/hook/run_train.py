@@ -46,13 +46,13 @@ def train(config_file: str, cpu: bool = False, timeout_s: int = DEFAULT_TIMEOUT_
     """Build an `EvaluatingTrainer` from `config_file` and train it (every rank calls this)."""
     apply_launcher_env()
     if cpu:
-        from lighteval_nanotron.parallel.cpu import enable_cpu_support
+        from lighteval_nanotron.cpu import enable_cpu_support
         from lighteval_nanotron.parallel.distributed import init_process_group_from_env
 
         enable_cpu_support()
         init_process_group_from_env(backend="gloo", timeout=timedelta(seconds=timeout_s))
-    from lighteval_nanotron.hook.data import build_dataloader
     from lighteval_nanotron.hook.trainer import EvaluatingTrainer
+    from lighteval_nanotron.hook.training_data.dataloader import build_dataloader
 
     trainer = EvaluatingTrainer(config_file)
     trainer.train(build_dataloader(trainer, cpu))

@@ -31,7 +31,7 @@ def load_tokenizer(trainer_config: Any) -> Any:
 def build_engine(trainer: Any, config: EvaluationConfig) -> tuple[Any, dict[str, Any]]:
     """The engine over the trainer's own model and mesh, and the tasks (every rank; no collective).
     A chat template asked of a tokenizer without one fails here, before step 1."""
-    from lighteval_nanotron.models.nanotron import EngineConfig, NanotronLightevalModel
+    from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from lighteval_nanotron.pipeline import load_tasks
     from lighteval_nanotron.tasks import PromptManager
     from lighteval_nanotron.tasks.data_dirs import set_data_dirs

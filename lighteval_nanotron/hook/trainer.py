@@ -25,7 +25,7 @@ from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
 from lighteval_nanotron.hook.training_config import SECTION, TrainingConfigWithEvaluation
 from lighteval_nanotron.hook.wandb_run import training_wandb
-from lighteval_nanotron.parallel.cpu import ensure_cuda_extensions
+from lighteval_nanotron.nanotron_compat.imports import ensure_cuda_extensions
 
 ensure_cuda_extensions()  # Nanotron's models import flash-attn (main: grouped_gemm too): stand-ins on CPU only
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lighteval_nanotron.nanotron_variant import installed_nanotron
+from lighteval_nanotron.nanotron_compat.variant import installed_nanotron
 
 
 def consumed_train_samples(trainer: Any) -> int:

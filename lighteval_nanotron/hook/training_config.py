@@ -10,7 +10,7 @@ from typing import Optional
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.nanotron_lighteval_section import merge_sections
 from lighteval_nanotron.models.families import refuse_untrainable_config
-from lighteval_nanotron.parallel.cpu import import_nanotron
+from lighteval_nanotron.nanotron_compat.imports import import_nanotron
 
 import_nanotron()
 

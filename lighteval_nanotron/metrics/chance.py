@@ -22,7 +22,7 @@ from typing import Any
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.metrics import corpus
 from lighteval_nanotron.metrics.metric import Metric, MetricGrouping, SampleLevelMetric
-from lighteval_nanotron.tasks.requests import Doc, ModelResponse
+from lighteval_nanotron.requests import Doc, ModelResponse
 
 CENTERED_SUFFIX = "_centered"
 

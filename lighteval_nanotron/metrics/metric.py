@@ -18,7 +18,7 @@ from typing import Any
 
 from lighteval_nanotron.errors import MetricError
 from lighteval_nanotron.metrics.params import parametrize
-from lighteval_nanotron.tasks.requests import Doc, ModelResponse, SamplingMethod
+from lighteval_nanotron.requests import Doc, ModelResponse, SamplingMethod
 
 Aggregation = Callable[[list], float]
 

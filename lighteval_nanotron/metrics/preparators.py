@@ -11,7 +11,7 @@ from typing import NamedTuple
 from lighteval_nanotron.errors import MetricError
 from lighteval_nanotron.metrics.params import Parametrizable
 from lighteval_nanotron.metrics.sample_logprob import choice_logprobs, gold_indices, ranking
-from lighteval_nanotron.tasks.requests import Doc, ModelResponse
+from lighteval_nanotron.requests import Doc, ModelResponse
 
 UNIT_TYPES = ("words", "bytes", "tokens")
 

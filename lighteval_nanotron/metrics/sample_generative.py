@@ -15,7 +15,7 @@ from lighteval_nanotron.errors import MetricError
 from lighteval_nanotron.metrics.normalizations import parse_normalizer
 from lighteval_nanotron.metrics.numeric import extract_final_number, numbers_match
 from lighteval_nanotron.metrics.params import Parametrizable
-from lighteval_nanotron.tasks.requests import Doc, ModelResponse
+from lighteval_nanotron.requests import Doc, ModelResponse
 
 EXACT_MATCH_TYPES = ("full", "prefix", "suffix")
 _NORMALIZER_PARSERS: Mapping[str, Callable[[Any], Any]] = {

@@ -33,7 +33,7 @@ from lighteval_nanotron.metrics.normalizations import (
 )
 from lighteval_nanotron.metrics.params import Parametrizable
 from lighteval_nanotron.metrics.sample_logprob import choice_logprobs, gold_indices
-from lighteval_nanotron.tasks.requests import Doc, ModelResponse
+from lighteval_nanotron.requests import Doc, ModelResponse
 
 LN_2 = math.log(2.0)
 

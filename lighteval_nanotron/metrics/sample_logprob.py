@@ -18,7 +18,7 @@ from lighteval_nanotron.metrics.normalizations import (
     parse_logprob_normalization,
 )
 from lighteval_nanotron.metrics.params import Parametrizable
-from lighteval_nanotron.tasks.requests import Doc, ModelResponse
+from lighteval_nanotron.requests import Doc, ModelResponse
 
 
 def gold_indices(doc: Doc) -> list[int]:

@@ -26,7 +26,7 @@ from lighteval_nanotron.errors import MetricError
 from lighteval_nanotron.metrics.normalizations import parse_normalizer
 from lighteval_nanotron.metrics.params import Parametrizable
 from lighteval_nanotron.metrics.sample_generative import EXACT_MATCH_TYPES
-from lighteval_nanotron.tasks.requests import Doc, ModelResponse
+from lighteval_nanotron.requests import Doc, ModelResponse
 
 _PARSERS: Mapping[str, Callable[[Any], Any]] = {"normalize_gold": parse_normalizer, "normalize_pred": parse_normalizer}
 

@@ -22,7 +22,7 @@ from lighteval_nanotron.metrics.sample_generative import ExactMatches, F1Score, 
 from lighteval_nanotron.metrics.sample_gold import GoldBitsPerByte, GoldMargin, GoldProbability
 from lighteval_nanotron.metrics.sample_logprob import MRR, AccGoldLikelihood, LoglikelihoodAcc, Recall
 from lighteval_nanotron.metrics.sample_sampling import MajAtK, PassAtK
-from lighteval_nanotron.tasks.requests import SamplingMethod
+from lighteval_nanotron.requests import SamplingMethod
 
 LOGPROBS, GENERATIVE, PERPLEXITY = SamplingMethod.LOGPROBS, SamplingMethod.GENERATIVE, SamplingMethod.PERPLEXITY
 _HELM = {"normalize_gold": helm_normalizer, "normalize_pred": helm_normalizer}

@@ -4,7 +4,7 @@ The model config's class picks the family (`models.families`: `LlamaConfig` -> `
 `Starcoder2Config` -> `Starcoder2ForTraining`); a config no family supports, or an option the
 engine cannot run, raises UnsupportedModelError before anything is built.
 
-What a checkpoint folder holds is read by `checkpoint_format`. Nanotron's `load_weights` reshards on
+What a checkpoint folder holds is read by `models.checkpoint.format`. Nanotron's `load_weights` reshards on
 load, so a checkpoint saved at one TP/PP/DP layout loads at any other that fits the model; the saved
 shapes are checked against the model config first, since the loader would slice a mismatched
 tensor without a word. On CPU call `enable_cpu_support()` first.
@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import torch
 import torch.distributed as dist
 
+from lighteval_nanotron.cpu import is_cpu_support_enabled
 from lighteval_nanotron.errors import CheckpointError, LayoutError, UnsupportedModelError
-from lighteval_nanotron.models.checkpoint_format import (
+from lighteval_nanotron.models.checkpoint.format import (
     CONVERTED_STAGE,
     DEFAULT_ROPE_THETA,
     MODEL_CONFIG_FILE,
@@ -35,11 +36,11 @@ from lighteval_nanotron.models.checkpoint_format import (
     read_checkpoint_model,
     saved_weight_shapes,
 )
-from lighteval_nanotron.models.checkpoint_integrity import check_checkpoint_integrity, model_weight_shapes
+from lighteval_nanotron.models.checkpoint.integrity import check_checkpoint_integrity, model_weight_shapes
 from lighteval_nanotron.models.families import family_of_config
 from lighteval_nanotron.models.no_init import random_init_skipped
-from lighteval_nanotron.nanotron_variant import installed_nanotron
-from lighteval_nanotron.parallel.cpu import import_nanotron, is_cpu_support_enabled
+from lighteval_nanotron.nanotron_compat.imports import import_nanotron
+from lighteval_nanotron.nanotron_compat.variant import installed_nanotron
 
 if TYPE_CHECKING:
     from nanotron.config import ParallelismArgs

@@ -79,7 +79,7 @@ def check_nodes_fit_nanotron(world_size: int) -> None:
     that group, so such a world fails there with "Local rank mismatch" on the later nodes only. With
     `enable_cpu_support()` main's ParallelContext is patched to take the launcher's LOCAL_WORLD_SIZE, and
     this check is not needed."""
-    from lighteval_nanotron.nanotron_variant import installed_nanotron
+    from lighteval_nanotron.nanotron_compat.variant import installed_nanotron
 
     local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     if world_size > MAIN_ONE_NODE_WORLD or local_world_size == world_size or installed_nanotron().name != "main":
@@ -109,11 +109,12 @@ def build_parallel_context(
 
     Without CUDA, call `enable_cpu_support()` first (ParallelContext selects a CUDA device otherwise).
     """
-    from lighteval_nanotron.parallel.cpu import import_nanotron, is_cpu_support_enabled
+    from lighteval_nanotron.cpu import is_cpu_support_enabled
+    from lighteval_nanotron.nanotron_compat.imports import import_nanotron
 
     if not torch.cuda.is_available() and not is_cpu_support_enabled():
         raise ConfigError(
-            "No CUDA device: call lighteval_nanotron.parallel.cpu.enable_cpu_support() before building "
+            "No CUDA device: call lighteval_nanotron.cpu.enable_cpu_support() before building "
             "a ParallelContext."
         )
     init_process_group_from_env(backend=backend, timeout=timeout)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.tasks.requests import Doc
+from lighteval_nanotron.requests import Doc
 
 
 def check_gold_indices(task_name: str, docs: Sequence[Doc]) -> None:

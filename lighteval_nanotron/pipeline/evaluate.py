@@ -39,7 +39,7 @@ def as_engine(model: Any, parallel_context: Any = None, tokenizer: Any = None, e
             f"{type(model).__name__} is not a LightevalModel: pass the Nanotron model with its "
             "parallel_context and tokenizer, so that the Nanotron engine can drive it."
         )
-    from lighteval_nanotron.models.nanotron import NanotronLightevalModel
+    from lighteval_nanotron.models.engine import NanotronLightevalModel
 
     return NanotronLightevalModel(model, parallel_context, tokenizer, engine_config)
 

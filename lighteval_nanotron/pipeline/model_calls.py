@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.pipeline.requests import RequestGroup
-from lighteval_nanotron.tasks.requests import ModelResponse, SamplingMethod
+from lighteval_nanotron.pipeline.request_groups import RequestGroup
+from lighteval_nanotron.requests import ModelResponse, SamplingMethod
 
 MODEL_CALLS = {
     SamplingMethod.LOGPROBS: "loglikelihood",

@@ -22,16 +22,16 @@ from typing import Any
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.metrics.chance import centered_metrics, chance_levels, higher_is_better
 from lighteval_nanotron.pipeline.aggregates import suite_score
+from lighteval_nanotron.pipeline.apply_metrics import aggregate_results, score_groups
 from lighteval_nanotron.pipeline.doc_checks import check_gold_indices, check_metric_docs
 from lighteval_nanotron.pipeline.model_calls import PreparedRequests, is_reporting_rank, prepare_requests, run_requests
 from lighteval_nanotron.pipeline.progress import evaluation_progress
-from lighteval_nanotron.pipeline.requests import RequestGroup, group_requests
+from lighteval_nanotron.pipeline.request_groups import RequestGroup, group_requests
 from lighteval_nanotron.pipeline.result import EvaluationResult
-from lighteval_nanotron.pipeline.scoring import aggregate_results, score_groups
 from lighteval_nanotron.pipeline.summary import summarize
 from lighteval_nanotron.pipeline.task_costs import task_costs
+from lighteval_nanotron.requests import Doc
 from lighteval_nanotron.tasks import LightevalTask, PromptManager, Registry
-from lighteval_nanotron.tasks.requests import Doc
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from lighteval_nanotron.pipeline.model_calls import GroupRun
-from lighteval_nanotron.pipeline.requests import RequestGroup
+from lighteval_nanotron.pipeline.request_groups import RequestGroup
 
 
 @dataclass

@@ -1,11 +1,11 @@
 """Tasks: configs, docs, few-shot examples, prompts and the task registry (lighteval's task API)."""
 
+from lighteval_nanotron.requests import Doc, SamplingMethod
 from lighteval_nanotron.tasks.config import LightevalTaskConfig
 from lighteval_nanotron.tasks.data_dirs import get_data_dirs, set_data_dirs
 from lighteval_nanotron.tasks.lighteval_task import LightevalTask
 from lighteval_nanotron.tasks.prompt_manager import PromptManager
 from lighteval_nanotron.tasks.registry import Registry
-from lighteval_nanotron.tasks.requests import Doc, SamplingMethod
 
 __all__ = [
     "Doc",

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.requests import Doc, GenerationParameters, SamplingMethod
 from lighteval_nanotron.tasks.fewshot import FewShotDraws, FewShotSelection
-from lighteval_nanotron.tasks.requests import Doc, GenerationParameters, SamplingMethod
 
 
 def _as_list(value: Any) -> list:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import string
 
-from lighteval_nanotron.tasks.requests import Doc
+from lighteval_nanotron.requests import Doc
 
 LETTERS = tuple(string.ascii_uppercase)
 COMMON_SENSE_INSTRUCTION = "The following are multiple choice questions (with answers) about common sense.\n"

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from enum import Enum
 
-from lighteval_nanotron.tasks.requests import Doc
+from lighteval_nanotron.requests import Doc
 
 
 class FewShotSelection(str, Enum):

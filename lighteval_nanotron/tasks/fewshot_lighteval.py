@@ -29,8 +29,8 @@ from itertools import cycle
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.requests import Doc
 from lighteval_nanotron.tasks.fewshot import FewShotDraws, FewShotSelection
-from lighteval_nanotron.tasks.requests import Doc
 from lighteval_nanotron.tasks.tables import DEFAULT_SUITES
 
 LIGHTEVAL_VERSION = "0.11"

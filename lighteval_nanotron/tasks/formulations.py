@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lighteval_nanotron.metrics import Metrics
+from lighteval_nanotron.requests import Doc
 from lighteval_nanotron.tasks.config import LightevalTaskConfig
-from lighteval_nanotron.tasks.requests import Doc
 from lighteval_nanotron.tasks.templates import (
     Formulation,
     continuation_doc,

@@ -30,8 +30,8 @@ from lighteval_nanotron.metrics.metric import (
     SampleLevelMetric,
     SampleLevelMetricGrouping,
 )
+from lighteval_nanotron.requests import Doc, ModelResponse, SamplingMethod
 from lighteval_nanotron.tasks.config import LightevalTaskConfig
-from lighteval_nanotron.tasks.requests import Doc, ModelResponse, SamplingMethod
 
 INSTALL_HINT = "pip install 'lighteval-nanotron[lighteval]'"
 

@@ -15,6 +15,7 @@ from itertools import islice
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError, DatasetLoadError, PromptFunctionError
+from lighteval_nanotron.requests import Doc, SamplingMethod
 from lighteval_nanotron.tasks.config import LightevalTaskConfig
 from lighteval_nanotron.tasks.data_dirs import DatasetSource, describe_data_dirs, get_data_dirs, load_source
 from lighteval_nanotron.tasks.fewshot import FewShotDraws, FewShotSampler
@@ -25,7 +26,6 @@ from lighteval_nanotron.tasks.fewshot_lighteval import (
     default_draws,
     shuffled_doc_order,
 )
-from lighteval_nanotron.tasks.requests import Doc, SamplingMethod
 
 logger = logging.getLogger(__name__)
 

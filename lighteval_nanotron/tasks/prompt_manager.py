@@ -6,7 +6,7 @@ import hashlib
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.tasks.requests import Doc
+from lighteval_nanotron.requests import Doc
 
 PART_SEPARATOR = "\n\n"
 

@@ -26,7 +26,7 @@ import string
 from collections.abc import Sequence
 from enum import Enum
 
-from lighteval_nanotron.tasks.requests import Doc
+from lighteval_nanotron.requests import Doc
 
 QUESTION_WORD, ANSWER_WORD, COLON, SPACE = "Question", "Answer", ":", " "
 SENTENCE_ENDS = (".", "?", "!", ":", ";")

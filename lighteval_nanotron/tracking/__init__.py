@@ -2,11 +2,12 @@
 table for the log, and curves across training steps (`plot`)."""
 
 from lighteval_nanotron.tracking.atomic import atomic_write, atomic_write_text
-from lighteval_nanotron.tracking.base import EvaluationLogger
 from lighteval_nanotron.tracking.config import TrackingConfig
 from lighteval_nanotron.tracking.container import LoggerContainer
 from lighteval_nanotron.tracking.details_logger import DetailsParquetLogger, details_table
 from lighteval_nanotron.tracking.json_logger import ResultsJsonLogger, results_to_json
+from lighteval_nanotron.tracking.log_table import format_cost_table, format_results_table
+from lighteval_nanotron.tracking.logger import EvaluationLogger
 from lighteval_nanotron.tracking.paths import (
     date_id,
     details_dir,
@@ -22,7 +23,6 @@ from lighteval_nanotron.tracking.paths import (
     step_results_file,
 )
 from lighteval_nanotron.tracking.scalars import result_scalars
-from lighteval_nanotron.tracking.table import format_cost_table, format_results_table
 from lighteval_nanotron.tracking.tensorboard_logger import TensorBoardLogger
 
 __all__ = [

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.tracking.base import EvaluationLogger
 from lighteval_nanotron.tracking.container import LoggerContainer
 from lighteval_nanotron.tracking.details_logger import DetailsParquetLogger
 from lighteval_nanotron.tracking.json_logger import ResultsJsonLogger
+from lighteval_nanotron.tracking.logger import EvaluationLogger
 from lighteval_nanotron.tracking.tensorboard_logger import TensorBoardLogger
 
 LOGGER_NAMES = ("json", "details", "tensorboard", "wandb", "log")

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from lighteval_nanotron.errors import TrackingError
 from lighteval_nanotron.pipeline.result import EvaluationResult
-from lighteval_nanotron.tracking.base import EvaluationLogger
+from lighteval_nanotron.tracking.logger import EvaluationLogger
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from lighteval_nanotron.pipeline.result import EvaluationResult, SampleDetail
 from lighteval_nanotron.tracking.atomic import atomic_write
-from lighteval_nanotron.tracking.base import EvaluationLogger
+from lighteval_nanotron.tracking.logger import EvaluationLogger
 from lighteval_nanotron.tracking.paths import details_path
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from typing import Any
 
 from lighteval_nanotron.pipeline.result import EvaluationResult
 from lighteval_nanotron.tracking.atomic import atomic_write_text
-from lighteval_nanotron.tracking.base import EvaluationLogger
+from lighteval_nanotron.tracking.logger import EvaluationLogger
 from lighteval_nanotron.tracking.paths import results_path
 from lighteval_nanotron.tracking.results_file import merge_results, strict_json, with_max_samples
 

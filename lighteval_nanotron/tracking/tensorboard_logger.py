@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lighteval_nanotron.pipeline.result import EvaluationResult
-from lighteval_nanotron.tracking.base import EvaluationLogger
+from lighteval_nanotron.tracking.logger import EvaluationLogger
 from lighteval_nanotron.tracking.scalars import result_scalars
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.pipeline.result import EvaluationResult
-from lighteval_nanotron.tracking.base import EvaluationLogger
+from lighteval_nanotron.tracking.logger import EvaluationLogger
 from lighteval_nanotron.tracking.scalars import result_scalars
 
 STEP_KEY = "train/step"

@@ -43,7 +43,7 @@ def eval_worker(job_file: str) -> None:
     job = json.loads(Path(job_file).read_text())
     torch.set_num_threads(job["threads"])
     if job["cpu"]:
-        from lighteval_nanotron.parallel.cpu import enable_cpu_support
+        from lighteval_nanotron.cpu import enable_cpu_support
 
         enable_cpu_support()
     from lighteval_nanotron.checkpoint_eval.loading import load_tokenizer, tokenizer_source

@@ -25,7 +25,7 @@ DETERMINISM_ENV = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
 def train_config(out: Path, name: str, shape: dict[str, Any], profile: Any, tokenizer: Path, evaluate: bool) -> Path:
     import yaml
 
-    from lighteval_nanotron.nanotron_variant import shipped_config
+    from lighteval_nanotron.nanotron_compat.variant import shipped_config
 
     content = yaml.safe_load(shipped_config("tiny_cpu_train.yaml").read_text())
     fields = content["model"]["model_config"]
@@ -72,13 +72,13 @@ def train_worker(config: str, report: str, cpu: bool) -> None:
     if cpu:
         from datetime import timedelta
 
-        from lighteval_nanotron.parallel.cpu import enable_cpu_support
+        from lighteval_nanotron.cpu import enable_cpu_support
         from lighteval_nanotron.parallel.distributed import init_process_group_from_env
 
         enable_cpu_support()
         init_process_group_from_env(backend="gloo", timeout=timedelta(seconds=300))
-    from lighteval_nanotron.hook.data import build_dataloader
     from lighteval_nanotron.hook.trainer import EvaluatingTrainer
+    from lighteval_nanotron.hook.training_data.dataloader import build_dataloader
 
     losses: list[float | None] = []
 

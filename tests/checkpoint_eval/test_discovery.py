@@ -19,7 +19,7 @@ from lighteval_nanotron.checkpoint_eval.mesh_setup import check_world
 from lighteval_nanotron.checkpoint_eval.runner import CheckpointEvalConfig
 from lighteval_nanotron.cli.main import build_parser
 from lighteval_nanotron.errors import CheckpointError, ConfigError, LayoutError
-from lighteval_nanotron.models.checkpoint_format import CheckpointModel
+from lighteval_nanotron.models.checkpoint.format import CheckpointModel
 from lighteval_nanotron.models.nanotron_builder import check_model_layout
 
 

@@ -14,7 +14,7 @@ import torch
 
 from lighteval_nanotron.convert.llama_mapping import nanotron_config_from_hf
 from lighteval_nanotron.errors import UnsupportedModelError
-from lighteval_nanotron.models.checkpoint_format import CheckpointModel, read_checkpoint_model
+from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model
 from tests.checkpoint_eval.tiny_hf import ROPE_THETA, convert_tiny, tiny_hf_llama
 from tests.helpers.distributed import parallel_context, run_distributed
 

@@ -8,7 +8,7 @@ from safetensors import safe_open
 
 from lighteval_nanotron.convert import convert_hf_to_nanotron, nanotron_to_hf
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint_format import read_checkpoint_model
+from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
 from tests.convert.tiny_llama import VOCAB, nanotron_logits, tiny_hf_llama
 from tests.helpers.distributed import parallel_context, run_distributed
 from tests.helpers.nanotron_versions import ON_MAIN
@@ -78,7 +78,7 @@ def test_logits_equal_transformers_at_tp2(converted):
 
 def test_folder_is_a_nanotron_checkpoint(converted):
     model, dst, _ = converted
-    from lighteval_nanotron.parallel.cpu import import_nanotron
+    from lighteval_nanotron.cpu import import_nanotron
 
     assert {p.name for p in dst.iterdir()} >= {"config.yaml", "model_config.json", "checkpoint_metadata.json", "model"}
     assert json.loads((dst / "checkpoint_metadata.json").read_text())["tp"] == 1
@@ -105,7 +105,7 @@ def test_reverse_conversion_gives_back_the_hf_weights(converted):
 
 
 def test_config_yaml_with_default_rope_theta_parses_as_nanotron_llama_config(tmp_path):
-    from lighteval_nanotron.parallel.cpu import import_nanotron
+    from lighteval_nanotron.cpu import import_nanotron
 
     model = tiny_hf_llama(tie=True)
     model.config.rope_parameters["rope_theta"] = 10000.0

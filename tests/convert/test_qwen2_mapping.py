@@ -18,8 +18,8 @@ from lighteval_nanotron.convert import convert_hf_to_nanotron
 from lighteval_nanotron.convert.hf_source import SafetensorsWeights
 from lighteval_nanotron.convert.qwen2_mapping import is_hf_qwen2, iter_hf_to_nanotron, nanotron_config_from_hf
 from lighteval_nanotron.errors import CheckpointError, UnsupportedModelError
-from lighteval_nanotron.models.checkpoint_format import CheckpointModel
-from lighteval_nanotron.nanotron_variant import has_qwen2
+from lighteval_nanotron.models.checkpoint.format import CheckpointModel
+from lighteval_nanotron.nanotron_compat.variant import has_qwen2
 from tests.convert.tiny_qwen2 import ROPE_THETA, tiny_hf_qwen2, tiny_hf_qwen2_moe
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import torch
 
 from lighteval_nanotron.convert import convert_hf_to_nanotron
 from lighteval_nanotron.errors import CheckpointError, UnsupportedModelError
-from lighteval_nanotron.models.checkpoint_format import read_checkpoint_model
+from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
 from lighteval_nanotron.models.families import Starcoder2Family
 from tests.checkpoint_eval.details_check import max_logprob_difference, read_details
 from tests.helpers.distributed import run_distributed

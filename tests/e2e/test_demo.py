@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lighteval_nanotron.nanotron_variant import shipped_config
+from lighteval_nanotron.nanotron_compat.variant import shipped_config
 from lighteval_nanotron.tracking import results_files_by_step
 
 REPO = Path(__file__).resolve().parents[2]

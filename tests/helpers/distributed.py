@@ -48,7 +48,7 @@ def _worker(rank: int, world_size: int, port: int, timeout_s: float, fn: Callabl
     torch.set_num_threads(1)
     import torch.distributed as dist
 
-    from lighteval_nanotron.parallel.cpu import enable_cpu_support
+    from lighteval_nanotron.cpu import enable_cpu_support
     from lighteval_nanotron.parallel.distributed import init_process_group_from_env
 
     try:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from lighteval_nanotron.nanotron_variant import has_qwen2
+from lighteval_nanotron.nanotron_compat.variant import has_qwen2
 
 requires_qwen2 = pytest.mark.skipif(
     not has_qwen2(),

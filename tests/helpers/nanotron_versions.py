@@ -3,7 +3,7 @@ and the marks for the few tests that only apply to one of them, each with its re
 
 import pytest
 
-from lighteval_nanotron.nanotron_variant import installed_nanotron
+from lighteval_nanotron.nanotron_compat.variant import installed_nanotron
 
 ON_MAIN = installed_nanotron().name == "main"
 

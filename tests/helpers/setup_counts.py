@@ -8,7 +8,7 @@ from collections import Counter
 
 COUNTED = {
     "dataset_opens": ("lighteval_nanotron.tasks.lighteval_task", "load_source"),
-    "tokenizations": ("lighteval_nanotron.models.nanotron.model", "loglikelihood_rows"),
+    "tokenizations": ("lighteval_nanotron.models.engine.model", "loglikelihood_rows"),
 }
 
 

@@ -62,7 +62,7 @@ def tiny_tokenizer():
 
 def tiny_llama_config(**overrides):
     """Nanotron LlamaConfig: 4 layers, hidden 64, 4 heads, 2 KV heads, tied embeddings, vocab 1024."""
-    from lighteval_nanotron.parallel.cpu import import_nanotron
+    from lighteval_nanotron.cpu import import_nanotron
 
     import_nanotron()
     from nanotron.config import LlamaConfig
@@ -90,7 +90,7 @@ def tiny_llama_config(**overrides):
 def tiny_starcoder2_config(**overrides):
     """Nanotron Starcoder2Config: 4 layers, hidden 64, 4 heads, grouped-query with 2 KV heads (pass
     `multi_query=True, grouped_query=False` for multi-query), RoPE theta 50000, no dropout, vocab 1024."""
-    from lighteval_nanotron.parallel.cpu import import_nanotron
+    from lighteval_nanotron.cpu import import_nanotron
 
     values = dict(
         activation_function="gelu_pytorch_tanh",
@@ -155,7 +155,7 @@ def _save_random_checkpoint(path: str, model_config_json: str) -> None:
     """run_distributed worker (1 process): build at TP1/PP1, randomise, save with tokenizer."""
     import torch.distributed as dist
 
-    from lighteval_nanotron.models.checkpoint_format import CheckpointModel
+    from lighteval_nanotron.models.checkpoint.format import CheckpointModel
     from lighteval_nanotron.models.families import family_of_config
     from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, save_nanotron_checkpoint
     from tests.helpers.distributed import parallel_context

@@ -1,9 +1,9 @@
-"""The tiny model's Nanotron training config (see lighteval_nanotron.parallel.cpu.training)."""
+"""The tiny model's Nanotron training config (see lighteval_nanotron.cpu.training)."""
 
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from lighteval_nanotron.parallel.cpu.training import build_training_config
+from lighteval_nanotron.cpu.training import build_training_config
 
 
 def tiny_training_config(

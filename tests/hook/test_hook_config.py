@@ -8,7 +8,7 @@ import yaml
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
-from lighteval_nanotron.nanotron_variant import CONFIG_FOLDERS, shipped_config
+from lighteval_nanotron.nanotron_compat.variant import CONFIG_FOLDERS, shipped_config
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = ("tiny_cpu_train.yaml", "llama_1b_train_with_eval.yaml", "demo_train.yaml")
@@ -128,8 +128,8 @@ def test_shipped_configs_of_both_nanotrons_differ_only_in_schema(name):
 
 
 def test_data_stage_steps_left_counts_to_the_next_stage_or_the_end():
-    from lighteval_nanotron.hook.data import stage_steps_left
     from lighteval_nanotron.hook.training_config import load_training_config
+    from lighteval_nanotron.hook.training_data.dataloader import stage_steps_left
 
     config = load_training_config(str(shipped_config("demo_train.yaml")))
     stages = getattr(config, "data_stages", None)

@@ -45,7 +45,7 @@ def test_restores_after_an_exception():
 
 
 def test_restores_nanotron_random_states():
-    from lighteval_nanotron.parallel.cpu import import_nanotron
+    from lighteval_nanotron.cpu import import_nanotron
 
     import_nanotron()
     from nanotron.random import RandomStates, get_current_random_state

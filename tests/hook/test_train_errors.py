@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from lighteval_nanotron.hook import run_train
-from lighteval_nanotron.nanotron_variant import CONFIG_FOLDERS, installed_nanotron
+from lighteval_nanotron.nanotron_compat.variant import CONFIG_FOLDERS, installed_nanotron
 from tests.hook.training_runs import REPO, write_config
 
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from lighteval_nanotron.nanotron_variant import shipped_config
+from lighteval_nanotron.nanotron_compat.variant import shipped_config
 from tests.helpers.nanotron_versions import ON_MAIN, STARCODER2_CONFIG_ON_MAIN
 
 REPO = Path(__file__).resolve().parents[2]
@@ -142,8 +142,8 @@ def train_worker(config_path: str, wandb_mode: Optional[str] = "disabled") -> Di
     `wandb_mode` sets WANDB_MODE (None: leave the environment as it is)."""
     if wandb_mode is not None:
         os.environ["WANDB_MODE"] = wandb_mode
-    from lighteval_nanotron.hook.data import build_dataloader
     from lighteval_nanotron.hook.trainer import EvaluatingTrainer
+    from lighteval_nanotron.hook.training_data.dataloader import build_dataloader
     from tests.helpers.setup_counts import count_setup_work
 
     setup_counts = count_setup_work()
@@ -228,8 +228,8 @@ def train_logging_worker(config_path: str) -> Dict[str, Any]:
 def train_expecting_error_worker(config_paths: List[str]) -> List[Dict[str, Any]]:
     """Train from each config in turn; report the exception each raised and the step it got to."""
     os.environ["WANDB_MODE"] = "disabled"
-    from lighteval_nanotron.hook.data import build_dataloader
     from lighteval_nanotron.hook.trainer import EvaluatingTrainer
+    from lighteval_nanotron.hook.training_data.dataloader import build_dataloader
 
     reports = []
     for path in config_paths:

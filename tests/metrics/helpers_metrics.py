@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lighteval_nanotron.tasks.requests import Doc, ModelResponse
+from lighteval_nanotron.requests import Doc, ModelResponse
 
 
 def mc_doc(choices: list[str], gold: int | list[int], query: str = "Q:") -> Doc:

@@ -18,7 +18,7 @@ from lighteval_nanotron.metrics import (
     aggregate_task_metrics,
     helm_normalizer,
 )
-from lighteval_nanotron.tasks.requests import SamplingMethod
+from lighteval_nanotron.requests import SamplingMethod
 
 
 def test_parametrized_copy_gets_lighteval_name_and_leaves_original_alone():

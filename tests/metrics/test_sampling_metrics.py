@@ -8,8 +8,8 @@ from lighteval_nanotron.errors import MetricError
 from lighteval_nanotron.metrics import Metrics
 from lighteval_nanotron.metrics.normalizations import gsm8k_normalizer
 from lighteval_nanotron.metrics.sample_sampling import MajAtK, PassAtK, pass_at_k
+from lighteval_nanotron.requests import Doc, ModelResponse
 from lighteval_nanotron.tasks.lighteval_task import metric_samples
-from lighteval_nanotron.tasks.requests import Doc, ModelResponse
 
 
 def _doc(gold: str = "4") -> Doc:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lighteval_nanotron.models.nanotron import EngineConfig
-from lighteval_nanotron.models.nanotron.tokenization import TokenizerAdapter, encode_pair, score_window
+from lighteval_nanotron.models.engine import EngineConfig
+from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter, encode_pair, score_window
 from lighteval_nanotron.tasks.prompt_manager import PromptManager
 from tests.helpers.distributed import LAYOUTS, DistributedRunError, run_distributed
 from tests.helpers.reference import reference_logits

@@ -168,10 +168,10 @@ def test_eval_setup_imports_no_transformers():
     """The eval command's tokenizer and Nanotron's trainer module load without transformers (0.4)."""
     code = (
         "import sys\n"
-        "from lighteval_nanotron.parallel.cpu import enable_cpu_support\n"
-        "from lighteval_nanotron.parallel.cpu.imports import import_nanotron_trainer\n"
+        "from lighteval_nanotron.cpu import enable_cpu_support\n"
+        "from lighteval_nanotron.nanotron_compat.imports import import_nanotron_trainer\n"
         "from lighteval_nanotron.checkpoint_eval.loading import load_tokenizer\n"
-        "from lighteval_nanotron.nanotron_variant import installed_nanotron\n"
+        "from lighteval_nanotron.nanotron_compat.variant import installed_nanotron\n"
         "enable_cpu_support(trainer=False)\n"
         f"tokenizer = load_tokenizer({str(REPO / 'configs' / 'tiny_tokenizer')!r})\n"
         "trainer = import_nanotron_trainer(with_wandb=False, with_data_libraries=False)\n"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 from types import SimpleNamespace
 
-from lighteval_nanotron.models.nanotron.generation import _stopped
-from lighteval_nanotron.models.nanotron.generation_plan import GenRequest
-from lighteval_nanotron.models.nanotron.tokenization import TokenizerAdapter
+from lighteval_nanotron.models.engine.generation import _stopped
+from lighteval_nanotron.models.engine.generation_plan import GenRequest
+from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter
 from tests.helpers.tiny_model import VOCAB_SIZE, tiny_tokenizer
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from lighteval_nanotron.errors import UnsupportedModelError
-from lighteval_nanotron.models.checkpoint_format import CheckpointModel, read_checkpoint_model
+from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.models.families import LlamaFamily, Starcoder2Family, family_of_fields, family_of_model
 from tests.helpers.tiny_model import tiny_llama_config, tiny_starcoder2_config
 

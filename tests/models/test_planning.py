@@ -6,9 +6,9 @@ import pytest
 
 from lighteval_nanotron.data import token_balanced_owners
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.models.nanotron.batching import cut_batches
-from lighteval_nanotron.models.nanotron.config import EngineConfig
-from lighteval_nanotron.models.nanotron.tokenization import TokenizerAdapter, encode_pair, rolling_windows, score_window
+from lighteval_nanotron.models.engine.batching import cut_batches
+from lighteval_nanotron.models.engine.config import EngineConfig
+from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter, encode_pair, rolling_windows, score_window
 from tests.helpers.tiny_model import tiny_tokenizer
 
 
@@ -88,7 +88,7 @@ def _path(row, node):
 
 @pytest.mark.parametrize("share", [True, False])
 def test_packed_prefix_trees_keep_every_sequence_and_share_prefixes(share):
-    from lighteval_nanotron.models.nanotron.packing import ScoredSequence, packed_rows
+    from lighteval_nanotron.models.engine.packing import ScoredSequence, packed_rows
 
     prefix = (1, 2, 3, 4)
     sequences = [ScoredSequence(prefix + (10 + i, 20 + i), (3, 4), (10 + i, 20 + i), (i, i), i // 2) for i in range(6)]
@@ -112,7 +112,7 @@ def test_packed_prefix_trees_keep_every_sequence_and_share_prefixes(share):
 @pytest.mark.parametrize("pack_rows, shared_context, dp", [(True, True, 1), (True, True, 2), (False, False, 1)])
 def test_per_doc_token_positions_add_up_to_the_plans(tok, pack_rows, shared_context, dp):
     """Each doc's share of the rows (packed, prefixes shared, padding) sums to the plan's count."""
-    from lighteval_nanotron.models.nanotron.scoring_plan import build_batches, loglikelihood_rows
+    from lighteval_nanotron.models.engine.scoring_plan import build_batches, loglikelihood_rows
     from lighteval_nanotron.tasks import Doc
 
     cfg = EngineConfig(max_length=64, pack_rows=pack_rows, shared_context=shared_context, pack_width=48)
@@ -132,8 +132,8 @@ def test_per_doc_token_positions_add_up_to_the_plans(tok, pack_rows, shared_cont
 
 
 def test_row_split_counts_a_shared_node_once_over_its_docs():
-    from lighteval_nanotron.models.nanotron.doc_tokens import row_doc_tokens
-    from lighteval_nanotron.models.nanotron.packing import ModelRow
+    from lighteval_nanotron.models.engine.doc_tokens import row_doc_tokens
+    from lighteval_nanotron.models.engine.packing import ModelRow
 
     # nodes 0-1 shared by docs 0 and 1; node 2 doc 0's, node 3 doc 1's; 4 padding positions
     row = ModelRow((5, 6, 7, 8), (0, 0, 1, 1), (0, 1, 2, 2), (2, 3), (1, 1), (0, 1), (0, 1))
@@ -145,8 +145,8 @@ def test_row_split_counts_a_shared_node_once_over_its_docs():
 def test_batched_tokenization_gives_the_ids_of_one_call_per_text(tok):
     from tokenizers import Tokenizer
 
-    from lighteval_nanotron.models.nanotron.scoring_plan import loglikelihood_rows
-    from lighteval_nanotron.models.nanotron.tokenization import TokenizerAdapter, encode_pair
+    from lighteval_nanotron.models.engine.scoring_plan import loglikelihood_rows
+    from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter, encode_pair
     from lighteval_nanotron.tasks import Doc
 
     texts = ["Question: what is it?\nAnswer:", " a b", "", "x" * 300, "Answer: yes", "Question: what is it?\nAnswer:"]

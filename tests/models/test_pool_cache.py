@@ -3,7 +3,7 @@ remaining row keeps its own keys, values and length."""
 
 import torch
 
-from lighteval_nanotron.models.nanotron.decode_attention import PoolCache
+from lighteval_nanotron.models.engine.decode_attention import PoolCache
 
 
 def _filled_cache(rows: int, capacity: int = 6) -> PoolCache:

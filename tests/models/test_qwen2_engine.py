@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from lighteval_nanotron.convert import convert_hf_to_nanotron
-from lighteval_nanotron.models.checkpoint_format import read_checkpoint_model
-from lighteval_nanotron.models.nanotron import EngineConfig
+from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
+from lighteval_nanotron.models.engine import EngineConfig
 from tests.checkpoint_eval.tiny_hf import transformers_logprob
 from tests.convert.tiny_qwen2 import tiny_hf_qwen2, tiny_hf_qwen2_moe
 from tests.helpers.nanotron_main import requires_qwen2

@@ -10,7 +10,7 @@ import pytest
 
 from lighteval_nanotron.convert.qwen2_mapping import nanotron_config_from_hf
 from lighteval_nanotron.errors import CheckpointError, UnsupportedModelError
-from lighteval_nanotron.models.checkpoint_format import CheckpointModel, weight_files
+from lighteval_nanotron.models.checkpoint.format import CheckpointModel, weight_files
 from tests.convert.tiny_qwen2 import tiny_hf_qwen2_moe
 from tests.helpers.distributed import run_distributed
 from tests.helpers.nanotron_main import requires_qwen2
@@ -59,7 +59,7 @@ def engine_setup_with_expert_parallelism(fields: dict) -> str:
     """Rank function (world 1): an MoE Qwen2 built with `expert_parallel_size=2`, handed to the engine."""
     from nanotron.config import ParallelismArgs
 
-    from lighteval_nanotron.models.nanotron import NanotronLightevalModel
+    from lighteval_nanotron.models.engine import NanotronLightevalModel
     from lighteval_nanotron.models.nanotron_builder import build_nanotron_model
     from tests.helpers.distributed import parallel_context
     from tests.helpers.tiny_model import tiny_tokenizer

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.models.nanotron.sampling import sample_token, warped
-from lighteval_nanotron.tasks.requests import GenerationParameters
+from lighteval_nanotron.models.engine.sampling import sample_token, warped
+from lighteval_nanotron.requests import GenerationParameters
 from tests.models.sampling_cases import run_generate
 
 pytestmark = pytest.mark.distributed
@@ -82,10 +82,10 @@ def test_bad_generation_parameters_name_the_field(values, message):
 
 
 def test_a_task_setting_overrides_the_run_setting_field_by_field():
-    from lighteval_nanotron.models.nanotron import EngineConfig
-    from lighteval_nanotron.models.nanotron.generation_plan import make_request, sample_rows
-    from lighteval_nanotron.models.nanotron.tokenization import TokenizerAdapter
-    from lighteval_nanotron.tasks.requests import Doc
+    from lighteval_nanotron.models.engine import EngineConfig
+    from lighteval_nanotron.models.engine.generation_plan import make_request, sample_rows
+    from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter
+    from lighteval_nanotron.requests import Doc
     from tests.helpers.tiny_model import tiny_tokenizer
 
     tok = TokenizerAdapter(tiny_tokenizer())

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lighteval_nanotron.models.nanotron.packing import ScoredSequence
-from lighteval_nanotron.models.nanotron.shared_prefix import split_shared_prefixes
-from lighteval_nanotron.tasks.requests import Doc
+from lighteval_nanotron.models.engine.packing import ScoredSequence
+from lighteval_nanotron.models.engine.shared_prefix import split_shared_prefixes
+from lighteval_nanotron.requests import Doc
 from tests.helpers.distributed import run_distributed
 from tests.models.engine_cases import assert_same
 
@@ -77,7 +77,7 @@ def _task_docs() -> list[Doc]:
 
 def evaluate_task(checkpoint: str, tp: int, pp: int, dp: int, config: dict) -> dict:
     """Rank function: the 3-shot task's log-likelihoods twice (two evaluations of one plan)."""
-    from lighteval_nanotron.models.nanotron import EngineConfig, NanotronLightevalModel
+    from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
     from tests.helpers.distributed import parallel_context
     from tests.helpers.tiny_model import tiny_tokenizer
@@ -125,7 +125,7 @@ def test_prefix_positions_processed_once_per_task_with_identical_results(tiny_ch
 
 
 def test_a_docs_choices_start_a_new_row_together():
-    from lighteval_nanotron.models.nanotron.packing import packed_rows
+    from lighteval_nanotron.models.engine.packing import packed_rows
 
     sequences = []
     for doc in range(6):  # a 6-token context and three 2-token choices: 12 nodes per doc

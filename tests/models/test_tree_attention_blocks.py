@@ -6,10 +6,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from lighteval_nanotron.models.engine import attention_pieces
+from lighteval_nanotron.models.engine.attention_pieces import attend, plan_attention
+from lighteval_nanotron.models.engine.tree_attention import PrefixKeys, TreeAttention, ancestor_mask
 from lighteval_nanotron.models.families.llama import LlamaLayer
-from lighteval_nanotron.models.nanotron import attention_pieces
-from lighteval_nanotron.models.nanotron.attention_pieces import attend, plan_attention
-from lighteval_nanotron.models.nanotron.tree_attention import PrefixKeys, TreeAttention, ancestor_mask
 
 
 def _random_forest(rows: int, n: int, generator: torch.Generator) -> torch.Tensor:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from lighteval_nanotron.metrics import LogProbPMINorm, Metrics
 from lighteval_nanotron.models.abstract_model import LightevalModel
+from lighteval_nanotron.requests import ModelResponse
 from lighteval_nanotron.tasks import Doc, LightevalTaskConfig, PromptManager
-from lighteval_nanotron.tasks.requests import ModelResponse
 
 CORPUS = "abcdefghij\n" * 20 + "klmnop\n" * 10 + "the cat sat on the mat\n" * 5
 VOCAB = sorted(set(CORPUS) | set(" ?:.,\n0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"))

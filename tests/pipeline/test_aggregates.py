@@ -8,7 +8,7 @@ import pytest
 from lighteval_nanotron.metrics import Metrics, aggregate_task_metrics
 from lighteval_nanotron.metrics.chance import centered_metrics
 from lighteval_nanotron.pipeline.aggregates import group_averages, suite_score, task_groups, with_aggregates
-from lighteval_nanotron.tasks.requests import Doc, ModelResponse
+from lighteval_nanotron.requests import Doc, ModelResponse
 from lighteval_nanotron.tracking.results_file import merge_results
 
 TASKS = {
@@ -46,7 +46,7 @@ def test_group_averages_by_hand():
 def _lighteval_aggregated(task_results):
     """lighteval's own MetricsLogger on the same per-task numbers (its key format for its version)."""
     pytest.importorskip("lighteval")
-    from lighteval_nanotron.parallel.cpu import import_nanotron
+    from lighteval_nanotron.cpu import import_nanotron
 
     import_nanotron()  # lighteval's logging imports nanotron.config
     from lighteval.logging.info_loggers import MetricsLogger

@@ -56,7 +56,7 @@ def _run_offline(command: list, tmp_path: Path) -> list:
 def _import_lighteval_logging() -> None:
     """lighteval's logging modules import `nanotron.config`, which needs this project's import order."""
     pytest.importorskip("lighteval")
-    from lighteval_nanotron.parallel.cpu import import_nanotron
+    from lighteval_nanotron.cpu import import_nanotron
 
     import_nanotron()
 

@@ -13,8 +13,8 @@ from helpers_pipeline import BigramLM
 from lighteval_nanotron.errors import ConfigError, CustomTasksError
 from lighteval_nanotron.metrics import LogProbCharNorm, Metrics, aggregate_task_metrics
 from lighteval_nanotron.pipeline import EvaluationPipeline
+from lighteval_nanotron.requests import ModelResponse
 from lighteval_nanotron.tasks import Doc, Registry
-from lighteval_nanotron.tasks.requests import ModelResponse
 
 MC, GEN, PPL = "custom|toy_mc|0", "custom|toy_gen|0", "custom|toy_ppl|0"
 LIGHTEVAL_ONLY = "custom|toy_gen_lighteval_metrics|0"

@@ -192,9 +192,9 @@ def test_errors_are_named_and_raised_early(toy_data):
 
 def test_model_seconds_are_split_by_token_positions_and_add_up():
     from lighteval_nanotron.pipeline.model_calls import GroupRun
-    from lighteval_nanotron.pipeline.requests import RequestGroup
+    from lighteval_nanotron.pipeline.request_groups import RequestGroup
     from lighteval_nanotron.pipeline.task_costs import task_costs
-    from lighteval_nanotron.tasks.requests import SamplingMethod
+    from lighteval_nanotron.requests import SamplingMethod
 
     scoring = RequestGroup(SamplingMethod.LOGPROBS, task_names=["a", "b", "a", "b"])
     generation = RequestGroup(SamplingMethod.GENERATIVE, task_names=["b", "c"])

@@ -7,7 +7,7 @@ from helpers_pipeline import write_datasets
 from mesh_cases_pipeline import evaluate_sampled_on_mesh
 
 from lighteval_nanotron.metrics import Metrics
-from lighteval_nanotron.tasks.requests import Doc, ModelResponse
+from lighteval_nanotron.requests import Doc, ModelResponse
 from tests.helpers.distributed import run_distributed
 from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (pytest fixture)
 

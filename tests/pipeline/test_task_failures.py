@@ -11,11 +11,11 @@ from helpers_pipeline import BigramLM
 
 from lighteval_nanotron.errors import ConfigError, EvaluationError
 from lighteval_nanotron.pipeline import EvaluationPipeline
-from lighteval_nanotron.pipeline.requests import group_requests
+from lighteval_nanotron.pipeline.apply_metrics import score_groups
+from lighteval_nanotron.pipeline.request_groups import group_requests
 from lighteval_nanotron.pipeline.result import raise_for_failed_tasks
-from lighteval_nanotron.pipeline.scoring import score_groups
 from lighteval_nanotron.pipeline.summary import general_summary
-from lighteval_nanotron.tasks.requests import ModelResponse
+from lighteval_nanotron.requests import ModelResponse
 from lighteval_nanotron.tracking import TrackingConfig, details_task_name
 from tests.helpers.results_layout import details_folder, results_file
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from lighteval_nanotron.requests import SamplingMethod
 from lighteval_nanotron.tasks import (
     PromptManager,
     Registry,
@@ -13,7 +14,6 @@ from lighteval_nanotron.tasks import (
     multilingual,
     set_data_dirs,
 )
-from lighteval_nanotron.tasks.requests import SamplingMethod
 
 ALL_CONFIGS = [config for module in (default_tasks, extended, community, multilingual) for config in module.TASKS_TABLE]
 ALL_KEYS = [f"{config.suite[0]}|{config.name}" for config in ALL_CONFIGS]

@@ -20,7 +20,7 @@ import torch
 from lighteval_nanotron.models.families.base import ChainBlock, DecoderLayer, ModelFamily, Rotary
 from lighteval_nanotron.models.families.block_calls import embed_with_mask, layer_with_mask, linear, norm
 from lighteval_nanotron.models.families.fused_qkv import FusedQkvLayer
-from lighteval_nanotron.parallel.cpu.imports import import_nanotron
+from lighteval_nanotron.nanotron_compat.imports import import_nanotron
 
 
 class LlamaLayer(FusedQkvLayer):

@@ -24,8 +24,8 @@ from lighteval_nanotron.errors import LayoutError, UnsupportedModelError
 from lighteval_nanotron.models.families.base import ChainBlock, DecoderLayer, ModelFamily, Rotary, dataclass_from_fields
 from lighteval_nanotron.models.families.block_calls import linear, norm
 from lighteval_nanotron.models.families.fused_qkv import FusedQkvLayer
-from lighteval_nanotron.nanotron_variant import has_qwen2
-from lighteval_nanotron.parallel.cpu.imports import import_nanotron
+from lighteval_nanotron.nanotron_compat.imports import import_nanotron
+from lighteval_nanotron.nanotron_compat.variant import has_qwen2
 
 _RING_ATTENTION = "llama3_ring_attention"
 

@@ -18,8 +18,8 @@ import torch
 
 from lighteval_nanotron.models.families.base import ChainBlock, DecoderLayer, ModelFamily, Rotary
 from lighteval_nanotron.models.families.block_calls import embed_with_mask, layer_with_mask, linear, norm
-from lighteval_nanotron.nanotron_variant import starcoder2_trainable
-from lighteval_nanotron.parallel.cpu.imports import import_nanotron
+from lighteval_nanotron.nanotron_compat.imports import import_nanotron
+from lighteval_nanotron.nanotron_compat.variant import starcoder2_trainable
 
 
 def _rotary(attn: Any) -> Rotary | None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from lighteval_nanotron.metrics import Metrics
 from lighteval_nanotron.metrics.normalizations import helm_normalizer
+from lighteval_nanotron.requests import Doc
 from lighteval_nanotron.tasks.config import LightevalTaskConfig
-from lighteval_nanotron.tasks.requests import Doc
 
 
 def nq_open(line: dict, task_name: str = "") -> Doc:

@@ -11,9 +11,9 @@ Both read data that ships in the `bundled` data dir.
 from __future__ import annotations
 
 from lighteval_nanotron.metrics import Metrics
+from lighteval_nanotron.requests import Doc
 from lighteval_nanotron.tasks import default_prompts
 from lighteval_nanotron.tasks.config import LightevalTaskConfig
-from lighteval_nanotron.tasks.requests import Doc
 
 
 def lambada_passage(line: dict, task_name: str = "") -> Doc:

@@ -13,9 +13,9 @@ is not shipped here: define them as custom tasks and point a data dir at a local
 from __future__ import annotations
 
 from lighteval_nanotron.metrics import Metrics
+from lighteval_nanotron.requests import Doc
 from lighteval_nanotron.tasks.config import LightevalTaskConfig
 from lighteval_nanotron.tasks.default_prompts import copa_with_connectors
-from lighteval_nanotron.tasks.requests import Doc
 
 FRENCH_CONNECTORS = {"cause": "car", "effect": "donc"}
 

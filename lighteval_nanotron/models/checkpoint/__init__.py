@@ -1,0 +1,1 @@
+"""Reading Nanotron checkpoint folders: what they hold (`format`) and whether their weights are whole (`integrity`)."""

@@ -1,0 +1,187 @@
+"""Settings of the Nanotron evaluation engine. Every speed-up is a switch; results do not depend
+on any switch (the tests check each one on and off)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.requests import GenerationParameters
+
+if TYPE_CHECKING:
+    import torch
+
+
+CPU_CHUNK_TOKENS = 1024
+"""`EngineConfig.layer_chunk_tokens` on CPU when unset (measured: 1.5x the GEMM and elementwise
+throughput of a whole 8k-token micro-batch on one core, docs/performance.md)."""
+
+
+@dataclass
+class EngineConfig:
+    """How requests become micro-batches, and where results go."""
+
+    max_tokens_per_batch: int = 8192
+    """Token budget of one micro-batch: rows x padded length (generation without `kv_cache`:
+    x (context + new tokens); with it, an upper bound on `prefill_tokens`)."""
+
+    max_rows_per_batch: int = 64
+    """Upper bound on the rows of one micro-batch, whatever the budget."""
+
+    max_length: int | None = None
+    """Longest sequence fed to the model; None takes the model's `max_position_embeddings`.
+    Longer requests are truncated from the left and counted in `truncated_tokens_count`."""
+
+    rolling_stride: int | None = None
+    """Rolling log-likelihood: tokens scored per window after the first. Each window is
+    `max_length` tokens long, so every scored token sees at least `max_length - stride` tokens
+    of context. None means `max_length // 2`; `max_length` gives disjoint windows (lighteval)."""
+
+    default_max_new_tokens: int = 256
+    """Generation: new tokens allowed for a doc whose `generation_size` is None."""
+
+    generation_kv_tokens: int = 32768
+    """Generation with `kv_cache`: cache slots of one decoding pool, i.e. running rows x (longest
+    context + new tokens of the pool). Rows beyond it wait and start as running rows finish."""
+
+    prefill_tokens: int = 2048
+    """Generation with `kv_cache`: context tokens of one prefill step (the joining rows unpadded,
+    at most `max_tokens_per_batch`; a longer row alone). Small steps keep the linear layers near
+    their best matrix size on CPU and let pipeline stages overlap on the prefills."""
+
+    micro_batches_in_flight: int = 4
+    """Pipeline parallel: sends a stage may have outstanding, i.e. micro-batches it may run ahead."""
+
+    pipeline_overlap: bool = True
+    """Pipeline parallel: let stages work on different micro-batches at once. Off: each
+    micro-batch crosses the whole pipeline before the next starts (for measuring the gain)."""
+
+    sort_by_length: bool = True
+    """Sort requests by token length (longest first) before cutting batches. Off: input order."""
+
+    pad_per_batch: bool = True
+    """Pad each micro-batch to its own longest row. Off: pad every batch to the longest request."""
+
+    shared_context: bool = True
+    """Multiple choice: one prefix-tree row per doc (the context once, each choice a branch that
+    sees the context and itself, position ids restarting after the context), so the context is
+    computed once per doc, not once per choice; with `pack_rows`, identical prefixes across docs
+    (a task's few-shot examples) are computed once per row. Off: one row per choice."""
+
+    shared_prefix: bool = True
+    """With `shared_context`: a prefix of at least `shared_prefix_min_tokens` tokens shared by
+    several docs (a task's few-shot examples; with `pack_rows`, docs filling more than one row)
+    is computed once per evaluation, and every row reads its keys and values, instead of once
+    per packed row. Off: once per row (packed) or per doc."""
+
+    shared_prefix_min_tokens: int = 16
+    """Shortest prefix `shared_prefix` takes out of the docs' sequences."""
+
+    pack_rows: bool = True
+    """Scoring: fill rows of `pack_width` tokens with several docs' sequences (in token order, so
+    shared prefixes meet), each seeing only its own tokens: almost no padding. Off: one row per
+    doc (`shared_context`) or per choice."""
+
+    pack_width: int = 1024
+    """Nodes per packed row (a longer sequence gets a row of its own length). Attention in a
+    packed row costs `pack_width**2` per row; larger shares more few-shot prefixes."""
+
+    layer_chunk_tokens: int | None = None
+    """Scoring: token positions per chunk of a decoder layer's position-wise parts (norms,
+    projections, rotary, MLP), so their intermediates stay in the CPU's caches. None: 1024 on
+    CPU, the whole micro-batch on other devices (larger calls suit them)."""
+
+    logits_at_targets: bool = True
+    """Run the final norm and `lm_head` only at the positions whose logits are read. Off: on every
+    position (Nanotron's forward), then pick."""
+
+    kv_cache: bool = True
+    """Generation: decode with the engine's key/value cache (exact rotary positions): each replica's
+    rows run in decoding pools (one per pipeline stage) that start waiting rows, longest first,
+    as running rows finish. Off: micro-batches that recompute the full sequences at every step."""
+
+    drop_finished_rows: bool = True
+    """Generation with `kv_cache`: rows that are done leave the pool at once (their cache rows are
+    dropped, their slots go to waiting rows). Off: they are fed until every running row is done."""
+
+    pairwise_tokenization: bool = False
+    """Tokenize context and continuation separately (True) or tokenize `context + continuation`
+    and split at the context's token count (False, lighteval's default)."""
+
+    multichoice_continuations_start_space: bool | None = None
+    """Multiple choice, as lighteval's option of that name: True puts a space before each choice
+    that lacks one, False strips the leading whitespace of each, None scores choices as written."""
+
+    add_special_tokens: bool = True
+    """Let the tokenizer add its special tokens (e.g. BOS) to contexts."""
+
+    generation: GenerationParameters | dict[str, Any] = field(default_factory=GenerationParameters)
+    """Generation: decoding settings of the run (temperature, top_k, top_p, num_samples, seed;
+    a mapping is accepted). Unset: greedy. A task's own `generation_parameters` override them."""
+
+    gather_to: Literal["all", "reporting"] = "reporting"
+    """"reporting" (default): only DP 0 / TP 0 of the output pipeline stage returns the full,
+    ordered results (one gather to it); every other rank returns an empty list. "all": every rank
+    does (an all-gather: every replica's results travel to every rank)."""
+
+    @classmethod
+    def for_run(cls, run: Any) -> "EngineConfig":
+        """The engine settings a run's options give (the `eval` command's `CheckpointEvalConfig` and
+        the hook's `EvaluationConfig` name them alike): its token budget, tokenization, chat template
+        (which renders the special tokens itself) and generation; results gathered to the reporting rank."""
+        return cls(
+            max_tokens_per_batch=run.tokens_per_batch,
+            gather_to="reporting",
+            pairwise_tokenization=run.pairwise_tokenization,
+            multichoice_continuations_start_space=run.multichoice_continuations_start_space,
+            add_special_tokens=not run.use_chat_template,
+            generation=run.generation or {},
+        )
+
+    def __post_init__(self) -> None:
+        self.generation = GenerationParameters.from_dict(self.generation)
+        for name in (
+            "max_tokens_per_batch",
+            "max_rows_per_batch",
+            "micro_batches_in_flight",
+            "default_max_new_tokens",
+            "pack_width",
+            "shared_prefix_min_tokens",
+            "generation_kv_tokens",
+            "prefill_tokens",
+        ):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"EngineConfig.{name} must be >= 1, got {getattr(self, name)}.")
+        if self.layer_chunk_tokens is not None and self.layer_chunk_tokens < 1:
+            raise ConfigError(f"EngineConfig.layer_chunk_tokens must be >= 1 or None, got {self.layer_chunk_tokens}.")
+        if self.max_length is not None and self.max_length < 2:
+            raise ConfigError(f"EngineConfig.max_length must be >= 2 or None, got {self.max_length}.")
+        if self.rolling_stride is not None and self.rolling_stride < 1:
+            raise ConfigError(f"EngineConfig.rolling_stride must be >= 1 or None, got {self.rolling_stride}.")
+        if self.gather_to not in ("all", "reporting"):
+            raise ConfigError(f"EngineConfig.gather_to must be 'all' or 'reporting', got {self.gather_to!r}.")
+
+    SWITCHES = (
+        "shared_context",
+        "shared_prefix",
+        "pack_rows",
+        "logits_at_targets",
+        "sort_by_length",
+        "pad_per_batch",
+        "pipeline_overlap",
+        "kv_cache",
+        "drop_finished_rows",
+    )
+
+    def chunk_tokens_for(self, device: "torch.device") -> int | None:
+        """`layer_chunk_tokens` on `device` (None: see the field)."""
+        if self.layer_chunk_tokens is not None:
+            return self.layer_chunk_tokens
+        return CPU_CHUNK_TOKENS if device.type == "cpu" else None
+
+    def stride_for(self, max_length: int) -> int:
+        stride = self.rolling_stride if self.rolling_stride is not None else max(1, max_length // 2)
+        if stride > max_length:
+            raise ConfigError(f"EngineConfig.rolling_stride ({stride}) must not exceed max_length ({max_length}).")
+        return stride

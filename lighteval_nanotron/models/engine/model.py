@@ -1,0 +1,147 @@
+"""`NanotronLightevalModel`: the model interface over a live, sharded Nanotron model (any supported family).
+
+    engine = NanotronLightevalModel(model, parallel_context, tokenizer, EngineConfig())
+    plan = engine.prepare_loglikelihood(docs)       # once: prompts, tokens, batches
+    responses = engine.run(plan)                    # at every checkpoint: forwards only
+
+Every rank of the mesh must make the same calls with the same docs (all PP stages take part in
+every forward, all DP replicas in the final gather). Prompts are rendered and tokenized once, on
+the reporting rank, and broadcast (`computed_once`); each rank then plans its own batches. With
+`gather_to="reporting"` (default) only `engine.is_reporting_rank` (DP 0 / TP 0 of the output
+pipeline stage) returns all responses in doc order and the others return `[]`; with `"all"` every
+rank does. Each replica sends only the results it computed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence, TypeVar
+
+from lighteval_nanotron.models.abstract_model import LightevalModel
+from lighteval_nanotron.models.engine.config import EngineConfig
+from lighteval_nanotron.models.engine.generation import run_generation
+from lighteval_nanotron.models.engine.generation_plan import (
+    GenerationPlan,
+    build_generation_plan,
+    generation_requests,
+)
+from lighteval_nanotron.models.engine.runtime import Runtime, inference_mode
+from lighteval_nanotron.models.engine.scoring import run_scoring
+from lighteval_nanotron.models.engine.scoring_plan import ScoringPlan, build_batches, loglikelihood_rows, rolling_rows
+from lighteval_nanotron.parallel.once import computed_once
+from lighteval_nanotron.parallel.tp_mode import all_reduce_form
+from lighteval_nanotron.requests import Doc, ModelResponse
+
+Plan = ScoringPlan | GenerationPlan
+T = TypeVar("T")
+
+
+class NanotronLightevalModel(LightevalModel):
+    """Log-likelihood, rolling log-likelihood and greedy generation on a Nanotron model.
+
+    `model` is a training model of a supported family (`models.families`: `LlamaForTraining`,
+    `Starcoder2ForTraining`, ...), its inner model, or a DDP wrapper; anything else raises
+    UnsupportedModelError naming its class. `tokenizer` a
+    `transformers` or `tokenizers` tokenizer; `prompt_fn(doc) -> str` renders a doc's full
+    context (default: plain-text `PromptManager().prepare_prompt`, few-shot examples included).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        parallel_context: Any,
+        tokenizer: Any,
+        config: EngineConfig | None = None,
+        prompt_fn: Callable[[Doc], str] | None = None,
+    ):
+        self.config = config or EngineConfig()
+        self.runtime = Runtime.build(model, parallel_context, tokenizer, self.config)
+        if prompt_fn is None:
+            from lighteval_nanotron.tasks.prompt_manager import PromptManager
+
+            prompt_fn = PromptManager(use_chat_template=False, tokenizer=tokenizer).prepare_prompt
+        self.prompt_fn = prompt_fn
+
+    @property
+    def max_length(self) -> int:
+        return self.runtime.max_length
+
+    @property
+    def is_reporting_rank(self) -> bool:
+        return self.runtime.mesh.is_reporting_rank
+
+    def computed_once(self, fn: Callable[[], T]) -> T:
+        """`fn()` run on the reporting rank only and broadcast to every rank of the mesh (setup
+        work such as loading datasets and tokenizing prompts); if it raises, every rank raises."""
+        mesh = self.runtime.mesh
+        return computed_once(fn, mesh.world_group, src=mesh.reporting_world_rank)
+
+    @property
+    def _min_batches(self) -> int:
+        """With pipeline stages to overlap, enough micro-batches per replica to keep them busy."""
+        pp = self.runtime.mesh.pp_size
+        return 1 if pp == 1 or not self.config.pipeline_overlap else max(pp, self.config.micro_batches_in_flight)
+
+    def _scoring_plan(self, kind: str, rows: list, specs: list, num_slots: int, useful: int) -> ScoringPlan:
+        mesh, rt = self.runtime.mesh, self.runtime
+        batches, stats, prefixes = build_batches(
+            rows,
+            specs,
+            self.config,
+            mesh.dp_size,
+            mesh.dp_rank,
+            rt.pad_multiple,
+            rt.tok.prefix_token_id,
+            self._min_batches,
+        )
+        stats.useful_tokens = useful
+        return ScoringPlan(kind, specs, num_slots, batches, stats, prefixes)
+
+    def prepare_loglikelihood(self, docs: Sequence[Doc], unconditioned: bool = False) -> ScoringPlan:
+        """Plan scoring `doc.choices` after each doc's prompt; with `unconditioned`, also after
+        `doc.unconditioned_query` (for PMI) where the doc has one."""
+        rt = self.runtime
+        rows, specs, slots, useful = self.computed_once(
+            lambda: loglikelihood_rows(docs, rt.tok, self.prompt_fn, self.config, self.max_length, unconditioned)
+        )
+        return self._scoring_plan("loglikelihood", rows, specs, slots, useful)
+
+    def prepare_rolling(self, docs: Sequence[Doc]) -> ScoringPlan:
+        """Plan the rolling log-likelihood of each doc's prompt text (sliding windows)."""
+        rows, specs, slots, useful = self.computed_once(
+            lambda: rolling_rows(docs, self.runtime.tok, self.prompt_fn, self.config, self.max_length)
+        )
+        return self._scoring_plan("rolling", rows, specs, slots, useful)
+
+    def prepare_generation(self, docs: Sequence[Doc]) -> GenerationPlan:
+        """Plan greedy generation for each doc (its `generation_size` and `stop_sequences`)."""
+        mesh = self.runtime.mesh
+        requests = self.computed_once(
+            lambda: generation_requests(docs, self.prompt_fn, self.runtime.tok, self.config, self.max_length)
+        )
+        pools = mesh.pp_size if self.config.pipeline_overlap else 1
+        return build_generation_plan(requests, self.config, mesh.dp_size, mesh.dp_rank, self._min_batches, pools)
+
+    def run(self, plan: Plan) -> list[ModelResponse]:
+        """Evaluate a prepared plan on the model's current weights (no_grad, eval mode restored;
+        TP linears in all-reduce form, their own TP mode restored: see `parallel.tp_mode`)."""
+        with inference_mode(self.runtime.inner), all_reduce_form(self.runtime.inner):
+            if isinstance(plan, GenerationPlan):
+                return run_generation(self.runtime, plan)
+            return run_scoring(self.runtime, plan)
+
+    def doc_tokens(self, plan: Plan) -> tuple[list[float], list[int]]:
+        """Per doc of the plan (in order), after `run(plan)`: the token positions computed for it
+        (its share of packed rows and padding: `doc_tokens.row_doc_tokens`; all replicas) and
+        its useful tokens (context once plus what is scored or generated)."""
+        if isinstance(plan, GenerationPlan):
+            return list(plan.doc_processed_tokens), list(plan.doc_useful_tokens)
+        return [spec.processed_tokens for spec in plan.specs], [spec.useful_tokens for spec in plan.specs]
+
+    def loglikelihood(self, docs: list[Doc], unconditioned: bool = False) -> list[ModelResponse]:
+        return self.run(self.prepare_loglikelihood(docs, unconditioned))
+
+    def loglikelihood_rolling(self, docs: list[Doc]) -> list[ModelResponse]:
+        return self.run(self.prepare_rolling(docs))
+
+    def greedy_until(self, docs: list[Doc]) -> list[ModelResponse]:
+        return self.run(self.prepare_generation(docs))

@@ -1,0 +1,81 @@
+"""The runtime objects of one engine, bundled once: model stage, mesh, device, tokenizer, config."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+import torch.distributed as dist
+
+from lighteval_nanotron.models.engine.config import EngineConfig
+from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter
+from lighteval_nanotron.models.families import ModelFamily, family_of_model
+from lighteval_nanotron.parallel.mesh import Mesh
+from lighteval_nanotron.parallel.stages import LocalStage, StageLink
+
+
+def _device(inner: Any) -> torch.device:
+    param = next(inner.parameters(), None)
+    if param is not None:
+        return param.device
+    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+
+
+@dataclass
+class Runtime:
+    inner: Any  # the family's inner model (the PipelineBlock chain)
+    family: type[ModelFamily]
+    mesh: Mesh
+    stage: LocalStage | None  # None: this PP rank owns no block
+    chain_pp_ranks: list[int]
+    device: torch.device
+    tok: TokenizerAdapter
+    config: EngineConfig
+    max_length: int
+
+    @classmethod
+    def build(cls, model: Any, parallel_context: Any, tokenizer: Any, config: EngineConfig) -> "Runtime":
+        family = family_of_model(model)
+        model_config = family.config_of(model)
+        family.check_config(model_config)
+        inner = family.inner_model(model)
+        blocks = family.chain(inner)
+        mesh = Mesh(parallel_context, output_pp_rank=blocks[-1].block.rank, input_pp_rank=blocks[0].block.rank)
+        chain = sorted({step.block.rank for step in blocks})
+        stage = LocalStage(blocks, mesh.pp_rank, family.decoder_layer) if mesh.pp_rank in chain else None
+        max_length = config.max_length or family.max_positions(model_config)
+        tok = tokenizer if isinstance(tokenizer, TokenizerAdapter) else TokenizerAdapter(tokenizer)
+        return cls(inner, family, mesh, stage, chain, _device(inner), tok, config, max_length)
+
+    @property
+    def kv_cache(self) -> bool:
+        """Generation with a KV cache (every TP mode: `run` evaluates in all-reduce form)."""
+        return self.config.kv_cache
+
+    @property
+    def pad_multiple(self) -> int:
+        """Scoring rows are padded to a multiple of the TP size."""
+        return self.mesh.tp_size
+
+    def new_link(self) -> StageLink:
+        return StageLink(self.mesh, self.device, 2 * self.config.micro_batches_in_flight)
+
+    def sync_pipeline(self) -> None:
+        """Without pipeline overlap: wait until every stage has finished the current micro-batch."""
+        if not self.config.pipeline_overlap and self.mesh.pp_size > 1:
+            dist.barrier(group=self.mesh.pp_group)
+
+
+@contextlib.contextmanager
+def inference_mode(module: torch.nn.Module) -> Iterator[None]:
+    """Eval mode and no autograd for the block; every submodule's `training` flag is restored."""
+    flags = [(m, m.training) for m in module.modules()]
+    module.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        for m, flag in flags:
+            m.training = flag
