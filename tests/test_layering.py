@@ -19,7 +19,16 @@ def _imported_modules(path: Path) -> set[str]:
 
 
 @pytest.mark.parametrize(
-    "package, forbidden", [("metrics", "lighteval_nanotron.models"), ("tasks", "lighteval_nanotron.models")]
+    "package, forbidden",
+    [
+        ("metrics", "lighteval_nanotron.models"),
+        ("tasks", "lighteval_nanotron.models"),
+        # the signal analysis reads results, never the model; the hook and the CLI sit above it
+        *(
+            ("analysis", f"lighteval_nanotron.{higher}")
+            for higher in ("models", "parallel", "cpu", "hook", "cli", "checkpoint_eval")
+        ),
+    ],
 )
 def test_lower_package_does_not_import_higher(package, forbidden):
     offenders = [
