@@ -29,4 +29,4 @@ def test_eval_with_a_lighteval_task_file_matches_ours(tiny_converted, tmp_path):
     ours = _eval(checkpoint, tmp_path / "ours", HERE / "capitals_tasks.py")
     theirs = _eval(checkpoint, tmp_path / "theirs", HERE / "capitals_lighteval_tasks.py")
     assert theirs["custom|capitals|0"] == ours["custom|capitals|0"]
-    assert set(theirs["custom|capitals|0"]) == {"acc", "acc_stderr"}
+    assert set(theirs["custom|capitals|0"]) == {"acc", "acc_stderr", "acc_centered", "acc_centered_stderr"}

@@ -26,4 +26,4 @@ def test_hook_with_a_lighteval_task_file_matches_ours(tmp_path):
     pytest.importorskip("lighteval", reason="lighteval is not installed: pip install -e '.[lighteval]'")
     ours = _train(tmp_path / "ours", str(CHECKPOINT_EVAL / "capitals_tasks.py"))
     theirs = _train(tmp_path / "theirs", str(CHECKPOINT_EVAL / "capitals_lighteval_tasks.py"))
-    assert theirs == ours and set(theirs) == {"acc", "acc_stderr"}
+    assert theirs == ours and set(theirs) == {"acc", "acc_stderr", "acc_centered", "acc_centered_stderr"}
