@@ -54,6 +54,7 @@ def test_every_task_gets_its_cost_in_json_table_and_scalars(toy_data):
         assert cost["processed_tokens"] >= cost["useful_tokens"] > 0
     assert costs[PPL]["useful_tokens"] == sum(len(model.tokenizer.encode(row["text"])) for row in PPL_ROWS)
     table = format_results_table(result)
+    assert "| suite_score" in table.split("\n\n")[0]  # the centered suite score has its rows
     assert "| Task" in table.split("\n\n")[1] and f"{costs[GEN]['seconds']:.2f}" in table.split("\n\n")[1]
     scalars = result_scalars(result)
     assert {tag: value for tag, value in scalars.items() if tag.startswith("eval_time/")} == {
