@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.metrics import corpus
 from lighteval_nanotron.metrics.metric import Metric, MetricGrouping, SampleLevelMetric
 from lighteval_nanotron.requests import Doc, ModelResponse
@@ -51,15 +50,6 @@ class Centered:
     def __call__(self, doc: Doc, model_response: ModelResponse) -> float:
         level = self.base.chance(doc)
         return (float(self.base(doc, model_response)) - level) / (1.0 - level)
-
-    def check_docs(self, task_name: str, docs: Sequence[Doc]) -> None:
-        for row, doc in enumerate(docs):
-            if self.base.chance(doc) >= 1.0:
-                raise ConfigError(
-                    f"Task {task_name!r}, row {row} (doc id {doc.id!r}): every choice of this doc is gold, so "
-                    f"{self.base_name} is 1 whatever the model does and cannot be centered. Drop such docs "
-                    "(return None from the prompt function) or the metric."
-                )
 
 
 def centered_metrics(metrics: Sequence[Any], docs: Sequence[Doc]) -> list[Metric]:

@@ -120,11 +120,11 @@ def test_chance_and_centered_values_per_doc():
     assert levels == {"acc": pytest.approx(0.375), "acc_centered": 0.0, "normalized_mc_prob": pytest.approx(0.375)}
 
 
-def test_centered_refuses_a_doc_whose_choices_are_all_gold():
-    assert centered_metrics([Metrics.loglikelihood_acc], [mc_doc(["a", "b"], 0), gen_doc([" x", " y"])]) == []
-    (centered,) = centered_metrics([Metrics.loglikelihood_acc], [mc_doc(["a", "b"], 0)])
-    with pytest.raises(ConfigError, match="cannot be centered"):
-        centered.sample_level_fn.check_docs("t|x|0", [gen_doc([" x", " y"])])
+def test_no_centered_metric_when_a_doc_cannot_miss():
+    # a doc whose choices are all gold is right whatever the model does: nothing to center
+    docs = [mc_doc(["a", "b"], 0), gen_doc([" x", " y"])]
+    assert centered_metrics([Metrics.loglikelihood_acc], docs) == []
+    assert [m.metric_name for m in centered_metrics([Metrics.loglikelihood_acc], docs[:1])] == ["acc_centered"]
 
 
 def test_directions():
