@@ -49,6 +49,27 @@ def test_demo_gold_bpb_is_informative_while_accuracy_stays_at_chance(tmp_path):
         assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"{name.capitalize()} plot: {image}" in done.stdout
     assert "informative" in done.stdout and "not yet above chance" in done.stdout
+    # `report` on the demo's output folder: the same verdicts, from the files
+    report = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lighteval_nanotron",
+            "report",
+            str(run_dir / "eval"),
+            "--output",
+            str(tmp_path / "r.png"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert report.returncode == 0, report.stderr[-3000:]
+    for task in informative:
+        (row,) = [line for line in report.stdout.splitlines() if line.startswith(f"| {task} ") and " gold_bpb " in line]
+        assert row.rstrip(" |").endswith("informative")
+    assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     loss = [json.loads(line)["lm_loss"] for line in (run_dir / "eval" / "training" / MODEL / "loss.jsonl").open()]
     assert len(loss) >= 10 and loss[-1] < loss[0]
     assert "API key" not in done.stderr
