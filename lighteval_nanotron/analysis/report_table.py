@@ -7,6 +7,7 @@ import math
 
 from lighteval_nanotron.analysis.compare import Comparison
 from lighteval_nanotron.analysis.history import RunHistory
+from lighteval_nanotron.analysis.report_plot import panel_metrics
 from lighteval_nanotron.analysis.signal import SignalSettings, analyze
 
 
@@ -95,8 +96,6 @@ def comparison_table(comparisons: list[Comparison]) -> str:
 def signal_summary(section: dict) -> str:
     """The signal section of one evaluation (`live.signal_section`), shortened for the training
     log: per task its accuracy and gold-answer metric, with trend, signal-to-noise and verdict."""
-    from lighteval_nanotron.analysis.report_plot import panel_metrics
-
     rows = [("Task", "Metric", "Trend", "SNR", "Verdict")]
     for entry, metrics in section.get("series", {}).items():
         for metric in panel_metrics(list(metrics)):
