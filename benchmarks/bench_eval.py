@@ -148,6 +148,7 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
         action="store_true",
         help="also time the mix with and without the gold-answer metrics (alternating runs, `on` setting)",
     )
+    parser.add_argument("--gold-repeats", type=int, default=3, help="alternating runs of each --gold-metrics variant")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per layout")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     return parser
@@ -733,7 +734,7 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
             }
         )
         if name == "on" and args.get("gold_metrics"):
-            records[-1]["gold_metrics"] = _gold_metrics_comparison(engine, args, device)
+            records[-1]["gold_metrics"] = _gold_metrics_comparison(engine, args, device, args["gold_repeats"])
     return records if dist.get_rank() == 0 else None
 
 
@@ -1028,6 +1029,7 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
         "dtype": ns.dtype,
         "no_per_task": ns.no_per_task,
         "gold_metrics": ns.gold_metrics,
+        "gold_repeats": ns.gold_repeats,
     }
     unknown = sorted(set(ns.tp_modes.split(",")) - set(TP_MODES))
     if unknown:
