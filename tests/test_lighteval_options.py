@@ -188,3 +188,21 @@ def test_table_covers_every_field_of_lighteval_and_nanotron_configs():
         names |= {f"generation.{name}" for name in module.GenerationArgs.__annotations__}
     names |= {f"parallelism.{f.name}" for f in dataclasses.fields(ParallelismArgs)}
     assert names - set(FIELDS) == set()
+
+
+def test_every_mapped_option_is_an_option_of_a_way_in():
+    """The table's `option=` names are options declared once: `EvaluationOptions`' (both ways in)
+    or one way in's own; each way in takes exactly its config's fields."""
+    import dataclasses
+
+    from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
+    from lighteval_nanotron.hook.config import EvaluationConfig
+    from lighteval_nanotron.options import EvaluationOptions
+
+    def names(cls):
+        return {field.name for field in dataclasses.fields(cls)}
+
+    shared = names(EvaluationOptions)
+    for option in OPTIONS:
+        assert option in shared or option in names(EvaluationConfig) ^ names(CheckpointEvalConfig), option
+    assert (EVAL.takes, HOOK.takes) == (names(CheckpointEvalConfig), names(EvaluationConfig))

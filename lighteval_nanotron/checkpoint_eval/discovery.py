@@ -116,14 +116,14 @@ def pending_tasks(
 
 
 def default_model_name(path: str | Path) -> str:
-    """The name the training hook gives this run's results, so both write to the same place:
-    config.yaml's `lighteval_nanotron.model_name`, else `general.project/general.run`; a folder
-    without a training config is named after itself."""
+    """The name the training hook gives this run's results, so both write to the same place
+    (`setup.naming.model_name`): config.yaml's `lighteval_nanotron.model_name`, else
+    `general.project/general.run`; a folder without a training config is named after itself."""
+    from lighteval_nanotron.setup.naming import model_name
+
     config = read_training_config(Path(path))
     section = config.get("lighteval_nanotron") or {}
-    if isinstance(section, dict) and section.get("model_name"):
-        return str(section["model_name"])
     general = config.get("general") or {}
-    if isinstance(general, dict) and general.get("project"):
-        return f"{general['project']}/{general['run']}" if general.get("run") else str(general["project"])
-    return Path(path).resolve().name
+    option = section.get("model_name") if isinstance(section, dict) else None
+    project, run = (general.get("project"), general.get("run")) if isinstance(general, dict) else (None, None)
+    return model_name(option and str(option), project, run, fallback=Path(path).resolve().name)

@@ -8,45 +8,22 @@ setting one option both ways is refused (which one wins would be a guess).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from lighteval_nanotron.checkpoint_eval.runner import CheckpointEvalConfig
+from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.lighteval_options import Consumer, map_lighteval_options
+from lighteval_nanotron.options.flags import flag_name
 
 EVAL = Consumer(
     name="eval",
-    takes=frozenset(
-        {
-            "tasks",
-            "custom_tasks",
-            "max_samples",
-            "output_dir",
-            "loggers",
-            "tensorboard_prefix",
-            "wandb_project",
-            "wandb_entity",
-            "pairwise_tokenization",
-            "multichoice_continuations_start_space",
-            "generation",
-            "tp",
-            "pp",
-            "dp",
-            "checkpoints_dir",
-        }
-    ),  # fmt: skip
-    no_use={
-        "eval_interval": "eval evaluates the checkpoints it is given",
-        "wandb_run_name": "eval's W&B run is named by its wandb logger",
-    },
+    takes=frozenset(field.name for field in dataclasses.fields(CheckpointEvalConfig)),
+    no_use={"eval_interval": "eval evaluates the checkpoints it is given"},
 )
-
-
-FLAGS = {"generation": "--temperature/--top-k/--top-p/--num-samples/--seed"}
-"""The flags of an option whose flag is not `--<option>`."""
 
 
 def checkpoint_folder(checkpoint_config_path: str) -> Path:
@@ -95,7 +72,7 @@ def eval_config(
         for name, value in EVAL.select(mapped, where).items():
             if name in flags and name not in mapped.defaulted:
                 raise ConfigError(
-                    f"{FLAGS.get(name, '--' + name.replace('_', '-'))} and {where}'s {mapped.sources[name]} "
+                    f"{flag_name(CheckpointEvalConfig, name)} and {where}'s {mapped.sources[name]} "
                     f"both set {name}: keep one."
                 )
             options[name] = value

@@ -1,14 +1,14 @@
 """Read what a checkpoint evaluation needs before any weight moves, beyond the model itself:
-the dtype, the tokenizer, and that every checkpoint of a run has one architecture (the model is
-built once). The model description, the build and the weight loading are
-`lighteval_nanotron.models.checkpoint.format` and `lighteval_nanotron.models.nanotron_builder`.
+the dtype, where the tokenizer is (loaded by `setup.tokenizer`, as the hook's), and that every
+checkpoint of a run has one architecture (the model is built once). The model description, the
+build and the weight loading are `lighteval_nanotron.models.checkpoint.format` and
+`lighteval_nanotron.models.nanotron_builder`.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -102,25 +102,3 @@ def _training_roots(checkpoint: Path, checkpoints_path: str | None) -> list[Path
             roots.append(Path(*run_folder.parts[: -len(parts)]))
     roots += [folder for folder in checkpoint.parents if folder not in roots]
     return roots
-
-
-def load_tokenizer(source: str, chat_template: bool = False) -> Any:
-    """The tokenizer of a folder (or a Hub name already in the local cache): its `tokenizer.json`
-    through `tokenizers` alone when that gives transformers' ids (`models.fast_tokenizer`; no
-    transformers import), else a `transformers` tokenizer, always one for a chat template."""
-    from lighteval_nanotron.models.fast_tokenizer import FastTokenizer, TransformersNeeded
-
-    if not chat_template:  # a chat template is rendered by transformers
-        try:
-            return FastTokenizer.from_folder(source)
-        except TransformersNeeded as reason:
-            logger.debug("Tokenizer %s loaded with transformers: %s.", source, reason)
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(source)
-    except (OSError, ValueError) as error:
-        raise ConfigError(
-            f"Cannot load the tokenizer {source!r} ({type(error).__name__}: {error}). Pass --tokenizer with a "
-            "folder that holds tokenizer.json / tokenizer_config.json (offline, Hub names only work when cached)."
-        ) from error

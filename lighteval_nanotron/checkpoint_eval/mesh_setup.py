@@ -11,15 +11,12 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
-from lighteval_nanotron.errors import ConfigError, EvaluationError, LayoutError, LightevalNanotronError
+from lighteval_nanotron.errors import ConfigError, LayoutError
 
 T = TypeVar("T")
-AGREEMENT_TIMEOUT_S = 1800.0
-"""How long a rank waits for the others by default (`--failure-timeout-s`): loading a large
-checkpoint or writing large details can keep one rank busy for a while."""
 _TIMEOUT_HINT = (
-    "The eval command waits --failure-timeout-s seconds for every rank at each stage: "
-    "look in the logs of the ranks that did not report for where they stopped."
+    "The eval command waits --failure-timeout-s seconds for every rank at each stage: look in the logs of "
+    "the ranks that did not report for where they stopped; raise --failure-timeout-s if it was only slow."
 )
 
 
@@ -84,30 +81,8 @@ def _prepare_backend(cpu: bool) -> str:
 
 
 def collectively(world: Any, what: str, fn: Callable[[], T]) -> T:
-    """Run `fn` on every rank; if it raises on any rank, every rank raises together (no rank is
-    left waiting in a collective). A rank re-raises its own library error; the others raise an
-    EvaluationError naming the failing rank and its message. Inside `bounded_collectives` the
-    wait is that block's deadline; a peer that timed out is not waited for again (the group is
-    broken): the rank raises an EvaluationError at once."""
-    from lighteval_nanotron.parallel.agreement import agree
-    from lighteval_nanotron.parallel.deadline import current_timeout_s, is_timeout
+    """`fn` on every rank, failing on every rank together (`parallel.agreement.collectively`): a
+    rank re-raises its own library error, the others an `EvaluationError` naming the failing rank."""
+    from lighteval_nanotron.parallel.agreement import collectively as agreed
 
-    error: BaseException | None = None
-    value: Any = None
-    try:
-        value = fn()
-    except Exception as caught:  # noqa: BLE001 - agreed on below, then raised on every rank
-        error = caught
-    timeout_s = current_timeout_s() or AGREEMENT_TIMEOUT_S
-    if error is not None and is_timeout(error):
-        raise EvaluationError(
-            f"{what}: a peer rank did not answer within {timeout_s:.0f}s ({error}); it is stalled or dead, and the "
-            "process group cannot be used any more, so the evaluation stops. Look at that rank's logs; raise "
-            "--failure-timeout-s if it was only slow."
-        ) from error
-    verdict = agree(error, world, timeout_s, what, timeout_hint=_TIMEOUT_HINT)
-    if not verdict.failed:
-        return value
-    if isinstance(error, LightevalNanotronError):
-        raise error
-    raise EvaluationError(f"{what} failed: {verdict.describe()}") from error
+    return agreed(world, what, fn, timeout_hint=_TIMEOUT_HINT)

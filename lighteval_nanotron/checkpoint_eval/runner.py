@@ -20,6 +20,7 @@ from typing import Any
 
 import torch.distributed as dist
 
+from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.checkpoint_eval.discovery import (
     CheckpointInfo,
     checkpoint_info,
@@ -27,91 +28,15 @@ from lighteval_nanotron.checkpoint_eval.discovery import (
     find_checkpoints,
     pending_tasks,
 )
-from lighteval_nanotron.checkpoint_eval.loading import check_same_model, load_tokenizer, resolve_dtype, tokenizer_source
-from lighteval_nanotron.checkpoint_eval.mesh_setup import AGREEMENT_TIMEOUT_S, collectively, parallel_context_for
-from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.checkpoint_eval.loading import check_same_model, resolve_dtype, tokenizer_source
+from lighteval_nanotron.checkpoint_eval.mesh_setup import collectively, parallel_context_for
 from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, check_model_layout, load_checkpoint_weights
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron_trainer
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.pipeline.result import EvaluationResult, raise_for_failed_tasks
-from lighteval_nanotron.requests import GenerationParameters
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class CheckpointEvalConfig:
-    """What to evaluate, at which layout, and where the results go."""
-
-    tasks: str
-    """Task specs (`suite|task|k,...`) or a file of specs, one or more a line."""
-    checkpoint: str | None = None
-    """One checkpoint folder (exclusive with `checkpoints_dir`)."""
-    checkpoints_dir: str | None = None
-    """A training output folder: every numbered step folder in it, in step order, skipping steps
-    whose results already exist in `output_dir`."""
-    tp: int = 1
-    pp: int = 1
-    dp: int = 1
-    cpu: bool = False
-    """Run on CPU with gloo (Nanotron patched by `enable_cpu_support()`); else CUDA with NCCL."""
-    dtype: str | None = None
-    """float32, bfloat16 or float16. Unset: the checkpoint's `model.dtype`, else float32."""
-    tokenizer: str | None = None
-    """Tokenizer folder or name. Unset: the checkpoint folder, else its config's tokenizer."""
-    custom_tasks: str | None = None
-    max_samples: int | None = None
-    fewshot_draws: str | None = None
-    """`lighteval` or `per_doc` few-shot draws for every task. Unset: each task's own."""
-    data_dirs: list[str] = field(default_factory=list)
-    """Searched before `$LIGHTEVAL_NANOTRON_DATA_DIRS` (`bundled` for the shipped slices)."""
-    tokens_per_batch: int = 8192
-    """Token budget of one micro-batch per data-parallel replica."""
-    use_chat_template: bool = False
-    """Render prompts with the tokenizer's chat template (checked before the model is built)."""
-    system_prompt: str | None = None
-    """The system turn with the chat template, else the first paragraph of every prompt."""
-    pairwise_tokenization: bool = False
-    """Tokenize context and continuation separately (lighteval's `pairwise_tokenization`)."""
-    multichoice_continuations_start_space: bool | None = None
-    """Multiple choice: True adds a leading space to each choice, False strips it, None as written."""
-    generation: dict[str, Any] | None = None
-    """Decoding settings of generative tasks (`GenerationParameters` keys: temperature, top_k,
-    top_p, num_samples, seed). Unset: greedy."""
-    output_dir: str = "eval_results"
-    model_name: str | None = None
-    """Name in the results paths. Unset: the name the training hook uses (config.yaml's
-    `lighteval_nanotron.model_name`, else `project/run`), else the folder name."""
-    loggers: list[str] = field(default_factory=lambda: ["json", "details", "tensorboard"])
-    tensorboard_prefix: str = "eval"
-    """TensorBoard tags are `<prefix>/<task>/<metric>`."""
-    wandb_project: str | None = None
-    """W&B project of the `wandb` logger's run. Unset: `WANDB_PROJECT`."""
-    wandb_entity: str | None = None
-    failure_timeout_s: float = AGREEMENT_TIMEOUT_S
-    """Seconds any wait on another rank (a collective, a pipeline transfer, the agreement on a
-    stage's outcome) may take before the evaluation stops with an EvaluationError."""
-    progress_bar: bool = True
-    """A bar per checkpoint on world rank 0 (docs done, docs/s, ETA), shown only on a terminal."""
-
-    def __post_init__(self) -> None:
-        if (self.checkpoint is None) == (self.checkpoints_dir is None):
-            raise ConfigError(
-                "Give exactly one of a checkpoint folder, --checkpoint-config-path or --checkpoints-dir "
-                "(or checkpoints_path in the lighteval config)."
-            )
-        if self.max_samples is not None and self.max_samples < 1:
-            raise ConfigError(
-                f"--max-samples {self.max_samples}: use a positive number (or leave it out for all docs)."
-            )
-        if not self.failure_timeout_s > 0:
-            raise ConfigError(f"--failure-timeout-s {self.failure_timeout_s}: use a positive number of seconds.")
-        if self.tokens_per_batch < 1:
-            raise ConfigError(f"--tokens-per-batch {self.tokens_per_batch}: use a positive number, e.g. 8192.")
-        if self.system_prompt is not None and not self.system_prompt.strip():
-            raise ConfigError("--system-prompt is empty: give a prompt or leave it out.")
-        GenerationParameters.from_dict(self.generation)  # refuse bad values before any rank loads a model
 
 
 @dataclass
@@ -140,20 +65,6 @@ def _discover(config: CheckpointEvalConfig) -> list[CheckpointInfo]:
     return [checkpoint_info(config.checkpoint)]
 
 
-def _done_tasks(output_dir: str, model_name: str, world: Any) -> dict[int, set[tuple[str, int | None]]]:
-    """(task, max_samples) already evaluated per step, as any rank sees them (the reporting rank
-    writes them; ranks need not share a filesystem): gathered once, the same union on every rank."""
-    from lighteval_nanotron.tracking import evaluated_tasks_by_step
-
-    gathered: list[Any] = [None] * dist.get_world_size(world)
-    dist.all_gather_object(gathered, evaluated_tasks_by_step(output_dir, model_name), group=world)
-    done: dict[int, set[tuple[str, int | None]]] = {}
-    for part in gathered:
-        for step, pairs in part.items():
-            done.setdefault(step, set()).update(pairs)
-    return done
-
-
 def _read_models(checkpoints: list[CheckpointInfo], config: CheckpointEvalConfig) -> tuple[CheckpointModel, str]:
     checkpoint_model = read_checkpoint_model(checkpoints[0].path)
     for info in checkpoints[1:]:
@@ -161,15 +72,6 @@ def _read_models(checkpoints: list[CheckpointInfo], config: CheckpointEvalConfig
     check_model_layout(checkpoint_model.model_config, config.tp, config.pp)
     resolve_dtype(config.dtype, checkpoints[0].path)
     return checkpoint_model, config.model_name or default_model_name(checkpoints[0].path)
-
-
-def _load_tasks(config: CheckpointEvalConfig) -> dict[str, Any]:
-    from lighteval_nanotron.pipeline import load_tasks
-    from lighteval_nanotron.tasks import get_data_dirs, set_data_dirs
-
-    if config.data_dirs:
-        set_data_dirs([*config.data_dirs, *get_data_dirs()])
-    return load_tasks(config.tasks, config.custom_tasks, config.fewshot_draws)
 
 
 def _load_docs(config: CheckpointEvalConfig, tasks: dict[str, Any], world: Any) -> dict[str, Any]:
@@ -183,6 +85,11 @@ def _load_docs(config: CheckpointEvalConfig, tasks: dict[str, Any], world: Any) 
 
 def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> EvaluationPlan:
     """Everything that can fail before a model is built, checked on every rank together."""
+    from lighteval_nanotron.setup.engine import prompt_manager
+    from lighteval_nanotron.setup.finished_steps import finished_tasks_by_step
+    from lighteval_nanotron.setup.tasks import load_tasks
+    from lighteval_nanotron.setup.tokenizer import load_tokenizer
+
     world = parallel_context.world_pg
     # Listed on world rank 0 only and broadcast: a folder listed by each rank on its own can change
     # in between (a live run saving a checkpoint), and every rank must work on one list.
@@ -194,9 +101,9 @@ def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> Eval
     checkpoint_model, model_name = collectively(
         world, "reading the checkpoints", lambda: _read_models(checkpoints, config)
     )
-    tasks = collectively(world, "loading the tasks", lambda: _load_tasks(config))
+    tasks = collectively(world, "loading the tasks", lambda: load_tasks(config))
     backfill = config.checkpoints_dir is not None
-    done = _done_tasks(config.output_dir, model_name, world) if backfill else {}
+    done = finished_tasks_by_step(config.output_dir, model_name, world) if backfill else {}
     tasks_by_step = pending_tasks(checkpoints, list(tasks), done, config.max_samples)
     todo = [info for info in checkpoints if info.step in tasks_by_step]
     skipped = sorted(info.step for info in checkpoints if info.step not in tasks_by_step)
@@ -207,25 +114,18 @@ def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> Eval
         "loading the tokenizer",
         lambda: load_tokenizer(tokenizer_source(config.tokenizer, todo[0].path), config.use_chat_template),
     )
-    prompts = collectively(world, "checking the prompt settings", lambda: _prompt_manager(config, tokenizer))
+    prompts = collectively(world, "checking the prompt settings", lambda: prompt_manager(config, tokenizer))
     needed = {name for names in tasks_by_step.values() for name in names}
     tasks = {name: task for name, task in tasks.items() if name in needed}
     docs = collectively(world, "loading the datasets", lambda: _load_docs(config, tasks, world))
     return EvaluationPlan(todo, skipped, checkpoint_model, model_name, tokenizer, prompts, tasks, tasks_by_step, docs)
 
 
-def _prompt_manager(config: CheckpointEvalConfig, tokenizer: Any) -> Any:
-    """Raises `ConfigError` when a chat template is asked of a tokenizer without one."""
-    from lighteval_nanotron.tasks import PromptManager
-
-    return PromptManager(config.use_chat_template, tokenizer, config.system_prompt)
-
-
 class CheckpointEvaluator:
     """The model built once for a layout, the requests prepared once; `evaluate(info)` per checkpoint."""
 
     def __init__(self, config: CheckpointEvalConfig, parallel_context: Any, setup: EvaluationPlan) -> None:
-        from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
+        from lighteval_nanotron.setup.engine import build_engine
 
         self.config = config
         self.parallel_context = parallel_context
@@ -241,13 +141,10 @@ class CheckpointEvaluator:
                 architecture.model_config, parallel_context, dtype, carried=architecture.carried, random_init=False
             ),
         )
-        engine_config = EngineConfig.for_run(config)
         self.engine = collectively(
             self.world,
             "building the engine",
-            lambda: NanotronLightevalModel(
-                self.model, parallel_context, setup.tokenizer, engine_config, prompt_fn=setup.prompts.prepare_prompt
-            ),
+            lambda: build_engine(self.model, parallel_context, setup.tokenizer, config, setup.prompts),
         )
         self.setup = setup
         self.pipelines: dict[tuple[str, ...], Any] = {}
@@ -255,37 +152,28 @@ class CheckpointEvaluator:
 
     def pipeline_for(self, step: int | None) -> Any:
         """The pipeline of the tasks still to evaluate at `step`, prepared once per task set."""
-        from lighteval_nanotron.pipeline import EvaluationPipeline
+        from lighteval_nanotron.setup.tasks import prepare_pipeline
 
         names = tuple(self.setup.tasks_by_step.get(step, list(self.setup.tasks)))
         if names not in self.pipelines:
             self.pipelines[names] = collectively(
                 self.world,
                 "preparing the requests",
-                lambda: EvaluationPipeline.prepare(
+                lambda: prepare_pipeline(
                     self.engine,
                     {name: self.setup.tasks[name] for name in names},
-                    self.config.max_samples,
-                    model_name=self.setup.model_name,
+                    self.config,
+                    self.setup.model_name,
                     docs={name: self.setup.docs[name] for name in names},
-                    show_progress=self.config.progress_bar and dist.get_rank(self.world) == 0,
                 ),
             )
         return self.pipelines[names]
 
     def _build_loggers(self) -> Any:
         """The tracking loggers, on the reporting rank only (None elsewhere)."""
-        from lighteval_nanotron.tracking import TrackingConfig
+        from lighteval_nanotron.setup.loggers import open_loggers
 
-        if not self.engine.is_reporting_rank:
-            return None
-        return TrackingConfig(
-            output_dir=self.config.output_dir,
-            loggers=list(self.config.loggers),
-            tensorboard_prefix=self.config.tensorboard_prefix,
-            wandb_project=self.config.wandb_project,
-            wandb_entity=self.config.wandb_entity,
-        ).build()
+        return open_loggers(self.engine, self.config)
 
     def evaluate(
         self, info: CheckpointInfo, on_result: Callable[[EvaluationResult], None] | None = None

@@ -26,6 +26,7 @@ COMMANDS = (
     "lighteval_nanotron.cli.report_cmd",
     "lighteval_nanotron.cli.convert_cmd",
     "lighteval_nanotron.cli.eval_cmd",
+    "lighteval_nanotron.cli.options_cmd",
     "lighteval_nanotron.cli.train_cmd",
     "lighteval_nanotron.cli.bench_cmd",
 )

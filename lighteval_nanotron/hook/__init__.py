@@ -10,7 +10,7 @@
 
 from typing import Any
 
-from lighteval_nanotron.hook.config import KNOWN_LOGGERS, EvaluationConfig
+from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
 from lighteval_nanotron.hook.schedule import EvalSchedule, Moment
 
@@ -32,7 +32,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "KNOWN_LOGGERS",
     "EvalSchedule",
     "EvaluatingTrainer",
     "EvaluationConfig",

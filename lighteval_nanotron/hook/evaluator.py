@@ -20,7 +20,7 @@ from lighteval_nanotron.hook.schedule import EvalSchedule, Moment
 from lighteval_nanotron.hook.state_guard import preserve_training_state
 from lighteval_nanotron.hook.step_times import StepTimes
 from lighteval_nanotron.hook.trainer_state import consumed_train_samples, start_step
-from lighteval_nanotron.parallel.agreement import Verdict, agree
+from lighteval_nanotron.parallel.agreement import Verdict, agree, collectively
 from lighteval_nanotron.parallel.deadline import bounded_collectives, is_timeout
 from lighteval_nanotron.pipeline.result import raise_for_failed_tasks
 from lighteval_nanotron.tracking.log_table import format_cost_table, format_results_table
@@ -29,11 +29,6 @@ from lighteval_nanotron.tracking.scalars import COST_TRAIN_STEPS_KEY
 _TIMEOUT_HINT = "Raise lighteval_nanotron.failure_timeout_s if evaluation is just slow."
 
 logger = logging.getLogger(__name__)
-
-
-def default_model_name(trainer: Any) -> str:
-    general = trainer.config.general
-    return f"{general.project}/{general.run}" if general.run else str(general.project)
 
 
 def consumed_samples(trainer: Any, moment: Moment) -> int:
@@ -112,38 +107,42 @@ class TrainingEvaluator:
     # Setup ---------------------------------------------------------------------------------------
 
     def setup(self, trainer: Any) -> None:
-        from lighteval_nanotron.hook.runtime import build_engine, build_loggers, build_pipeline, is_reporting_rank
-        from lighteval_nanotron.parallel.launch_env import local_rank
+        """Through `lighteval_nanotron.setup`, as `eval` does: tokenizer, engine and tasks; prompts,
+        tokens and batch plans; loggers and the steps already evaluated. Each phase is agreed on."""
+        from lighteval_nanotron.setup.engine import training_engine
+        from lighteval_nanotron.setup.finished_steps import finished_steps, finished_tasks_by_step
+        from lighteval_nanotron.setup.loggers import open_loggers
+        from lighteval_nanotron.setup.naming import model_name
+        from lighteval_nanotron.setup.tasks import load_tasks, prepare_pipeline
 
         world = trainer.parallel_context.world_pg
-        self.model_name = self.config.model_name or default_model_name(trainer)
+        general = trainer.config.general
+        self.model_name = model_name(self.config.model_name, general.project, general.run, fallback="nanotron")
         started = time.perf_counter()
+
+        def engine_and_tasks() -> tuple[Any, dict]:
+            engine = training_engine(trainer.config, trainer.model, trainer.parallel_context, self.config)
+            return engine, load_tasks(self.config)
+
+        def open_outputs() -> None:
+            self.loggers = open_loggers(self.pipeline.model, self.config, self.wandb_run)
+            if self.loggers is not None:  # the reporting rank
+                from lighteval_nanotron.analysis import LiveSignal
+
+                self.signal = LiveSignal(self.config.output_dir, self.model_name)
+            if self.loggers is not None and "json" in self.config.loggers:
+                from lighteval_nanotron.tracking.training_loss import TrainingLossLog
+
+                self.loss_log = TrainingLossLog(self.config.output_dir, self.model_name)
+
         with bounded_collectives(trainer.parallel_context, self.config.failure_timeout_s):
-            # Two agreed phases: the second has collectives (datasets loaded once, broadcast), so
-            # every rank must have got through the first (tokenizer, tasks) before any rank enters it.
-            engine, tasks = self._agreed(world, lambda: build_engine(trainer, self.config))
-            self.pipeline = self._agreed(world, lambda: build_pipeline(engine, tasks, self.config, self.model_name))
-
-            def open_outputs() -> set[int]:
-                if is_reporting_rank(self.pipeline):
-                    from lighteval_nanotron.analysis import LiveSignal
-
-                    self.signal = LiveSignal(self.config.output_dir, self.model_name)
-                    self.loggers = build_loggers(self.config, trainer)
-                    if "json" in self.config.loggers:
-                        from lighteval_nanotron.tracking.training_loss import TrainingLossLog
-
-                        self.loss_log = TrainingLossLog(self.config.output_dir, self.model_name)
-                # One reader per node as well: with node-local output folders, a restart whose
-                # reporting rank moved to another node still finds the steps evaluated before.
-                if is_reporting_rank(self.pipeline) or local_rank() == 0:
-                    return _evaluated_steps(
-                        self.config.output_dir, self.model_name, list(self.pipeline.tasks), self.pipeline.max_samples
-                    )
-                return set()
-
-            already_done = self._agreed(world, open_outputs)
-        for step in _broadcast_steps(already_done, world):
+            # Agreed phases: the second has collectives (datasets loaded once, broadcast), so every
+            # rank must have got through the first (tokenizer, tasks) before any rank enters it.
+            engine, tasks = self._agreed(world, engine_and_tasks)
+            self.pipeline = self._agreed(world, lambda: prepare_pipeline(engine, tasks, self.config, self.model_name))
+            self._agreed(world, open_outputs)
+            done = finished_tasks_by_step(self.config.output_dir, self.model_name, world)
+        for step in finished_steps(done, list(self.pipeline.tasks), self.pipeline.max_samples):
             self.schedule.mark(step)
         self.progress = tqdm(
             total=len(self._remaining_steps(trainer)),
@@ -160,18 +159,9 @@ class TrainingEvaluator:
 
     def _agreed(self, world: Any, fn: Any) -> Any:
         """`fn()` on every rank, then agree; if it raised anywhere, every rank raises the setup error."""
-        error: Optional[BaseException] = None
-        value = None
-        try:
-            value = fn()
-        except Exception as caught:  # noqa: BLE001 - every rank must learn about it, then all raise
-            error = caught
-        verdict = agree(
-            error, world, self.config.failure_timeout_s, "lighteval_nanotron setup", timeout_hint=_TIMEOUT_HINT
+        return collectively(
+            world, "lighteval_nanotron setup", fn, timeout_hint=_TIMEOUT_HINT, failure=_setup_failure
         )
-        if verdict.failed:
-            raise _setup_error(verdict) from error
-        return value
 
     def _remaining_steps(self, trainer: Any) -> list[int]:
         checkpoints = trainer.config.checkpoints
@@ -227,7 +217,7 @@ class TrainingEvaluator:
             self._fail(world, step, wall, verdict, error)
             return
         self.evaluated.append(step)
-        self.last_results, self.last_costs, self.last_signal = _share_results(result, world)
+        self.last_results, self.last_costs, self.last_signal = _share_results(result, self.pipeline.model)
         if "log" in self.config.loggers:
             table = format_results_table(self.last_results)
             if self.last_costs:
@@ -272,28 +262,10 @@ class TrainingEvaluator:
                 self.wandb_run = None
 
 
-def _share_results(result: Any, world: dist.ProcessGroup) -> tuple[dict, dict, dict]:
+def _share_results(result: Any, engine: Any) -> tuple[dict, dict, dict]:
     """The reporting rank's `{task: {metric: value}}`, `{task: cost}` and signal section, on every
     rank (for the log and callers)."""
-    gathered: list[Optional[tuple[dict, dict, dict]]] = [None] * dist.get_world_size(world)
-    mine = None if result is None else (result.results, result.task_costs, result.signal)
-    dist.all_gather_object(gathered, mine, group=world)
-    return next((shared for shared in gathered if shared is not None), ({}, {}, {}))
-
-
-def _evaluated_steps(output_dir: str, model_name: str, tasks: list[str], max_samples: Optional[int]) -> set[int]:
-    """Steps whose results file holds every task at this max_samples (the checkpoint backfill's rule)."""
-    from lighteval_nanotron.tracking.paths import evaluated_tasks_by_step
-
-    wanted = {(task, max_samples) for task in tasks}
-    return {step for step, done in evaluated_tasks_by_step(output_dir, model_name).items() if wanted <= done}
-
-
-def _broadcast_steps(steps: set[int], world: dist.ProcessGroup) -> list[int]:
-    """Steps already on disk, as the reporting rank sees them, on every rank (the union of all)."""
-    gathered: list[Optional[list[int]]] = [None] * dist.get_world_size(world)
-    dist.all_gather_object(gathered, sorted(steps), group=world)
-    return sorted({step for part in gathered if part for step in part})
+    return engine.computed_once(lambda: (result.results, result.task_costs, result.signal))
 
 
 def _stalled_peer_error(step: int, timeout_s: float) -> EvaluationError:
@@ -305,7 +277,7 @@ def _stalled_peer_error(step: int, timeout_s: float) -> EvaluationError:
     )
 
 
-def _setup_error(verdict: Verdict) -> EvaluationError:
+def _setup_failure(what: str, verdict: Verdict, error: Optional[BaseException]) -> EvaluationError:
     return EvaluationError(
         f"lighteval_nanotron could not prepare its evaluation, so training does not start: {verdict.describe()}. "
         "Fix the lighteval_nanotron section (tasks, custom_tasks, data_dirs, max_samples) or remove it."

@@ -9,6 +9,7 @@ what mapped and what has no effect. Both sections at once are refused: which one
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
@@ -18,14 +19,7 @@ from lighteval_nanotron.lighteval_options import Consumer, map_lighteval_options
 MESH = "the hook evaluates on the training mesh"
 HOOK = Consumer(
     name="the training hook",
-    takes=frozenset(
-        {
-            "tasks", "custom_tasks", "max_samples", "output_dir", "loggers", "tensorboard_prefix",
-            "wandb_project", "wandb_entity", "wandb_run_name", "eval_interval", "pairwise_tokenization",
-            "multichoice_continuations_start_space",
-            "generation",
-        }
-    ),  # fmt: skip
+    takes=frozenset(field.name for field in dataclasses.fields(EvaluationConfig)),
     no_use={"tp": MESH, "pp": MESH, "dp": MESH, "checkpoints_dir": "the hook evaluates the live model"},
 )
 WHERE = "Nanotron's lighteval: section"

@@ -1,7 +1,8 @@
-"""Two ways to put evaluation into Nanotron's `DistributedTrainer`.
+"""Evaluation in Nanotron's `DistributedTrainer`: one mechanism, `attach_evaluation`, and a
+subclass that is a thin use of it.
 
-1. Subclass (the usual one): `EvaluatingTrainer(config_file)` reads the training YAML with its
-   `lighteval_nanotron:` section and evaluates at the configured steps.
+1. `EvaluatingTrainer(config_file)` (the usual way): a `DistributedTrainer` that reads the
+   training YAML with its `lighteval_nanotron:` section and attaches the evaluation to itself.
 
        trainer = EvaluatingTrainer("configs/tiny_cpu_train.yaml")
        trainer.train(dataloader)
@@ -13,17 +14,17 @@
        trainer.train(dataloader)
 
 Either way every rank evaluates the trainer's own model (`trainer.model`) on its own
-`parallel_context`, through the hooks `pre_training`, `post_train_step`, `post_save_checkpoint`
-and `post_training`.
+`parallel_context`, after Nanotron's `pre_training`, `train_step_logs`, `post_train_step`,
+`post_save_checkpoint` and `post_training` of that trainer instance.
 """
 
 import functools
 from typing import Any, Callable, Optional, Type
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.hook.config import EvaluationConfig
+from lighteval_nanotron.hook.config import SECTION, EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
-from lighteval_nanotron.hook.training_config import SECTION, TrainingConfigWithEvaluation
+from lighteval_nanotron.hook.training_config import TrainingConfigWithEvaluation
 from lighteval_nanotron.hook.wandb_run import training_wandb
 from lighteval_nanotron.nanotron_compat.imports import ensure_cuda_extensions
 
@@ -31,53 +32,54 @@ ensure_cuda_extensions()  # Nanotron's models import flash-attn (main: grouped_g
 
 from nanotron.trainer import DistributedTrainer  # noqa: E402
 
-HOOKS = ("pre_training", "post_train_step", "post_save_checkpoint", "post_training")
+AFTER = ("post_train_step", "post_save_checkpoint", "post_training")
+"""Trainer hooks after which the evaluator's method of the same name runs (with the trainer)."""
+ATTACHED = "_lighteval_nanotron_attached"
 
 
-class EvaluatingTrainer(DistributedTrainer):
-    """`DistributedTrainer` that evaluates at the steps of its config's `lighteval_nanotron:` section.
+def _wire(trainer: Any, config: Optional[EvaluationConfig]) -> Optional[TrainingEvaluator]:
+    """Wrap the trainer instance's hooks. Without a `config` only W&B is handled (Nanotron's own
+    `wandb.init` skipped unless the section asks for W&B); with one, the evaluator runs too."""
+    if getattr(trainer, ATTACHED, False):
+        raise ConfigError("attach_evaluation: this trainer already evaluates; attach at most once.")
+    evaluator = TrainingEvaluator(config) if config is not None else None
+    original_pre_training = trainer.pre_training
 
-    Without that section it trains like `DistributedTrainer`, except that W&B starts only when the
-    section lists the `wandb` logger (`hook.wandb_run`).
-    """
+    @functools.wraps(original_pre_training)
+    def pre_training(*args: Any, **kwargs: Any) -> Any:
+        with training_wandb(trainer, config) as run:
+            value = original_pre_training(*args, **kwargs)
+        if evaluator is not None:
+            evaluator.wandb_run = run
+            evaluator.pre_training(trainer)
+        return value
 
-    def __init__(
-        self,
-        config_or_config_file: Any,
-        config_class: Type[TrainingConfigWithEvaluation] = TrainingConfigWithEvaluation,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(config_or_config_file, config_class=config_class, **kwargs)
-        section = getattr(self.config, SECTION, None)
-        self.evaluator: Optional[TrainingEvaluator] = TrainingEvaluator(section) if section is not None else None
+    trainer.pre_training = pre_training
+    setattr(trainer, ATTACHED, True)
+    if evaluator is None:
+        return None
+    original_train_step_logs = trainer.train_step_logs
 
-    def pre_training(self, *args: Any, **kwargs: Any) -> None:
-        with training_wandb(self, getattr(self.config, SECTION, None)) as run:
-            super().pre_training(*args, **kwargs)
-        if self.evaluator is not None:
-            self.evaluator.wandb_run = run
-            self.evaluator.pre_training(self)
-
-    def train_step_logs(self, outputs: Any, loss_avg: Any, **kwargs: Any) -> None:
+    @functools.wraps(original_train_step_logs)
+    def train_step_logs(outputs: Any, loss_avg: Any, **kwargs: Any) -> None:
         """(GitHub main also passes `z_loss_avg` and `tbi_logs`.)"""
-        super().train_step_logs(outputs=outputs, loss_avg=loss_avg, **kwargs)
-        if self.evaluator is not None:
-            self.evaluator.train_step_logs(self, loss_avg)
+        original_train_step_logs(outputs=outputs, loss_avg=loss_avg, **kwargs)
+        evaluator.train_step_logs(trainer, loss_avg)
 
-    def post_train_step(self) -> None:
-        super().post_train_step()
-        if self.evaluator is not None:
-            self.evaluator.post_train_step(self)
+    trainer.train_step_logs = train_step_logs
+    for name in AFTER:
+        setattr(trainer, name, _after(getattr(trainer, name), functools.partial(getattr(evaluator, name), trainer)))
+    return evaluator
 
-    def post_save_checkpoint(self) -> None:
-        super().post_save_checkpoint()
-        if self.evaluator is not None:
-            self.evaluator.post_save_checkpoint(self)
 
-    def post_training(self) -> None:
-        super().post_training()
-        if self.evaluator is not None:
-            self.evaluator.post_training(self)
+def _after(original: Callable[..., Any], extra: Callable[[], None]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def hooked(*args: Any, **kwargs: Any) -> Any:
+        value = original(*args, **kwargs)
+        extra()
+        return value
+
+    return hooked
 
 
 def attach_evaluation(trainer: Any, config: Optional[EvaluationConfig] = None) -> TrainingEvaluator:
@@ -92,41 +94,22 @@ def attach_evaluation(trainer: Any, config: Optional[EvaluationConfig] = None) -
             "attach_evaluation: the trainer's config has no lighteval_nanotron section. Build the trainer with "
             "config_class=TrainingConfigWithEvaluation and add the section, or pass an EvaluationConfig."
         )
-    if isinstance(trainer, EvaluatingTrainer) or getattr(trainer, "_lighteval_nanotron_attached", False):
-        raise ConfigError("attach_evaluation: this trainer already evaluates; attach at most once.")
-    evaluator = TrainingEvaluator(config)
-    original_pre_training = trainer.pre_training
-
-    @functools.wraps(original_pre_training)
-    def pre_training(*args: Any, **kwargs: Any) -> Any:
-        with training_wandb(trainer, config) as run:
-            value = original_pre_training(*args, **kwargs)
-        evaluator.wandb_run = run
-        evaluator.pre_training(trainer)
-        return value
-
-    original_train_step_logs = trainer.train_step_logs
-
-    @functools.wraps(original_train_step_logs)
-    def train_step_logs(outputs: Any, loss_avg: Any, **kwargs: Any) -> None:
-        original_train_step_logs(outputs=outputs, loss_avg=loss_avg, **kwargs)
-        evaluator.train_step_logs(trainer, loss_avg)
-
-    trainer.pre_training = pre_training
-    trainer.train_step_logs = train_step_logs
-    for name in HOOKS:
-        if name == "pre_training":
-            continue
-        setattr(trainer, name, _after(getattr(trainer, name), functools.partial(getattr(evaluator, name), trainer)))
-    trainer._lighteval_nanotron_attached = True
-    return evaluator
+    return _wire(trainer, config)
 
 
-def _after(original: Callable[..., Any], extra: Callable[[], None]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def hooked(*args: Any, **kwargs: Any) -> Any:
-        value = original(*args, **kwargs)
-        extra()
-        return value
+class EvaluatingTrainer(DistributedTrainer):
+    """`DistributedTrainer` that evaluates at the steps of its config's `lighteval_nanotron:` section
+    (`attach_evaluation` on itself; `self.evaluator`).
 
-    return hooked
+    Without that section it trains like `DistributedTrainer`, except that W&B starts only when the
+    section lists the `wandb` logger (`hook.wandb_run`).
+    """
+
+    def __init__(
+        self,
+        config_or_config_file: Any,
+        config_class: Type[TrainingConfigWithEvaluation] = TrainingConfigWithEvaluation,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(config_or_config_file, config_class=config_class, **kwargs)
+        self.evaluator: Optional[TrainingEvaluator] = _wire(self, getattr(self.config, SECTION, None))

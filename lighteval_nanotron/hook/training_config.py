@@ -16,8 +16,6 @@ import_nanotron()
 
 from nanotron.config import Config, get_config_from_file  # noqa: E402
 
-SECTION = "lighteval_nanotron"
-
 
 @dataclass
 class TrainingConfigWithEvaluation(Config):

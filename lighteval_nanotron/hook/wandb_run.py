@@ -10,6 +10,7 @@ scalars with an `iteration_step` key and no explicit step: they are declared aga
 evaluation scalars against `train/step` (the same training step; see `tracking.wandb_logger`).
 """
 
+import os
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
@@ -34,8 +35,11 @@ NANOTRON_SCALARS = (
 
 
 def wants_wandb(config: Optional[EvaluationConfig]) -> bool:
-    """True when the user asked for W&B: `wandb` among the section's loggers, mode not `disabled`."""
-    return config is not None and "wandb" in config.loggers and config.wandb_mode != "disabled"
+    """True when the user asked for W&B: `wandb` among the section's loggers, mode (the section's,
+    else `$WANDB_MODE`) not `disabled`."""
+    if config is None or "wandb" not in config.loggers:
+        return False
+    return (config.wandb_mode or os.environ.get("WANDB_MODE")) != "disabled"
 
 
 @contextmanager
@@ -62,20 +66,13 @@ def _open_run(trainer: Any, config: EvaluationConfig) -> Any:
     """On Nanotron's logging rank (where the reporting rank is too): the run, with the axes declared."""
     if dist.get_rank(trainer.parallel_context.world_pg) != int(trainer.logger_ranks[0]):
         return None
-    from lighteval_nanotron.tracking.wandb_logger import import_wandb
+    from lighteval_nanotron.tracking.wandb_logger import open_run
 
-    wandb = import_wandb()
     general = trainer.config.general
-    run = wandb.init(
-        project=config.wandb_project or general.project,
-        entity=config.wandb_entity,
-        name=config.wandb_run_name or (f"{general.project}_{general.run}" if general.run else None),
-        group=config.wandb_group,
-        tags=config.wandb_tags,
-        id=config.wandb_run_id,
-        resume="allow" if config.wandb_run_id else None,
-        mode=config.wandb_mode,
-        dir=config.wandb_dir,
+    run = open_run(
+        config,
+        project=general.project,
+        name=f"{general.project}_{general.run}" if general.run else None,
         config={"nanotron_config": trainer.config.as_dict()},
     )
     run.define_metric(NANOTRON_STEP_KEY)

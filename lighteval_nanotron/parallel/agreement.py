@@ -3,17 +3,22 @@
 A failure flag is all-reduced (MAX) over the world group with a deadline: a rank that raised
 reports 1, the others 0, and all of them learn the outcome together. Only when something failed
 are the messages gathered, so that every rank can log which rank failed and why.
+
+`collectively(world, what, fn)` runs one setup or evaluation stage that way on every rank: both
+ways in (the hook and `eval`) go through it, so that a stage failing on one rank stops all.
 """
 
 import datetime
 import traceback
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple, TypeVar
 
 import torch
 import torch.distributed as dist
 
-from lighteval_nanotron.errors import EvaluationError
+from lighteval_nanotron.errors import EvaluationError, LightevalNanotronError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -66,3 +71,48 @@ def agree(
     gathered: List[Optional[Tuple[int, str]]] = [None] * dist.get_world_size(group)
     dist.all_gather_object(gathered, mine, group=group)
     return Verdict(tuple(item for item in gathered if item is not None))
+
+
+def _default_failure(what: str, verdict: Verdict, error: Optional[BaseException]) -> BaseException:
+    """A rank re-raises its own library error (it names the fix); the others name the failing rank."""
+    if isinstance(error, LightevalNanotronError):
+        return error
+    return EvaluationError(f"{what} failed: {verdict.describe()}")
+
+
+def collectively(
+    world: dist.ProcessGroup,
+    what: str,
+    fn: Callable[[], T],
+    *,
+    timeout_hint: str,
+    timeout_s: Optional[float] = None,
+    failure: Callable[[str, Verdict, Optional[BaseException]], BaseException] = _default_failure,
+) -> T:
+    """`fn()` on every rank; if it raises on any rank, every rank raises `failure(what, verdict,
+    its own error or None)` together: no rank is left waiting in a collective. The wait is
+    `timeout_s`, else the deadline of the enclosing `bounded_collectives`. A peer that timed out is
+    not waited for again (the group is broken): the rank raises an `EvaluationError` at once."""
+    from lighteval_nanotron.parallel.deadline import current_timeout_s, is_timeout
+
+    error: Optional[BaseException] = None
+    value: Any = None
+    try:
+        value = fn()
+    except Exception as caught:  # noqa: BLE001 - agreed on below, then raised on every rank
+        error = caught
+    timeout_s = timeout_s or current_timeout_s()
+    if timeout_s is None:
+        raise EvaluationError(f"{what}: no deadline; run it inside bounded_collectives or pass timeout_s.") from error
+    if error is not None and is_timeout(error):
+        raise EvaluationError(
+            f"{what}: a peer rank did not answer within {timeout_s:.0f}s ({error}); it is stalled or dead, and the "
+            f"process group cannot be used any more, so the evaluation stops. {timeout_hint}"
+        ) from error
+    verdict = agree(error, world, timeout_s, what, timeout_hint=timeout_hint)
+    if not verdict.failed:
+        return value
+    raised = failure(what, verdict, error)
+    if raised is error:
+        raise error
+    raise raised from error

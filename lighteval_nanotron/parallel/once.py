@@ -5,6 +5,7 @@ prompts, tokenizing docs) that would otherwise run on every process of the world
 
 `fn` runs on `src` only; its result is pickled and broadcast over `group`. If it raises there,
 the exception is broadcast instead and every rank raises it, so no rank waits in a collective.
+`from_every_rank(value, group)` is the other direction: what each rank found, on every rank.
 """
 
 from __future__ import annotations
@@ -53,3 +54,13 @@ def computed_once(fn: Callable[[], T], group: Any = None, src: int = 0) -> T:
     if mine is not None and holder[0][1] is mine:
         raise mine  # the source raises its own exception, traceback included
     raise value from mine
+
+
+def from_every_rank(value: T, group: Any = None) -> list[T]:
+    """Every rank's `value`, in the group's rank order, on every rank of `group` (one all-gather).
+    A world of one (or no process group) gives `[value]`."""
+    if not dist.is_initialized() or dist.get_world_size(group) == 1:
+        return [value]
+    gathered: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(gathered, value, group=group)
+    return gathered

@@ -18,10 +18,15 @@ class GenerationParameters:
     """
 
     temperature: float | None = None
+    """Sampling temperature (0: greedy)."""
     top_k: int | None = None
+    """Sample from the k most likely tokens (0: off)."""
     top_p: float | None = None
+    """Nucleus sampling: the smallest set of tokens with this probability mass, in (0, 1] (1: off)."""
     num_samples: int | None = None
+    """Generations per doc (needs a temperature above 0)."""
     seed: int | None = None
+    """Sampling seed."""
 
     def __post_init__(self) -> None:
         checks = (

@@ -2,7 +2,7 @@
 table for the log, and curves across training steps (`plot`)."""
 
 from lighteval_nanotron.tracking.atomic import atomic_write, atomic_write_text
-from lighteval_nanotron.tracking.config import TrackingConfig
+from lighteval_nanotron.tracking.config import TrackingConfig, open_loggers
 from lighteval_nanotron.tracking.container import LoggerContainer
 from lighteval_nanotron.tracking.details_logger import DetailsParquetLogger, details_table
 from lighteval_nanotron.tracking.json_logger import ResultsJsonLogger, results_to_json
@@ -41,6 +41,7 @@ __all__ = [
     "details_table",
     "evaluated_steps",
     "evaluated_tasks_by_step",
+    "open_loggers",
     "format_cost_table",
     "format_results_table",
     "result_scalars",

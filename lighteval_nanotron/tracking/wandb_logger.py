@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.options import TrackingOptions
 from lighteval_nanotron.pipeline.result import EvaluationResult
 from lighteval_nanotron.tracking.logger import EvaluationLogger
 from lighteval_nanotron.tracking.scalars import result_scalars
@@ -34,27 +35,36 @@ def import_wandb() -> Any:
     return wandb
 
 
+def open_run(options: TrackingOptions, project: str | None = None, name: str | None = None, config: Any = None) -> Any:
+    """A new W&B run with the options' W&B settings; `project` and `name` apply where the options
+    leave them unset (the hook: the training's project and run), `config` is recorded with it."""
+    wandb = import_wandb()
+    return wandb.init(
+        project=options.wandb_project or project,
+        name=options.wandb_run_name or name,
+        entity=options.wandb_entity,
+        group=options.wandb_group,
+        tags=options.wandb_tags,
+        id=options.wandb_run_id,
+        resume="allow" if options.wandb_run_id else None,
+        mode=options.wandb_mode,
+        dir=options.wandb_dir,
+        config=config,
+    )
+
+
 class WandbLogger(EvaluationLogger):
     """Logs `eval/<task>/<metric>` (and `eval_time/<task>`) with `train/step` and
     `train/consumed_tokens` in the same row, `eval/*` and `eval_time/*` being declared against
     `train/step` (and `train/consumed_tokens` available as x-axis)."""
 
-    def __init__(
-        self,
-        project: str | None = None,
-        run_name: str | None = None,
-        entity: str | None = None,
-        mode: str | None = None,
-        directory: str | None = None,
-        run: Any = None,
-        prefix: str = "eval",
-    ) -> None:
-        wandb = import_wandb()
+    def __init__(self, options: TrackingOptions, run: Any = None, prefix: str = "eval") -> None:
+        """Logs into `run`, else W&B's active run, else a new run (`open_run`) that it finishes on `close`."""
         self._owns_run = False
         if run is None:
-            run = wandb.run
+            run = import_wandb().run
         if run is None:
-            run = wandb.init(project=project, name=run_name, entity=entity, mode=mode, dir=directory, resume="allow")
+            run = open_run(options)
             self._owns_run = True
         self.run = run
         self.prefix = prefix

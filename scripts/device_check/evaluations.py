@@ -46,10 +46,11 @@ def eval_worker(job_file: str) -> None:
         from lighteval_nanotron.cpu import enable_cpu_support
 
         enable_cpu_support()
-    from lighteval_nanotron.checkpoint_eval.loading import load_tokenizer, tokenizer_source
+    from lighteval_nanotron.checkpoint_eval.loading import tokenizer_source
     from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.parallel.distributed import build_parallel_context
     from lighteval_nanotron.pipeline import evaluate
+    from lighteval_nanotron.setup.tokenizer import load_tokenizer
 
     tp, pp, dp = job["layout"]
     context = build_parallel_context(tp, pp, dp, backend="gloo" if job["cpu"] else "nccl")

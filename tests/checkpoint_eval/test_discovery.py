@@ -7,6 +7,7 @@ import pytest
 import torch
 import yaml
 
+from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.checkpoint_eval.discovery import (
     CheckpointInfo,
     checkpoint_info,
@@ -16,7 +17,6 @@ from lighteval_nanotron.checkpoint_eval.discovery import (
 )
 from lighteval_nanotron.checkpoint_eval.loading import check_same_model, resolve_dtype, tokenizer_source
 from lighteval_nanotron.checkpoint_eval.mesh_setup import check_world
-from lighteval_nanotron.checkpoint_eval.runner import CheckpointEvalConfig
 from lighteval_nanotron.cli.main import build_parser
 from lighteval_nanotron.errors import CheckpointError, ConfigError, LayoutError
 from lighteval_nanotron.models.checkpoint.format import CheckpointModel
@@ -108,7 +108,7 @@ def test_tokenizer_source_order(tmp_path):
 def test_relative_tokenizer_path_resolved_against_the_training_folder(tmp_path, monkeypatch):
     import shutil
 
-    from lighteval_nanotron.checkpoint_eval.loading import load_tokenizer
+    from lighteval_nanotron.setup.tokenizer import load_tokenizer
 
     repo = Path(__file__).resolve().parents[2]
     training_cwd = tmp_path / "project"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lighteval_nanotron.checkpoint_eval.loading import load_tokenizer
 from lighteval_nanotron.models.fast_tokenizer import FastTokenizer, plain_tokenizer_obstacle
+from lighteval_nanotron.setup.tokenizer import load_tokenizer
 from lighteval_nanotron.tasks.data_dirs import BUNDLED_ROOT
 
 REPO = Path(__file__).resolve().parents[2]
@@ -170,7 +170,7 @@ def test_eval_setup_imports_no_transformers():
         "import sys\n"
         "from lighteval_nanotron.cpu import enable_cpu_support\n"
         "from lighteval_nanotron.nanotron_compat.imports import import_nanotron_trainer\n"
-        "from lighteval_nanotron.checkpoint_eval.loading import load_tokenizer\n"
+        "from lighteval_nanotron.setup.tokenizer import load_tokenizer\n"
         "from lighteval_nanotron.nanotron_compat.variant import installed_nanotron\n"
         "enable_cpu_support(trainer=False)\n"
         f"tokenizer = load_tokenizer({str(REPO / 'configs' / 'tiny_tokenizer')!r})\n"

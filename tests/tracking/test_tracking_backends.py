@@ -56,10 +56,13 @@ def test_tensorboard_logger_shares_a_training_writer_without_closing_it(tmp_path
 
 def test_wandb_offline_run_receives_the_scalars(tmp_path, monkeypatch):
     pytest.importorskip("wandb", reason="wandb is optional (pip install wandb) and not installed here")
+    from lighteval_nanotron.options import TrackingOptions
     from lighteval_nanotron.tracking.wandb_logger import WandbLogger
 
     monkeypatch.setenv("WANDB_SILENT", "true")
-    logger = WandbLogger(project="toy", run_name="toy-run", mode="offline", directory=str(tmp_path))
+    logger = WandbLogger(
+        TrackingOptions(wandb_project="toy", wandb_run_name="toy-run", wandb_mode="offline", wandb_dir=str(tmp_path))
+    )
     logger.log(make_result(step=5, acc=0.75))
     assert logger.run.summary[f"eval/{TASK_A}/acc"] == 0.75
     assert logger.run.summary["eval/all/ppl"] == 12.5

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.options.tokenization import TokenizationOptions
 from lighteval_nanotron.requests import GenerationParameters
 
 if TYPE_CHECKING:
@@ -19,8 +20,9 @@ throughput of a whole 8k-token micro-batch on one core, docs/performance.md)."""
 
 
 @dataclass
-class EngineConfig:
-    """How requests become micro-batches, and where results go."""
+class EngineConfig(TokenizationOptions):
+    """How requests become micro-batches, and where results go. How docs become tokens is
+    `TokenizationOptions` (its fields are this config's too), shared with the hook's section and `eval`."""
 
     max_tokens_per_batch: int = 8192
     """Token budget of one micro-batch: rows x padded length (generation without `kv_cache`:
@@ -105,14 +107,6 @@ class EngineConfig:
     """Generation with `kv_cache`: rows that are done leave the pool at once (their cache rows are
     dropped, their slots go to waiting rows). Off: they are fed until every running row is done."""
 
-    pairwise_tokenization: bool = False
-    """Tokenize context and continuation separately (True) or tokenize `context + continuation`
-    and split at the context's token count (False, lighteval's default)."""
-
-    multichoice_continuations_start_space: bool | None = None
-    """Multiple choice, as lighteval's option of that name: True puts a space before each choice
-    that lacks one, False strips the leading whitespace of each, None scores choices as written."""
-
     add_special_tokens: bool = True
     """Let the tokenizer add its special tokens (e.g. BOS) to contexts."""
 
@@ -125,21 +119,11 @@ class EngineConfig:
     ordered results (one gather to it); every other rank returns an empty list. "all": every rank
     does (an all-gather: every replica's results travel to every rank)."""
 
-    @classmethod
-    def for_run(cls, run: Any) -> "EngineConfig":
-        """The engine settings a run's options give (the `eval` command's `CheckpointEvalConfig` and
-        the hook's `EvaluationConfig` name them alike): its token budget, tokenization, chat template
-        (which renders the special tokens itself) and generation; results gathered to the reporting rank."""
-        return cls(
-            max_tokens_per_batch=run.tokens_per_batch,
-            gather_to="reporting",
-            pairwise_tokenization=run.pairwise_tokenization,
-            multichoice_continuations_start_space=run.multichoice_continuations_start_space,
-            add_special_tokens=not run.use_chat_template,
-            generation=run.generation or {},
-        )
+    def named(self, option: str) -> str:
+        return f"EngineConfig.{option}"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.generation = GenerationParameters.from_dict(self.generation)
         for name in (
             "max_tokens_per_batch",

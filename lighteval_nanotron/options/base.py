@@ -1,0 +1,147 @@
+"""What every options dataclass shares: field docstrings read from the source, one type check per
+field, choices, and the name a user wrote an option by (for the error that names the fix).
+
+A field's docstring is the string literal under it (the house style); `field_docs(cls)` reads
+them with `ast`, so the CLI help and docs/options.md come from the same text as the code.
+"""
+
+import ast
+import dataclasses
+import inspect
+import textwrap
+import types
+import typing
+from functools import cache
+from typing import Any, Dict, List, Mapping, Sequence, Union
+
+from lighteval_nanotron.errors import ConfigError
+
+
+def choices(names: Sequence[str], **metadata: Any) -> Dict[str, Any]:
+    """Field metadata: the values a field takes (checked, and the CLI flag's `choices`)."""
+    return {"choices": tuple(names), **metadata}
+
+
+@cache
+def _own_docs(cls: type) -> Dict[str, str]:
+    """`{field: docstring}` of the fields `cls` itself declares."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError):  # no source (a frozen build): no docs
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs: Dict[str, str] = {}
+    for statement, following in zip(body, body[1:]):
+        if (
+            isinstance(statement, ast.AnnAssign)
+            and isinstance(statement.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[statement.target.id] = inspect.cleandoc(following.value.value)
+    return docs
+
+
+def field_docs(cls: type) -> Dict[str, str]:
+    """`{field: docstring}` of every field of dataclass `cls`, inherited ones included."""
+    docs: Dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass):
+            docs.update(_own_docs(klass))
+    return docs
+
+
+def declaring_class(cls: type, name: str) -> type:
+    """The class of `cls`'s MRO that declares field `name`."""
+    return next(k for k in cls.__mro__ if name in getattr(k, "__annotations__", {}))
+
+
+def first_sentence(text: str) -> str:
+    """Up to the first period that ends a sentence (one followed by a capital letter, or the end),
+    on one line: "e.g. `x`" does not end one."""
+    flat = " ".join(text.split())
+    for index, char in enumerate(flat):
+        rest = flat[index + 1 :]
+        if char == "." and (not rest or (rest[0] == " " and rest[1:2].isupper())):
+            return flat[:index]
+    return flat
+
+
+UNIONS = (Union, types.UnionType)
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin in UNIONS:
+        return any(_matches(value, arg) for arg in args)
+    if hint is type(None):
+        return value is None
+    if origin in (list, List):
+        return isinstance(value, list) and all(_matches(item, args[0]) for item in value) if args else True
+    if origin in (dict, Dict) or hint is dict:
+        return isinstance(value, Mapping)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint in (int, float):
+        return isinstance(value, hint) and not isinstance(value, bool)
+    return isinstance(value, hint) if isinstance(hint, type) else True
+
+
+def describe_type(hint: Any) -> str:
+    """`Optional[List[str]]` as `a list of str, or null`, for error messages."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in UNIONS:
+        return " or ".join(describe_type(arg) for arg in args)
+    if hint is type(None):
+        return "null"
+    if origin in (list, List):
+        return f"a list of {describe_type(args[0])}" if args else "a list"
+    if origin in (dict, Dict):
+        return "a mapping"
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    return names.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+@dataclasses.dataclass(kw_only=True)
+class Options:
+    """Base of every options dataclass: each field's value is checked against its type and its
+    `choices`, and a subclass names options as its users write them (`named`)."""
+
+    def named(self, option: str) -> str:
+        """How a user wrote `option` (the hook: `lighteval_nanotron.<option>`; `eval`: its flag)."""
+        return option
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if not _matches(value, hints[field.name]):
+                raise ConfigError(
+                    f"{self.named(field.name)} is {value!r}: give {describe_type(hints[field.name])}."
+                )
+            allowed = field.metadata.get("choices")
+            if allowed is not None and value is not None and not isinstance(value, list) and value not in allowed:
+                raise ConfigError(f"{self.named(field.name)} is {value!r}: use one of {list(allowed)}.")
+
+    def check_positive(self, name: str, fix: str, kind: str = "integer") -> None:
+        """A positive `kind` (integer, number), or None (unset); `fix` ends the message, e.g. "or remove it"."""
+        value = getattr(self, name)
+        if value is not None and value <= 0:
+            raise ConfigError(f"{self.named(name)} is {value!r}: set it to a positive {kind} {fix}.")
+
+    def check_not_blank(self, name: str, fix: str) -> None:
+        """A string with some text, or None."""
+        value = getattr(self, name)
+        if value is not None and not value.strip():
+            raise ConfigError(f"{self.named(name)} is empty: {fix}.")
+
+
+def as_list(value: Union[None, str, List[str]]) -> List[str]:
+    """A comma-separated string or a list as a list of stripped, non-empty items (None: [])."""
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return [item.strip() for item in items if item and item.strip()]

@@ -1,0 +1,101 @@
+"""`EvaluationOptions`: every option the training hook's section and the `eval` command share.
+
+Each option is declared once, here (or in the groups it includes: `TokenizationOptions`,
+`TrackingOptions`), with its docstring and its check. The hook's `EvaluationConfig` and `eval`'s
+`CheckpointEvalConfig` include it and add only their own fields; the `eval` flags
+(`options.flags`), the engine and tracking settings (`lighteval_nanotron.setup`), the lighteval
+field mapping (`lighteval_options`, checked against these fields by a test) and docs/options.md
+(`options.reference`) are derived from it.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Union
+
+from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.options.base import as_list, choices
+from lighteval_nanotron.options.tokenization import TokenizationOptions
+from lighteval_nanotron.options.tracking import TrackingOptions
+from lighteval_nanotron.requests import GenerationParameters
+from lighteval_nanotron.tasks.fewshot import FewShotDraws
+from lighteval_nanotron.tasks.spec import read_task_list
+
+
+@dataclass(kw_only=True)
+class EvaluationOptions(TrackingOptions, TokenizationOptions):
+    """What to evaluate and how. Every field but `tasks` is optional."""
+
+    tasks: Union[str, List[str]]
+    """Task specs `suite|task|num_fewshot`: a comma-separated string, a list, or a file of specs
+    (one or more a line, `#` comments), e.g. `lighteval|arc:easy|0,lighteval|piqa|0`."""
+
+    custom_tasks: Optional[str] = None
+    """A Python file or module that defines a `TASKS_TABLE` of extra tasks (lighteval task files
+    run unchanged)."""
+
+    data_dirs: Optional[Union[str, List[str]]] = field(default=None, metadata={"flag": "--data-dir", "repeat": True})
+    """Where task datasets are read from, searched before `$LIGHTEVAL_NANOTRON_DATA_DIRS`: local
+    folders, or `bundled` for the slices shipped with the package. Unset: that variable, then the
+    Hugging Face cache."""
+
+    max_samples: Optional[int] = None
+    """At most this many docs per task (a fixed subset, the same at every run). Unset: all docs."""
+
+    fewshot_draws: Optional[str] = field(default=None, metadata=choices(FewShotDraws.names()))
+    """Few-shot draws for every task: `lighteval` (lighteval 0.11's, comparable with its numbers)
+    or `per_doc` (a doc's examples depend on that doc only). Unset: each task's own (`lighteval`
+    for lighteval's suites, `per_doc` for custom tasks); see docs/tasks.md."""
+
+    tokens_per_batch: int = 8192
+    """Token budget of one evaluation micro-batch per data-parallel replica (prompt and
+    continuation, padded). Results do not depend on it."""
+
+    use_chat_template: bool = False
+    """Render prompts with the tokenizer's chat template (few-shot examples as user/assistant
+    turns). A tokenizer without a chat template fails at setup, before step 1 or the model build."""
+
+    system_prompt: Optional[str] = None
+    """A system prompt: the system turn with `use_chat_template`, else the first paragraph of
+    every prompt."""
+
+    generation: Optional[Dict[str, Any]] = field(default=None, metadata={"flags_of": GenerationParameters})
+    """Decoding of generative tasks: any of `temperature` (0: greedy, the default), `top_k`,
+    `top_p`, `num_samples`, `seed`. A task's own `generation_parameters` override them."""
+
+    bootstrap_iters: Optional[int] = None
+    """Bootstrap resamples behind the standard error of each metric that is not a mean (F1, MCC,
+    perplexities, ...; means get the analytic one). Fewer make an in-loop evaluation of such
+    metrics cheaper, more make the error bars steadier. Unset: 1000, as lighteval."""
+
+    model_name: Optional[str] = None
+    """Name in the results paths (`results/<model_name>/<step>/`). Unset: the training config's
+    `general.project/general.run` (for `eval`, the checkpoint's `config.yaml`: its
+    `lighteval_nanotron.model_name` first; a converted model `converted/<name>`; else the folder
+    name), so the hook and `eval` of one run write to the same place."""
+
+    progress_bar: bool = field(default=True, metadata={"flag": "--no-progress"})
+    """Progress bars on world rank 0 (docs done, docs/s, ETA), shown only when stderr is a terminal."""
+
+    failure_timeout_s: Union[int, float] = 1800
+    """Seconds any wait on another rank may take (a collective, a pipeline transfer, the agreement
+    on how a step went) before the evaluation stops with an `EvaluationError`: a stalled or dead
+    rank becomes an error instead of a hang."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.tasks = read_task_list(self.tasks)
+        if not self.tasks:
+            raise ConfigError(
+                f"{self.named('tasks')} is empty: set it to task specs, e.g. 'lighteval|arc:easy|0,lighteval|piqa|0'."
+            )
+        self.data_dirs = as_list(self.data_dirs)
+        self.check_positive("max_samples", "or remove it to evaluate every doc")
+        self.check_positive("tokens_per_batch", "(a token budget), e.g. 8192")
+        self.check_not_blank("system_prompt", "give a prompt or remove it")
+        try:
+            GenerationParameters.from_dict(self.generation)
+        except ConfigError as error:
+            raise ConfigError(f"{self.named('generation')}: {error}") from error
+        if self.bootstrap_iters is not None and self.bootstrap_iters < 2:
+            raise ConfigError(f"{self.named('bootstrap_iters')} is {self.bootstrap_iters}: set it to 2 or more.")
+        self.check_positive("failure_timeout_s", "(seconds), e.g. 1800", kind="number")
+        self.failure_timeout_s = float(self.failure_timeout_s)

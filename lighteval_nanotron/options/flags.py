@@ -1,0 +1,120 @@
+"""Command-line flags generated from an options dataclass: one flag per field, named after it
+(`max_samples` -> `--max-samples`), typed from its annotation, with its choices and, as help, the
+first sentence of its docstring. Nothing here names an option.
+
+    add_flags(parser, CheckpointEvalConfig, names)      # argparse arguments
+    given_options(args, CheckpointEvalConfig, names)    # {option: value} of the flags given
+
+Field metadata adjusts the flag where the plain rule does not fit: `flag` (another name, e.g.
+`--data-dir`, `--no-progress`), `repeat` (a list given one flag at a time), `positional`,
+`flags_of` (a mapping option whose keys are the fields of a dataclass, one flag each: the sampling
+flags of `generation`). A flag left out is absent from `given_options`, so a default applies.
+"""
+
+import argparse
+import dataclasses
+import typing
+from typing import Any, Dict, Iterable, List
+
+from lighteval_nanotron.options.base import UNIONS, field_docs, first_sentence
+
+
+def _field(cls: type, name: str) -> dataclasses.Field:
+    return next(f for f in dataclasses.fields(cls) if f.name == name)
+
+
+def _dashed(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def flag_name(cls: type, name: str) -> str:
+    """The flag that sets option `name` (`--temperature/--top-k/...` for a `flags_of` mapping)."""
+    metadata = _field(cls, name).metadata
+    if "flags_of" in metadata:
+        return "/".join(_dashed(f.name) for f in dataclasses.fields(metadata["flags_of"]))
+    if metadata.get("positional"):
+        return name.upper()
+    return metadata.get("flag", _dashed(name))
+
+
+def _members(hint: Any) -> List[Any]:
+    """The types of a (possibly Optional / Union) annotation, None left out."""
+    if typing.get_origin(hint) in UNIONS:
+        return [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    return [hint]
+
+
+def _default(field: dataclasses.Field) -> Any:
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return None if field.default is dataclasses.MISSING else field.default
+
+
+def _help(doc: str, default: Any) -> str:
+    text = first_sentence(doc)
+    if default is None or isinstance(default, bool):
+        return text
+    shown = " ".join(map(str, default)) if isinstance(default, list) else default
+    return f"{text} (default: {shown})"
+
+
+def _argument(field: dataclasses.Field, hint: Any, doc: str) -> Dict[str, Any]:
+    """argparse keywords of one field's flag (its type, action, choices and help)."""
+    default = _default(field)
+    keywords: Dict[str, Any] = {"default": None, "help": _help(doc, default)}
+    members = _members(hint)
+    lists = [m for m in members if typing.get_origin(m) in (list, List)]
+    if members == [bool]:
+        if field.default is True:
+            keywords.update(action="store_const", const=False, help=f"Off: {keywords['help']}")
+        elif field.default is None:
+            keywords.update(action=argparse.BooleanOptionalAction)
+        else:
+            keywords.update(action="store_const", const=True)
+    elif field.metadata.get("repeat") or (lists and str not in members):
+        item = typing.get_args(lists[0])[0] if lists else str
+        keywords.update(type=item, **({"action": "append"} if field.metadata.get("repeat") else {"nargs": "+"}))
+    else:
+        keywords["type"] = float if float in members else members[0] if members[0] in (int, str) else str
+    if "choices" in field.metadata:
+        keywords["choices"] = list(field.metadata["choices"])
+    return keywords
+
+
+def add_flags(container: Any, cls: type, names: Iterable[str]) -> None:
+    """Add the flags of options `names` of dataclass `cls` to an argparse parser or group."""
+    hints, docs = typing.get_type_hints(cls), field_docs(cls)
+    for name in names:
+        field = _field(cls, name)
+        mapping = field.metadata.get("flags_of")
+        if mapping is not None:
+            inner_hints, inner_docs = typing.get_type_hints(mapping), field_docs(mapping)
+            for inner in dataclasses.fields(mapping):
+                keywords = _argument(inner, inner_hints[inner.name], inner_docs.get(inner.name, ""))
+                flag = _dashed(inner.name)
+                container.add_argument(flag, dest=f"{name}.{inner.name}", metavar=inner.name.upper(), **keywords)
+            continue
+        keywords = _argument(field, hints[name], docs.get(name, ""))
+        if field.metadata.get("positional"):
+            keywords.pop("type", None)
+            container.add_argument(name, nargs="?", **keywords)
+        else:
+            flag = flag_name(cls, name)
+            if "type" in keywords:
+                keywords["metavar"] = flag.lstrip("-").replace("-", "_").upper()
+            container.add_argument(flag, dest=name, **keywords)
+
+
+def given_options(args: argparse.Namespace, cls: type, names: Iterable[str]) -> Dict[str, Any]:
+    """`{option: value}` of the flags given on the command line (a mapping option from its flags)."""
+    given: Dict[str, Any] = {}
+    for name in names:
+        mapping = _field(cls, name).metadata.get("flags_of")
+        if mapping is not None:
+            values = {f.name: getattr(args, f"{name}.{f.name}") for f in dataclasses.fields(mapping)}
+            value: Any = {key: item for key, item in values.items() if item is not None} or None
+        else:
+            value = getattr(args, name)
+        if value is not None:
+            given[name] = value
+    return given

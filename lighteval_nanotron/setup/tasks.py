@@ -1,0 +1,46 @@
+"""Tasks and the prepared pipeline from the options: data dirs first, then the tasks (an unknown
+task fails here, before any model work), then prompts, tokens and batch plans once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch.distributed as dist
+
+from lighteval_nanotron.options import EvaluationOptions
+
+
+def use_data_dirs(options: EvaluationOptions) -> None:
+    """The options' data dirs, searched before those already in effect (`$LIGHTEVAL_NANOTRON_DATA_DIRS`)."""
+    from lighteval_nanotron.tasks import get_data_dirs, set_data_dirs
+
+    if options.data_dirs:
+        set_data_dirs(list(dict.fromkeys([*options.data_dirs, *get_data_dirs()])))
+
+
+def load_tasks(options: EvaluationOptions) -> dict[str, Any]:
+    """`{name: task}` of the options' tasks, after setting their data dirs (every rank; no collective)."""
+    from lighteval_nanotron.pipeline import load_tasks as load
+
+    use_data_dirs(options)
+    return load(options.tasks, options.custom_tasks, options.fewshot_draws)
+
+
+def prepare_pipeline(
+    engine: Any, tasks: dict[str, Any], options: EvaluationOptions, model_name: str, docs: Mapping | None = None
+) -> Any:
+    """The `EvaluationPipeline` of `tasks` (collective: the datasets are opened and the prompts
+    tokenized once, then broadcast; `docs` when they were already built). Progress bars on world
+    rank 0 only."""
+    from lighteval_nanotron.pipeline import EvaluationPipeline
+
+    return EvaluationPipeline.prepare(
+        engine,
+        tasks,
+        options.max_samples,
+        model_name=model_name,
+        docs=docs,
+        bootstrap_iters=options.bootstrap_iters,
+        show_progress=options.progress_bar and dist.get_rank() == 0,
+    )
