@@ -133,7 +133,6 @@ REFUSED = {
     "expert_parallel": ({"parallelism": {"expert_parallel_size": 2}}, "expert parallelism is not supported"),
     "context_parallel": ({"parallelism": {"context_parallel_size": 2}}, "context parallelism is not supported"),
     "eval_config_override": ({"eval_config_override": "x.yaml"}, "write the override's fields"),
-    "eval_interval_file": ({"eval_interval_file": "interval.txt"}, "set eval_interval"),
     "unknown field": ({"tasks": {"task": "x"}}, "unknown field tasks.task"),
     "unknown section": ({"loging": {}}, "unknown field loging"),
     "two output dirs": (
@@ -177,7 +176,12 @@ def test_table_covers_every_field_of_lighteval_and_nanotron_configs():
     from nanotron.config import lighteval_config as nanotron_side
     from nanotron.config.parallelism_config import ParallelismArgs
 
-    sections = {"logging": "LightEvalLoggingArgs", "tasks": "LightEvalTasksArgs", "wandb": "LightEvalWandbLoggerConfig"}
+    sections = {
+        "logging": "LightEvalLoggingArgs",
+        "tasks": "LightEvalTasksArgs",
+        "wandb": "LightEvalWandbLoggerConfig",
+        "slurm": "LightEvalSlurm",  # current Nanotron's
+    }
     names = set()
     for module in (lighteval_side, nanotron_side):
         top = {f.name for f in dataclasses.fields(module.LightEvalConfig)}

@@ -10,7 +10,6 @@ from the metric's name (perplexities and bits per byte: lower; chance unknown).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Iterable, Mapping
@@ -20,6 +19,7 @@ from typing import Any
 
 from lighteval_nanotron.pipeline.aggregates import task_groups
 from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, GROUP_MARK, SUITE_SCORE_KEY
+from lighteval_nanotron.tracking.paths import results_file_content
 from lighteval_nanotron.tracking.plot import model_of, step_of
 
 logger = logging.getLogger(__name__)
@@ -134,12 +134,11 @@ class RunHistory:
 def _runs_in(path: Path) -> Iterable[tuple[str, int, dict]]:
     files = [path] if path.is_file() else sorted(path.rglob("results_*.json"))
     for file in files:
-        try:
-            content = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            logger.warning("Skipping %s: not a readable results file", file)
+        content, problem = results_file_content(file)
+        if content is None:
+            logger.warning("Skipping %s: not a readable results file (%s)", file, problem)
             continue
-        step = step_of(file, content) if isinstance(content, dict) else None
+        step = step_of(file, content)
         if step is None:
             logger.warning("Skipping %s: it records no training step", file)
             continue

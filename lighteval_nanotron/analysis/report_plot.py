@@ -11,7 +11,7 @@ from pathlib import Path
 from lighteval_nanotron.analysis.compare import Comparison
 from lighteval_nanotron.analysis.history import RunHistory
 from lighteval_nanotron.analysis.signal import SignalSettings, analyze, trend_curve
-from lighteval_nanotron.tracking.plot import _new_figure
+from lighteval_nanotron.tracking.plot import new_figure
 
 GOLD_METRICS = ("gold_bpb", "normalized_mc_prob_norm", "normalized_mc_prob", "gold_margin")
 
@@ -82,7 +82,7 @@ def plot_report(
     panels = [(entry, metrics) for entry, metrics in panels if metrics]
     if not panels:
         raise ValueError("Nothing to plot: the runs have no evaluation with a training step.")
-    figure, axes = _new_figure(len(panels), 2, (4.6, 2.9))
+    figure, axes = new_figure(len(panels), 2, (4.6, 2.9))
     for row, (entry, metrics) in enumerate(panels):
         for column in range(2):
             axis = axes[row][column]
