@@ -66,6 +66,8 @@ class DatasetSource:
     hf_subset: str | None
     hf_revision: str | None
     data_dirs: tuple[str, ...]
+    data_files: str | list | dict | None = None
+    """The task's `hf_data_files`: loaded as given (`datasets.load_dataset(..., data_files=...)`)."""
 
 
 def _subset_dir_name(hf_subset: str | None) -> str:
@@ -204,6 +206,8 @@ def load_source(source: DatasetSource):
     dir that does not exist included: `check_data_dirs`)."""
     check_data_dirs(source)
     tried: list[str] = []
+    if source.data_files is not None:
+        return _load_with_datasets(source, source.hf_repo, tried)
     subset = _subset_dir_name(source.hf_subset)
     for location in candidate_locations(source.hf_repo, source.hf_subset, source.data_dirs):
         if is_hub_folder(location):
@@ -271,8 +275,10 @@ def _load_error(source: DatasetSource, reason: str, tried: list[str]):
 def _load_with_datasets(source: DatasetSource, path: str, tried: list[str]):
     from datasets import load_dataset
 
+    files = {} if source.data_files is None else {"data_files": source.data_files}
     try:
-        return load_dataset(path=path, name=source.hf_subset, revision=source.hf_revision)
+        return load_dataset(path=path, name=source.hf_subset, revision=source.hf_revision, **files)
     except Exception as error:  # every failure becomes one actionable error
-        tried.append(f"datasets.load_dataset({path!r}, {source.hf_subset!r}, revision={source.hf_revision!r})")
+        given = "".join(f", {key}={value!r}" for key, value in files.items())
+        tried.append(f"datasets.load_dataset({path!r}, {source.hf_subset!r}, revision={source.hf_revision!r}{given})")
         raise _load_error(source, f"{type(error).__name__}: {error}", tried) from error
