@@ -108,13 +108,6 @@ def _their_prompt(name: str, form: Formulation):
     return config, multichoice.get_mcq_prompt_function(english, adapted, theirs)
 
 
-def _doc_blanks_instruction() -> bool:
-    """lighteval 0.10's Doc turns instruction=None into "" (0.11 and later keep None)."""
-    import lighteval
-
-    return tuple(int(part) for part in lighteval.__version__.split(".")[:2]) < (0, 11)
-
-
 def _rows(config):
     from lighteval_nanotron.tasks.lighteval_task import LightevalTask
 
@@ -140,6 +133,6 @@ def test_docs_equal_lightevals_templates(bundled, pattern, form):
         assert ours.query == expected.query
         assert ours.choices == expected.choices
         assert ours.gold_index == expected.gold_index
-        assert ours.instruction == expected.instruction or (_doc_blanks_instruction() and not ours.instruction)
+        assert ours.instruction == expected.instruction
         assert ours.unconditioned_query == expected.unconditioned_query
     assert compared >= 20
