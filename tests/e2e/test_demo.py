@@ -44,9 +44,9 @@ def test_demo_gold_bpb_is_informative_while_accuracy_stays_at_chance(tmp_path):
     assert len(set(informative) & set(at_chance)) >= 2, (informative, at_chance)
     first = json.loads(results[0].read_text())["results"]
     assert all(last["results"][task]["gold_bpb"] < first[task]["gold_bpb"] for task in informative)
-    curve = [json.loads(results[step].read_text())["results"]["heldout|english"] for step in sorted(results)]
+    curve = [json.loads(results[step].read_text())["results"]["heldout|wikipedia"] for step in sorted(results)]
     assert all(point["loss"] > 0 and point["bits_per_byte"] > 0 for point in curve)  # a held-out loss per step
-    assert curve[-1]["loss"] < curve[0]["loss"]  # trained on English, its loss on other English text falls
+    assert curve[-1]["loss"] < curve[0]["loss"]  # its validation loss falls (passages never trained on)
     for name in ("overview", "report"):
         image = run_dir / "eval" / "plots" / f"{name}.png"
         assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
