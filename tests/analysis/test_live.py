@@ -5,6 +5,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipeline"))
 
 import helpers_pipeline  # noqa: E402
@@ -15,7 +17,7 @@ from lighteval_nanotron.pipeline import EvaluationPipeline  # noqa: E402
 from lighteval_nanotron.tasks.data_dirs import ENV_VAR  # noqa: E402
 from lighteval_nanotron.tracking import TrackingConfig, result_scalars, results_files_by_step  # noqa: E402
 
-MC = "custom|toy_mc|0"
+MC, MC_1SHOT = "custom|toy_mc|0", "custom|toy_mc|1"
 
 
 def test_restarted_run_continues_its_signal_from_disk(tmp_path, monkeypatch):
@@ -56,3 +58,23 @@ def test_a_result_without_a_step_gets_no_signal(tmp_path, monkeypatch):
     result = pipeline.run()
     LiveSignal(tmp_path / "out", "toy-bigram").attach(result)
     assert result.signal == {} and "signal" not in result.to_dict()
+
+
+def test_a_step_evaluated_in_two_parts_gets_the_whole_steps_signal(tmp_path, monkeypatch):
+    """A backfill adding a task to a step already written: the signal is that of the merged file."""
+    monkeypatch.setenv(ENV_VAR, str(write_datasets(tmp_path / "data")))
+    out = tmp_path / "out"
+    tracker = TrackingConfig(output_dir=str(out), loggers=["json"]).build()
+    first = EvaluationPipeline.prepare(BigramLM(), MC, custom_tasks=helpers_pipeline, model_name="team/run")
+    result = first.run(step=10)
+    LiveSignal(out, "team/run").attach(result)
+    tracker.log(result)
+    added = EvaluationPipeline.prepare(BigramLM(), MC_1SHOT, custom_tasks=helpers_pipeline, model_name="team/run")
+    part = added.run(step=10)
+    LiveSignal(out, "team/run").attach(part)
+    tracker.log(part)
+    written = json.loads(results_files_by_step(out, "team/run")[10].read_text())
+    assert {MC, MC_1SHOT} <= set(written["results"]) and {MC, MC_1SHOT} <= set(written["signal"]["series"])
+    whole = written["suite_score"]["acc_centered_stderr"]  # of the mean of two tasks: sqrt(2 x 0.5^2) / 2
+    assert whole == pytest.approx(0.5 / 2**0.5) and part.suite_score["acc_centered_stderr"] == 0.5
+    assert written["signal"]["series"]["suite_score"]["acc_centered"]["stderr"] == whole
