@@ -143,6 +143,10 @@ def test_backfill_evaluates_missing_steps_in_order_and_reloads_weights(tiny_conv
     written = results_files_by_step(out, "tiny")
     assert sorted(written) == [10, 20, 30] and written[10] == done_file
     assert json.loads(written[30].read_text())["config_general"]["training_step"] == 30
+    # each backfilled step carries the signal across the run so far: step 10's file, then 20, then 30
+    task = TASKS.split(",")[0]
+    evaluations = [json.loads(written[s].read_text())["signal"]["series"][task]["acc"]["evaluations"] for s in (20, 30)]
+    assert evaluations == [2, 3]
     details_root = out / "details" / "tiny"
     assert sorted(p.name for p in details_root.iterdir()) == ["20", "30"]
     assert max_logprob_difference(model_a, read_details(details_root / "20")) < TOLERANCE
