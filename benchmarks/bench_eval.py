@@ -17,8 +17,9 @@ or a random model of the same shape when neither is available.
 With --gold-metrics, the `on` setting of each layout also runs the mix without the gold-answer
 metrics, with them on the multiple-choice tasks (`@extra_metrics=gold_bpb+normalized_mc_prob+
 gold_margin`: no request of their own) and on every task (GSM8K's `gold_bpb` too: one
-log-likelihood request per doc), in alternating runs on the same engine, and prints the model time
-of each against the first, and the metrics' scoring time.
+log-likelihood request per doc), one after the other in each of --gold-repeats rounds on the same
+engine, and prints each variant's model time against the first (the median of the rounds' paired
+ratios, in CPU and wall seconds), the token positions computed, and the metrics' scoring time.
 
 Per layout (--layouts, default TP1/PP1, TP2, PP2, DP2) and switch setting (--configs: `on` = every
 switch on, `off` = every switch off, `-name` = all on but `name`; --off-layouts limits which
