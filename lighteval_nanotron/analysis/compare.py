@@ -4,6 +4,7 @@ Each run's series is cut at the common step (the earlier of the two runs' last e
 analyzed there (`signal.analyze`). A run is ahead when its smoothed value is better than the
 other's by more than `separation` times their combined noise, sqrt(noise_A^2 + noise_B^2)
 (SIGNAL.md: two runs differ when their smoothed values differ by more than the combined noise).
+A group average or suite score is compared only when both runs have it over the same tasks there.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from lighteval_nanotron.analysis.signal import DEFAULT_SETTINGS, SeriesSignal, S
 
 SEPARATION = 2.0
 """Combined noises by which smoothed values must differ for one run to be ahead."""
+DIFFERENT_TASKS = "not comparable: other tasks"
+"""The note of an aggregate (a group average, the suite score) over other tasks in each run."""
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,7 @@ class Comparison:
     a: SeriesSignal
     b: SeriesSignal
     difference: float | None
-    """Smoothed A - smoothed B, signed so that > 0 means A is better."""
+    """Smoothed A - smoothed B, signed so that > 0 means A is better (None: not comparable)."""
     combined_noise: float | None
     leader: str | None
     note: str
@@ -56,6 +59,8 @@ def compare_series(
     if not cut_a.points or not cut_b.points:
         return None
     a, b = analyze(cut_a, settings), analyze(cut_b, settings)
+    if run_a.members_at(entry, step) != run_b.members_at(entry, step):  # a group or suite score of other tasks
+        return Comparison(entry, metric, run_a.name, run_b.name, step, a, b, None, None, None, DIFFERENT_TASKS)
     sign = 1.0 if series_a.higher_is_better else -1.0
     difference = sign * (a.trend - b.trend)
     if a.noise is None or b.noise is None or min(a.evaluations, b.evaluations) < settings.min_evaluations:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lighteval_nanotron.metrics.chance import CENTERED_SUFFIX
 from lighteval_nanotron.pipeline.aggregates import task_groups
 from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, GROUP_MARK, SUITE_SCORE_KEY
 from lighteval_nanotron.tracking.paths import results_file_content
@@ -126,6 +127,16 @@ class RunHistory:
         ordered = [group_of.get(n, n) for n in names if GROUP_MARK not in n and n != SUITE_SCORE_KEY]
         ordered += [n for n in names if GROUP_MARK in n and n not in ordered]
         return list(dict.fromkeys(ordered)) + ([SUITE_SCORE_KEY] if SUITE_SCORE_KEY in names else [])
+
+    def members_at(self, entry: str, step: int) -> set[str]:
+        """The tasks an aggregate entry stands for at `step`: a group's tasks, or for the suite score
+        the tasks with a centered metric; a task stands for itself."""
+        if entry == SUITE_SCORE_KEY:
+            candidates = {name for name, metric in self.series if metric.endswith(CENTERED_SUFFIX)}
+        else:
+            candidates = set(self._members(entry))
+        evaluated = {name for (name, _), series in self.series.items() if any(p.step == step for p in series.points)}
+        return {name for name in candidates & evaluated if name != SUITE_SCORE_KEY and GROUP_MARK not in name}
 
     def metrics(self, entry: str) -> list[str]:
         return [metric for name, metric in self.series if name == entry]

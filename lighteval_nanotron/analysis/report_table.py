@@ -85,7 +85,7 @@ def comparison_table(comparisons: list[Comparison]) -> str:
                 _number(c.a.trend),
                 c.run_b,
                 _number(c.b.trend),
-                _number(c.a.trend - c.b.trend),
+                _number(c.a.trend - c.b.trend if c.difference is not None else None),
                 _number(c.combined_noise),
                 c.note,
             )

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from lighteval_nanotron.analysis import compare_runs, load_runs
+from lighteval_nanotron.analysis.compare import DIFFERENT_TASKS
 from lighteval_nanotron.analysis.signal import INFORMATIVE, NOT_ABOVE_CHANCE
 from lighteval_nanotron.cli.main import main
 from lighteval_nanotron.pipeline.aggregates import suite_score, with_aggregates
@@ -103,3 +104,20 @@ def test_report_errors_are_one_line(tmp_path, capsys):
     assert "no results file" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["report"])
+
+
+def test_aggregates_over_other_tasks_are_not_compared(tmp_path):
+    """A suite score or group average over other tasks in each run is another quantity: no verdict."""
+    full = load_runs(write_run(tmp_path / "full", "full", 1.0, seed=2))["full"]
+    fewer = tmp_path / "fewer"
+    write_run(fewer, "fewer", 0.3, seed=3)
+    for path in fewer.rglob("results_*.json"):  # the same run without one MMLU subject
+        content = json.loads(path.read_text())
+        tasks = {k: v for k, v in content["results"].items() if k in (ARC, MMLU_A)}
+        content.update(results=with_aggregates(tasks), suite_score=suite_score(tasks))
+        path.write_text(json.dumps(content))
+    comparisons = {(c.entry, c.metric): c for c in compare_runs([full, load_runs(fewer)["fewer"]])}
+    score = comparisons[("suite_score", "acc_centered")]
+    assert score.note == DIFFERENT_TASKS and score.leader is None and score.difference is None
+    assert comparisons[(ARC, "gold_bpb")].leader == "full"  # the tasks themselves still are
+    assert ("lighteval|mmlu_eng_cf:_average|0", "gold_bpb") not in comparisons  # one subject: no group
