@@ -145,7 +145,11 @@ def with_prepared_inputs(
 
 
 class CheckpointEvaluator:
-    """The model built once for a layout, the requests prepared once; `evaluate(info)` per checkpoint."""
+    """The model built once for a layout, the requests prepared once; `evaluate(info)` per checkpoint.
+
+    The reporting rank adds to each result of a training step the signal across the run, from the
+    run's results in the output folder and the evaluations since, as the training hook does
+    (`analysis.LiveSignal`)."""
 
     def __init__(self, config: CheckpointEvalConfig, parallel_context: Any, setup: EvaluationPlan) -> None:
         from lighteval_nanotron.setup.engine import build_engine
@@ -172,6 +176,8 @@ class CheckpointEvaluator:
         self.setup = setup
         self.pipelines: dict[tuple[str, ...], Any] = {}
         self.loggers = collectively(self.world, "opening the results loggers", self._build_loggers)
+        self.signal = collectively(self.world, "reading the run's results so far", self._open_signal)
+        """The run's signal analysis (`analysis.LiveSignal`) on the reporting rank, None elsewhere."""
 
     def pipeline_for(self, step: int | None) -> Any:
         """The pipeline of the tasks still to evaluate at `step`, prepared once per task set."""
@@ -202,6 +208,14 @@ class CheckpointEvaluator:
         from lighteval_nanotron.setup.loggers import open_loggers
 
         return open_loggers(self.engine, self.config)
+
+    def _open_signal(self) -> Any:
+        """The run's results already written, then each new one (reporting rank; None elsewhere)."""
+        if self.loggers is None:
+            return None
+        from lighteval_nanotron.analysis import LiveSignal
+
+        return LiveSignal(self.config.output_dir, self.setup.model_name)
 
     def evaluate(
         self, info: CheckpointInfo, on_result: Callable[[EvaluationResult], None] | None = None
@@ -236,6 +250,8 @@ class CheckpointEvaluator:
             device="cpu" if self.config.cpu else "cuda",
             checkpoint_load_s=load_s,
         )
+        if self.signal is not None:
+            self.signal.attach(result)
         self.loggers.log(result)
         if on_result is not None:
             on_result(result)

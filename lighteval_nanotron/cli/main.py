@@ -3,6 +3,7 @@
 Usage:
     lighteval-nanotron tasks list --suites lighteval,leaderboard
     lighteval-nanotron tasks inspect "lighteval|arc:easy|5" --num-docs 2 --data-dir bundled
+    lighteval-nanotron report runs/demo/eval
 
 Each verb lives in its own module of this package with a `register(subparsers)` function that
 adds its parser and sets `func(args) -> int`; to add a verb, add its module to `COMMANDS`.
@@ -24,6 +25,7 @@ from lighteval_nanotron.version import __version__
 COMMANDS = (
     "lighteval_nanotron.cli.tasks_cmd",
     "lighteval_nanotron.cli.plot_cmd",
+    "lighteval_nanotron.cli.report_cmd",
     "lighteval_nanotron.cli.convert_cmd",
     "lighteval_nanotron.cli.eval_cmd",
     "lighteval_nanotron.cli.options_cmd",

@@ -12,6 +12,7 @@ from typing import Any, Optional
 import torch
 import torch.distributed as dist
 
+from lighteval_nanotron.analysis.report_table import signal_summary
 from lighteval_nanotron.console_errors import wants_traceback
 from lighteval_nanotron.errors import EvaluationError, LightevalNanotronError
 from lighteval_nanotron.hook.config import EvaluationConfig
@@ -65,6 +66,10 @@ class TrainingEvaluator:
         self.step_times = StepTimes()
         self.last_costs: dict = {}
         """`{task: cost}` (`EvaluationResult.task_costs`) of the last successful evaluation, on every rank."""
+        self.signal: Any = None
+        """The run's signal analysis (`analysis.LiveSignal`), on the reporting rank."""
+        self.last_signal: dict = {}
+        """The signal section of the last successful evaluation (`EvaluationResult.signal`), on every rank."""
 
     # Trainer hooks -----------------------------------------------------------------------------
 
@@ -121,6 +126,10 @@ class TrainingEvaluator:
 
         def open_outputs() -> None:
             self.loggers = open_loggers(self.pipeline.model, self.config, self.wandb_run)
+            if self.loggers is not None:  # the reporting rank
+                from lighteval_nanotron.analysis import LiveSignal
+
+                self.signal = LiveSignal(self.config.output_dir, self.model_name)
             if self.loggers is not None and "json" in self.config.loggers:
                 from lighteval_nanotron.tracking.training_loss import TrainingLossLog
 
@@ -192,6 +201,7 @@ class TrainingEvaluator:
                     result = self.pipeline.run(step=step, consumed_tokens=tokens, consumed_train_samples=samples)
                 if result is not None:
                     self._add_cost_in_steps(result)
+                    self.signal.attach(result)
                     self.loggers.log(result)
                     raise_for_failed_tasks(result)
             except Exception as caught:  # noqa: BLE001 - agreed on below, so that no rank hangs
@@ -214,7 +224,7 @@ class TrainingEvaluator:
             self._fail(world, step, wall, verdict, error)
             return
         self.evaluated.append(step)
-        self.last_results, self.last_costs = _share_results(result, self.pipeline.model)
+        self.last_results, self.last_costs, self.last_signal = _share_results(result, self.pipeline.model)
         if "log" in self.config.loggers:
             in_steps = self.step_times.in_steps(wall)
             cost = "" if in_steps is None else f" = {in_steps:.1f} training steps"
@@ -223,6 +233,9 @@ class TrainingEvaluator:
                 table = format_results_table(self.last_results)
                 if self.last_costs:
                     table += "\n\n" + format_cost_table(self.last_costs)
+                summary = signal_summary(self.last_signal)
+                if summary:
+                    table += "\n\nSignal across the run (docs/signal.md):\n" + summary
                 _log_rank0(world, logging.INFO, f"{header}\n{table}")
             else:
                 _log_rank0(world, logging.INFO, f"{header} {format_results_line(self.last_results)}")
@@ -256,10 +269,10 @@ class TrainingEvaluator:
                 self.wandb_run = None
 
 
-def _share_results(result: Any, engine: Any) -> tuple[dict, dict]:
-    """The reporting rank's `{task: {metric: value}}` and `{task: cost}`, on every rank (for the
-    log and callers)."""
-    return engine.computed_once(lambda: (result.results, result.task_costs))
+def _share_results(result: Any, engine: Any) -> tuple[dict, dict, dict]:
+    """The reporting rank's `{task: {metric: value}}`, `{task: cost}` and signal section, on every
+    rank (for the log and callers)."""
+    return engine.computed_once(lambda: (result.results, result.task_costs, result.signal))
 
 
 def _stalled_peer_error(step: int, timeout_s: float) -> EvaluationError:

@@ -20,9 +20,11 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.metrics.chance import centered_metrics, chance_levels, higher_is_better
 from lighteval_nanotron.models.interface import LightevalModel
+from lighteval_nanotron.pipeline.aggregates import suite_score
 from lighteval_nanotron.pipeline.apply_metrics import aggregate_results, score_groups
-from lighteval_nanotron.pipeline.doc_checks import check_gold_indices
+from lighteval_nanotron.pipeline.doc_checks import check_gold_indices, check_metric_docs
 from lighteval_nanotron.pipeline.held_out import PreparedHeldOut, held_out_results, prepare_held_out, run_held_out
 from lighteval_nanotron.pipeline.model_calls import PreparedRequests, check_model, prepare_requests, run_requests
 from lighteval_nanotron.pipeline.progress import EvaluationProgress, ProgressLog
@@ -164,7 +166,16 @@ class EvaluationPipeline:
         self.show_progress = show_progress
         self.progress_log = progress_log
         self.progress_log_interval_s = progress_log_interval_s
-        self.metrics_by_task = {name: list(task.metrics) for name, task in self.tasks.items()}
+        self.metrics_by_task = {
+            name: [*task.metrics, *centered_metrics(task.metrics, self.docs[name])] for name, task in self.tasks.items()
+        }
+        for name, metrics in self.metrics_by_task.items():
+            check_metric_docs(name, metrics, self.docs[name])
+        self.metric_info = {
+            name: {"higher_is_better": higher_is_better(metrics), "chance": chance_levels(metrics, self.docs[name])}
+            for name, metrics in self.metrics_by_task.items()
+        }
+        """Per task, each result key's direction and chance level (`config_tasks`, for the signal analysis)."""
         unconditioned = [
             name
             for name, metrics in self.metrics_by_task.items()
@@ -305,6 +316,7 @@ class EvaluationPipeline:
                         **self.tasks[name].config.as_dict(),
                         "fewshot_sampling": self.tasks[name].fewshot_record(),
                         "data_source": self.tasks[name].data_source,
+                        **self.metric_info[name],
                     }
                     for name in evaluated
                 },
@@ -322,4 +334,5 @@ class EvaluationPipeline:
             failed_tasks={name: failed[name] for name in self.result_names if name in failed},
             extra_config=dict(self.prompt_settings),
             task_costs={**{name: costs[name].to_dict() for name in evaluated}, **held_out.task_costs},
+            suite_score=suite_score(results),
         )

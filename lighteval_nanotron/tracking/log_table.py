@@ -5,7 +5,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Mapping
 
-from lighteval_nanotron.pipeline.result import EvaluationResult
+from lighteval_nanotron.pipeline.result import SUITE_SCORE_KEY, EvaluationResult
 from lighteval_nanotron.tracking.scalars import STDERR_SUFFIX
 
 
@@ -67,10 +67,13 @@ def format_results_line(results: Mapping[str, Mapping[str, float]]) -> str:
 def format_results_table(result: EvaluationResult | Mapping[str, Mapping[str, float]]) -> str:
     """One row per (task, metric): value and standard error, columns aligned.
 
-    Given an `EvaluationResult`, a first line names the step and the wall time, and the
-    per-task cost table (`format_cost_table`) follows.
+    Given an `EvaluationResult`, a first line names the step and the wall time, the centered
+    suite score has rows of its own (`suite_score`), and the per-task cost table
+    (`format_cost_table`) follows.
     """
     results = result.results if isinstance(result, EvaluationResult) else result
+    if isinstance(result, EvaluationResult) and result.suite_score:
+        results = {**results, SUITE_SCORE_KEY: result.suite_score}
     rows = [("Task", "Metric", "Value", "Stderr")]
     for task, scores in results.items():
         for metric, value in scores.items():

@@ -50,6 +50,11 @@ def _check_layout(tmp_path, tp: int, pp: int, dp: int, model_config=None) -> Non
         assert general["eval_cost_train_steps"] == pytest.approx(general["wall_time_s"] / general["mean_train_step_s"])
         assert list(content["task_costs"]) == TASKS
         assert all(content["task_costs"][task]["docs"] == 4 for task in TASKS)  # max_samples 4
+        # the signal across the run so far, computed by the hook at this evaluation
+        for task in TASKS:
+            acc = content["signal"]["series"][task]["acc"]
+            assert acc["evaluations"] == {2: 1, 4: 2}[step] and acc["verdict"] == "too few evaluations"
+            assert acc["value"] == content["results"][task]["acc"]
     assert (tmp_path / "eval" / "details" / "hook-test" / "2").is_dir()
     assert found[2]["config_general"]["config"]["general"]["consumed_train_samples"] == 2 * 2 * dp  # mbs 2
 
@@ -59,6 +64,7 @@ def _check_layout(tmp_path, tp: int, pp: int, dp: int, model_config=None) -> Non
         assert tags, scalars.keys()
         assert all(sorted(scalars[tag]) == [2, 4] for tag in tags)
     assert sorted(scalars["eval/cost_train_steps"]) == [2, 4]
+    assert all(sorted(scalars[f"eval_signal/{task}/acc/verdict_code"]) == [2, 4] for task in TASKS)
     assert all(sorted(scalars[f"eval_time/{task}"]) == [2, 4] for task in TASKS)
     (rank0,) = [report for rank, report in enumerate(hooked) if rank == 0]
     assert len(rank0["eval_log"]) == 2 and all(" training steps: " in line for line in rank0["eval_log"])

@@ -54,6 +54,7 @@ def test_every_task_gets_its_cost_in_json_table_and_scalars(toy_data):
         assert cost["processed_tokens"] >= cost["useful_tokens"] > 0
     assert costs[PPL]["useful_tokens"] == sum(len(model.tokenizer.encode(row["text"])) for row in PPL_ROWS)
     table = format_results_table(result)
+    assert "| suite_score" in table.split("\n\n")[0]  # the centered suite score has its rows
     assert "| Task" in table.split("\n\n")[1] and f"{costs[GEN]['seconds']:.2f}" in table.split("\n\n")[1]
     scalars = result_scalars(result)
     assert {tag: value for tag, value in scalars.items() if tag.startswith("eval_time/")} == {
@@ -81,6 +82,7 @@ def test_results_dict_has_lighteval_layout(toy_data):
         "summary_tasks",
         "summary_general",
         "task_costs",
+        "suite_score",
     ]
     general = content["config_general"]
     assert general["model_name"] == "toy-bigram"
@@ -88,6 +90,15 @@ def test_results_dict_has_lighteval_layout(toy_data):
     assert general["wall_time_s"] >= 0 and general["end_time"] >= general["start_time"]
     assert content["versions"] == {MC: 0, GEN: 0, PPL: 0, PMI: 0}
     assert content["config_tasks"][GEN]["metrics"] == ["em", "acc"]
+    # each result key's direction and chance level, for the signal analysis; GEN's one-choice docs
+    # are always right (chance 1), so its accuracy gets no centered value
+    assert content["config_tasks"][GEN]["higher_is_better"] == {"em": True, "acc": True}
+    assert content["config_tasks"][GEN]["chance"] == {"acc": 1.0}
+    assert content["config_tasks"][MC]["chance"] == {"acc": 0.5, "acc_centered": 0.0}
+    assert content["results"][MC]["acc_centered"] == pytest.approx(2 * content["results"][MC]["acc"] - 1)
+    assert "acc_centered" not in content["results"][GEN]
+    centered = {"acc_centered", "acc_with_logprob_normalization_centered"}  # MC, and PMI's accuracy
+    assert set(content["suite_score"]) == centered | {name + "_stderr" for name in centered}
     assert content["config_tasks"][GEN]["effective_num_docs"] == 3
     assert content["config_tasks"][GEN]["fewshot_sampling"] == {
         "draws": "per_doc",  # a custom task: per-doc draws unless asked
