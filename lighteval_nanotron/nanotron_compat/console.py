@@ -93,9 +93,14 @@ def _tqdm_on_a_terminal(tqdm_class, *args, disable: bool | None = False, **kwarg
 
 
 def quiet_loggers(*names: str) -> None:
-    """Leave out the restating INFO records of these loggers unless verbose (idempotent)."""
+    """Leave out the restating INFO records of these loggers unless verbose (idempotent). A logger
+    not created yet is left alone: Nanotron's `get_logger` turns propagation off only on a logger it
+    creates, so creating one here would print each of its records twice; the next call, after its
+    module is imported, quiets it."""
     for name in names:
-        quieted = logging.getLogger(name)
+        quieted = logging.root.manager.loggerDict.get(name)
+        if not isinstance(quieted, logging.Logger):
+            continue
         if not any(isinstance(f, _QuietNanotron) for f in quieted.filters):
             quieted.addFilter(_QuietNanotron())
 
