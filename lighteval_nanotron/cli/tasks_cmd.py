@@ -16,6 +16,7 @@ import argparse
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.tasks import LightevalTask, PromptManager, Registry, get_data_dirs, set_data_dirs
+from lighteval_nanotron.tasks.lighteval_adapter import installed_version
 from lighteval_nanotron.tasks.tables import SUITE_TABLE_MODULES
 
 
@@ -65,9 +66,13 @@ def run_list(args: argparse.Namespace) -> int:
     if empty:
         registry.task_names(list(SUITE_TABLE_MODULES))  # every optional suite, to list what exists
         known = sorted({name.split("|", 1)[0] for name in registry.task_names()})
+        catalogue = (
+            "--suites all also lists lighteval's catalogue"
+            if installed_version() is not None
+            else "a suite of lighteval's catalogue needs `pip install 'lighteval-nanotron[lighteval]'`"
+        )
         raise ConfigError(
-            f"no task in suite(s) {', '.join(empty)}: the suites with tasks are {', '.join(known)} "
-            "(or --suites all; a suite of lighteval's catalogue needs `pip install 'lighteval-nanotron[lighteval]'`)."
+            f"no task in suite(s) {', '.join(empty)}: the suites with tasks are {', '.join(known)} ({catalogue})."
         )
     return 0
 

@@ -64,11 +64,13 @@ def check_evaluation_inputs(config: Any) -> None:
     from lighteval_nanotron.hook.config import SECTION
     from lighteval_nanotron.setup.tasks import load_tasks
     from lighteval_nanotron.setup.tokenizer import check_tokenizer_source
+    from lighteval_nanotron.tasks import data_dirs_kept
 
     section = getattr(config, SECTION, None)
     if section is None:
         return
-    load_tasks(section)
+    with data_dirs_kept():  # the launcher's own check: the ranks set their data dirs themselves
+        load_tasks(section)
     tokenizer = config.tokenizer
     if tokenizer is not None and tokenizer.tokenizer_name_or_path:
         check_tokenizer_source(

@@ -2,7 +2,7 @@
 
 from lighteval_nanotron.requests import Doc, SamplingMethod
 from lighteval_nanotron.tasks.config import LightevalTaskConfig
-from lighteval_nanotron.tasks.data_dirs import get_data_dirs, set_data_dirs
+from lighteval_nanotron.tasks.data_dirs import data_dirs_kept, get_data_dirs, set_data_dirs
 from lighteval_nanotron.tasks.lighteval_task import LightevalTask
 from lighteval_nanotron.tasks.prompt_manager import PromptManager
 from lighteval_nanotron.tasks.registry import Registry
@@ -14,6 +14,7 @@ __all__ = [
     "PromptManager",
     "Registry",
     "SamplingMethod",
+    "data_dirs_kept",
     "get_data_dirs",
     "set_data_dirs",
 ]

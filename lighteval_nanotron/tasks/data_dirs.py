@@ -30,6 +30,8 @@ import json
 import logging
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +55,18 @@ def set_data_dirs(dirs: list[str | os.PathLike] | None) -> None:
     """Set the ordered data dirs for this process (None goes back to the environment variable)."""
     global _data_dirs
     _data_dirs = None if dirs is None else [str(d) for d in dirs if str(d)]
+
+
+@contextmanager
+def data_dirs_kept() -> Iterator[None]:
+    """This process's data dirs as they were after the block, whatever it set (a check that loads
+    tasks before any rank starts must not choose the data dirs of the rest of the process)."""
+    global _data_dirs
+    kept = _data_dirs
+    try:
+        yield
+    finally:
+        _data_dirs = kept
 
 
 def get_data_dirs() -> list[str]:

@@ -152,6 +152,9 @@ def test_a_misspelt_task_is_reported_before_any_process_starts(tmp_path, capsys,
     assert run_train.main(["--config-file", str(config), "--cpu", "--nproc", "4"]) == 2
     (line,) = _error_lines(capsys.readouterr().err)
     assert "Unknown task 'lighteval|arc:eazy'" in line and "Did you mean: lighteval|arc:easy" in line
+    from lighteval_nanotron.tasks import data_dirs as data_dirs_module
+
+    assert data_dirs_module._data_dirs is None  # the launcher's check left this process's data dirs alone
 
 
 def test_a_training_tokenizer_that_resolves_nowhere_is_reported_before_any_process_starts(
