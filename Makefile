@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml Makefile
 	$(if $(NANOTRON_SRC),$(BIN)/pip install -q $(MAIN_EXTRAS))
 	touch $(STAMP)
 
-.PHONY: venv demo test test-fast gpu-carry gpu-check gpu-check-dry gpu-image-venv
+.PHONY: venv demo test test-fast slurm-packages gpu-carry gpu-check gpu-check-dry gpu-image-venv
 venv: $(STAMP)
 
 demo: $(STAMP)
@@ -47,6 +47,21 @@ test: $(STAMP) $(GPU_CARRY_STAMP)
 
 test-fast: $(STAMP) $(GPU_CARRY_STAMP)
 	$(NANOTRON_INSTALL) OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q -m "not slow" $(TESTS)
+
+# The Slurm launcher's tests (tests/checkpoint_eval/test_launch.py, tests/hook/test_asynchronous.py) start a
+# real single-node Slurm from Debian's packages inside the test; without them they skip, saying so.
+# `make slurm-packages` installs them as root with apt-get (CI's .ci/run does, before `make test`);
+# anywhere else it says what is missing and succeeds.
+SLURM_PACKAGES := slurmctld slurmd slurm-client munge
+SLURM_BINARIES := slurmctld slurmd sbatch scontrol sinfo munged
+slurm-packages:
+	@if for b in $(SLURM_BINARIES); do command -v $$b >/dev/null || exit 1; done; then echo "Slurm is installed"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q --no-install-recommends $(SLURM_PACKAGES) >/dev/null || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $(SLURM_PACKAGES) >/dev/null; } || \
+		echo "could not install $(SLURM_PACKAGES): the Slurm tests skip"; \
+	else echo "Slurm is not installed and this is not root with apt-get: the Slurm tests skip ($(SLURM_PACKAGES))"; fi
 
 # The device check (docs/gpu_check.md). `make gpu-carry` builds .gpu-carry/ here, where the registry is
 # reachable: the wheels of scripts/gpu_wheels.txt for the GPU machine's Python (3.12, manylinux x86-64) and

@@ -129,8 +129,8 @@ def _engine_run(job: dict) -> dict | None:
     import torch.distributed as dist
     from transformers import AutoTokenizer
 
+    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
-    from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.parallel.distributed import build_parallel_context
 
     tp, pp, dp = job["layout"]

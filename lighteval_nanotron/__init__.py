@@ -5,10 +5,10 @@
 
 from typing import Any
 
-__version__ = "0.1.0"
+from lighteval_nanotron.version import __version__
 
 _LAZY_EXPORTS = {
-    "evaluate": "lighteval_nanotron.pipeline",
+    "evaluate": "lighteval_nanotron.evaluate_once",
     "EvaluationPipeline": "lighteval_nanotron.pipeline",
     "EvaluationResult": "lighteval_nanotron.pipeline",
     "NanotronLightevalModel": "lighteval_nanotron.models.engine",

@@ -18,7 +18,7 @@ import enum
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
@@ -64,18 +64,34 @@ HUB_FIX = "results are written locally only: set it to false and upload <output_
 
 SAMPLERS = ("greedy", "top_k", "top_p", "basic")
 
+NANOTRON_SLURM_DEFAULTS: dict[str, Any] = {
+    "gpus_per_node": 8,
+    "partition": "hopper-prod",
+    "hf_cache": str(Path("~/.cache/huggingface").expanduser()),
+    "cpus_per_task": 88,
+    "qos": "low",
+    "time": "24:00:00",
+    "reservation": "smollm",
+}
+"""Current Nanotron's `LightEvalSlurm` defaults, which its parser fills in whether or not the YAML
+sets them (`lighteval.slurm` is never empty there)."""
+NANOTRON_SCRIPT_DIR = "eval_results/launch-config"
+NANOTRON_LOGS_PATH = "eval_results/logs"
+
 FIELDS: dict[str, Field] = {
-    # Nanotron: where its own runner wrote Slurm scripts, logs and local copies of checkpoints.
-    "slurm_template": Field(no_effect=LAUNCHER),
-    "slurm_script_dir": Field(no_effect=LAUNCHER, default="eval_results/launch-config"),
-    "slurm": Field(no_effect=LAUNCHER),
-    "logs_path": Field(no_effect=LAUNCHER, default="eval_results/logs"),
+    # Nanotron: its runner's Slurm job per checkpoint (the hook's asynchronous mode, Slurm launcher).
+    "slurm_template": Field(option="asynchronous.slurm.template"),
+    "slurm_script_dir": Field(option="asynchronous.scripts_dir"),
+    **{f"slurm.{name}": Field(option=f"asynchronous.slurm.{name}") for name in NANOTRON_SLURM_DEFAULTS},
+    "logs_path": Field(option="asynchronous.logs_dir"),
     "local_checkpoint_dir": Field(no_effect="checkpoints are read where they are", default="/scratch"),
     "s3_save_path": Field(no_effect="checkpoints are read from a folder; copy them from S3 first"),
-    "nanotron_path": Field(no_effect=LAUNCHER, default="./"),
+    "nanotron_path": Field(
+        no_effect="the evaluation runs `lighteval_nanotron eval`, not Nanotron's run_evals.py", default="./"
+    ),
     "eval_config_override": Field(refuse=_refuse_if_set("write the override's fields in this section instead")),
     "eval_interval": Field(option="eval_interval"),
-    "eval_interval_file": Field(refuse=_refuse_if_set("set eval_interval (a fixed number of steps) instead")),
+    "eval_interval_file": Field(option="eval_interval_file"),
     "checkpoints_path": Field(option="checkpoints_dir"),
     "output_dir": Field(option="output_dir"),
     "upload_to_wandb": Field(option="loggers.wandb"),
@@ -246,7 +262,39 @@ def map_lighteval_options(section: Any, where: str = "the lighteval config") -> 
         sources[rule.option] = name if rule.option not in sources else f"{sources[rule.option]}, {name}"
     defaulted = _assemble_loggers(options, sources, notes)
     _assemble_generation(options, sources, notes, where)
+    _assemble_asynchronous(options, sources)
     return MappedOptions(options, sources, notes, defaulted)
+
+
+def _assemble_asynchronous(options: dict[str, Any], sources: dict[str, str]) -> None:
+    """`asynchronous.*` (Nanotron's Slurm runner settings) -> one `asynchronous` mapping, the
+    hook's `asynchronous:` keys (its parser's defaults included: `nanotron_slurm_asked` tells them apart)."""
+    dotted = sorted(key for key in options if key.startswith("asynchronous."))
+    if not dotted:
+        return
+    nested: dict[str, Any] = {}
+    for key in dotted:
+        *parents, leaf = key.split(".")[1:]
+        target = nested
+        for parent in parents:
+            target = target.setdefault(parent, {})
+        target[leaf] = options.pop(key)
+    options["asynchronous"] = nested
+    sources["asynchronous"] = ", ".join(sources.pop(key) for key in dotted)
+
+
+def nanotron_slurm_asked(asynchronous: dict[str, Any] | None) -> bool:
+    """Whether Nanotron's section asks for Slurm jobs (the mapped `asynchronous` option): a
+    template, or any Slurm setting (script and log folders included) other than the defaults
+    Nanotron's parser fills in."""
+    asynchronous = asynchronous or {}
+    slurm = asynchronous.get("slurm") or {}
+    return bool(
+        slurm.get("template")
+        or any(value != NANOTRON_SLURM_DEFAULTS[name] for name, value in slurm.items() if name != "template")
+        or asynchronous.get("scripts_dir") not in (None, NANOTRON_SCRIPT_DIR)
+        or asynchronous.get("logs_dir") not in (None, NANOTRON_LOGS_PATH)
+    )
 
 
 def _is_default(value: Any, default: Any) -> bool:
@@ -357,7 +405,11 @@ class Consumer:
 
 
 OPTIONS = frozenset(
-    {rule.option for rule in FIELDS.values() if rule.option and not rule.option.startswith(("loggers.", "generation."))}
-    | {"loggers", "generation"}
+    {
+        rule.option
+        for rule in FIELDS.values()
+        if rule.option and not rule.option.startswith(("loggers.", "generation.", "asynchronous."))
+    }
+    | {"loggers", "generation", "asynchronous"}
 )
 """Every option the table can produce; each consumer takes or explains each one."""

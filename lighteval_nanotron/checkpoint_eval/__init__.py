@@ -1,10 +1,13 @@
-"""Evaluate saved Nanotron checkpoints at any TP/PP/DP layout: one folder, or every step of a
-training run in step order (backfill). The `lighteval-nanotron eval` command is a thin layer over
-`evaluate_checkpoints`. See docs/eval.md."""
+"""Evaluate saved Nanotron checkpoints at any TP/PP/DP layout: one folder, every step of a
+training run in step order (backfill), or a running training's folder as it fills (`watch`). The
+`lighteval-nanotron eval` command is a thin layer over `evaluate_checkpoints` and
+`watch_checkpoints`; `launch/` starts such an evaluation elsewhere (the hook's asynchronous mode).
+See docs/eval.md."""
 
 from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.checkpoint_eval.discovery import CheckpointInfo, checkpoint_info, find_checkpoints
 from lighteval_nanotron.checkpoint_eval.runner import CheckpointEvalReport, evaluate_checkpoints
+from lighteval_nanotron.checkpoint_eval.watch import WatchReport, watch_checkpoints
 
 __all__ = [
     "CheckpointEvalConfig",
@@ -12,5 +15,7 @@ __all__ = [
     "CheckpointInfo",
     "checkpoint_info",
     "evaluate_checkpoints",
+    "WatchReport",
     "find_checkpoints",
+    "watch_checkpoints",
 ]

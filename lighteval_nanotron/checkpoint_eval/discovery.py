@@ -17,10 +17,12 @@ from lighteval_nanotron.errors import CheckpointError
 from lighteval_nanotron.models.checkpoint.format import (
     CONVERTED_STAGE,
     METADATA_FILE,
+    TRAINING_CONFIG_FILE,
     WEIGHTS_FOLDER,
     check_complete_checkpoint,
     is_complete_checkpoint,
     read_training_config,
+    training_config_section,
 )
 
 logger = logging.getLogger(__name__)
@@ -43,7 +45,7 @@ class CheckpointInfo:
 def _read_metas(path: Path) -> dict[str, Any]:
     file = path / METADATA_FILE
     try:
-        metadata = json.loads(file.read_text(encoding="utf-8"))
+        metadata = json.loads(file.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError) as error:
         raise CheckpointError(
             f"Cannot read {file}: {error}. The checkpoint is incomplete or corrupt; re-save it or remove the folder."
@@ -67,13 +69,28 @@ def checkpoint_info(path: str | Path) -> CheckpointInfo:
     metas = _read_metas(path)
     if _not_from_training(metas):
         metas = {}
-    step = metas.get("last_train_step")
+    step = _integer(metas.get("last_train_step"), f"{path / METADATA_FILE}'s last_train_step")
     if step is None and path.name.isdigit():
         step = int(path.name)
-    samples = metas.get("consumed_train_samples")
-    sequence_length = (read_training_config(path).get("tokens") or {}).get("sequence_length")
-    tokens = int(samples) * int(sequence_length) if samples is not None and sequence_length else None
-    return CheckpointInfo(path, None if step is None else int(step), tokens, None if samples is None else int(samples))
+    samples = _integer(metas.get("consumed_train_samples"), f"{path / METADATA_FILE}'s consumed_train_samples")
+    sequence_length = _integer(
+        training_config_section(path, "tokens").get("sequence_length"),
+        f"{path / TRAINING_CONFIG_FILE}'s tokens.sequence_length",
+    )
+    tokens = samples * sequence_length if samples is not None and sequence_length else None
+    return CheckpointInfo(path, step, tokens, samples)
+
+
+def _integer(value: Any, what: str) -> int | None:
+    """A recorded count as an int (None stays None); CheckpointError naming the file for anything else."""
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise CheckpointError(
+            f"{what} is {value!r}, not an integer: the checkpoint's files are damaged; re-save or re-copy them."
+        ) from None
 
 
 def find_checkpoints(checkpoints_dir: str | Path) -> list[CheckpointInfo]:

@@ -16,13 +16,17 @@ import yaml
 
 from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.lighteval_options import Consumer, map_lighteval_options
+from lighteval_nanotron.lighteval_options import LAUNCHER, Consumer, map_lighteval_options
 from lighteval_nanotron.options.flags import flag_name
 
 EVAL = Consumer(
     name="eval",
     takes=frozenset(field.name for field in dataclasses.fields(CheckpointEvalConfig)),
-    no_use={"eval_interval": "eval evaluates the checkpoints it is given"},
+    no_use={
+        "eval_interval": "eval evaluates the checkpoints it is given",
+        "eval_interval_file": "eval evaluates the checkpoints it is given",
+        "asynchronous": LAUNCHER,
+    },
 )
 
 
@@ -77,6 +81,8 @@ def eval_config(
                 )
             options[name] = value
     options.update(flags)
-    if not options.get("tasks"):
-        raise ConfigError("No tasks: give --tasks, or tasks.tasks in the --lighteval-config-path YAML.")
+    if not options.get("tasks") and not options.get("held_out"):
+        raise ConfigError(
+            "No tasks: give --tasks (or tasks.tasks in the --lighteval-config-path YAML), or --held-out NAME=PATH."
+        )
     return CheckpointEvalConfig(**options)

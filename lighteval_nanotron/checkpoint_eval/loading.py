@@ -2,7 +2,7 @@
 the dtype, where the tokenizer is (loaded by `setup.tokenizer`, as the hook's), and that every
 checkpoint of a run has one architecture (the model is built once). The model description, the
 build and the weight loading are `lighteval_nanotron.models.checkpoint.format` and
-`lighteval_nanotron.models.nanotron_builder`.
+`lighteval_nanotron.models.checkpoint.nanotron_builder`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from lighteval_nanotron.models.checkpoint.format import (
     ROPE_THETA_KEY,
     CheckpointModel,
     read_checkpoint_dtype,
-    read_training_config,
+    training_config_section,
 )
 
 logger = logging.getLogger(__name__)
@@ -66,10 +66,9 @@ def tokenizer_source(explicit: str | None, checkpoint: Path) -> str:
         return explicit
     if _has_tokenizer_files(checkpoint):
         return str(checkpoint)
-    training_config = read_training_config(checkpoint)
-    configured = (training_config.get("tokenizer") or {}).get("tokenizer_name_or_path")
+    configured = training_config_section(checkpoint, "tokenizer").get("tokenizer_name_or_path")
     if configured:
-        checkpoints_path = (training_config.get("checkpoints") or {}).get("checkpoints_path")
+        checkpoints_path = training_config_section(checkpoint, "checkpoints").get("checkpoints_path")
         return resolve_tokenizer_path(str(configured), checkpoint, checkpoints_path)
     raise ConfigError(
         f"No tokenizer for checkpoint {checkpoint}: it holds no tokenizer files and its config.yaml names none "

@@ -12,6 +12,7 @@ model, run the forwards and the metrics, and write the results with the tracking
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -30,11 +31,16 @@ from lighteval_nanotron.checkpoint_eval.discovery import (
 )
 from lighteval_nanotron.checkpoint_eval.loading import check_same_model, resolve_dtype, tokenizer_source
 from lighteval_nanotron.checkpoint_eval.mesh_setup import collectively, parallel_context_for
-from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model
-from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, check_model_layout, load_checkpoint_weights
+from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model, read_training_config
+from lighteval_nanotron.models.checkpoint.nanotron_builder import (
+    build_nanotron_model,
+    check_model_layout,
+    load_checkpoint_weights,
+)
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron_trainer
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.pipeline.result import EvaluationResult, raise_for_failed_tasks
+from lighteval_nanotron.requests.held_out import held_out_key
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +63,8 @@ class EvaluationPlan:
     """The tasks still to evaluate at each pending step (all of them when the step has no results)."""
     docs: dict[str, Any] = field(default_factory=dict)
     """Every task's `TaskDocs`, built on world rank 0 and broadcast (datasets opened once)."""
+    sequence_length: int | None = None
+    """The first checkpoint's training `tokens.sequence_length` (the held-out windows' default length)."""
 
 
 def _discover(config: CheckpointEvalConfig) -> list[CheckpointInfo]:
@@ -65,7 +73,7 @@ def _discover(config: CheckpointEvalConfig) -> list[CheckpointInfo]:
     return [checkpoint_info(config.checkpoint)]
 
 
-def _read_models(checkpoints: list[CheckpointInfo], config: CheckpointEvalConfig) -> tuple[CheckpointModel, str]:
+def read_models(checkpoints: list[CheckpointInfo], config: CheckpointEvalConfig) -> tuple[CheckpointModel, str]:
     checkpoint_model = read_checkpoint_model(checkpoints[0].path)
     for info in checkpoints[1:]:
         check_same_model(checkpoint_model, read_checkpoint_model(info.path), info.path)
@@ -85,10 +93,8 @@ def _load_docs(config: CheckpointEvalConfig, tasks: dict[str, Any], world: Any) 
 
 def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> EvaluationPlan:
     """Everything that can fail before a model is built, checked on every rank together."""
-    from lighteval_nanotron.setup.engine import prompt_manager
     from lighteval_nanotron.setup.finished_steps import finished_tasks_by_step
     from lighteval_nanotron.setup.tasks import load_tasks
-    from lighteval_nanotron.setup.tokenizer import load_tokenizer
 
     world = parallel_context.world_pg
     # Listed on world rank 0 only and broadcast: a folder listed by each rank on its own can change
@@ -99,26 +105,42 @@ def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> Eval
         lambda: computed_once(lambda: _discover(config), world, src=dist.get_global_rank(world, 0)),
     )
     checkpoint_model, model_name = collectively(
-        world, "reading the checkpoints", lambda: _read_models(checkpoints, config)
+        world, "reading the checkpoints", lambda: read_models(checkpoints, config)
     )
     tasks = collectively(world, "loading the tasks", lambda: load_tasks(config))
     backfill = config.checkpoints_dir is not None
     done = finished_tasks_by_step(config.output_dir, model_name, world) if backfill else {}
-    tasks_by_step = pending_tasks(checkpoints, list(tasks), done, config.max_samples)
+    names = [*tasks, *(held_out_key(spec.name) for spec in config.held_out_specs)]
+    tasks_by_step = pending_tasks(checkpoints, names, done, config.max_samples)
     todo = [info for info in checkpoints if info.step in tasks_by_step]
     skipped = sorted(info.step for info in checkpoints if info.step not in tasks_by_step)
     if not todo:
         return EvaluationPlan([], skipped, checkpoint_model, model_name, None, None, {})
+    plan = EvaluationPlan(todo, skipped, checkpoint_model, model_name, None, None, tasks, tasks_by_step)
+    return with_prepared_inputs(config, world, plan)
+
+
+def with_prepared_inputs(
+    config: CheckpointEvalConfig, world: Any, plan: EvaluationPlan, every_task: bool = False
+) -> EvaluationPlan:
+    """`plan` with its tokenizer, prompt settings and docs: those of the tasks pending at its
+    steps, or of every task (`every_task`: a watched folder's later checkpoints may need any)."""
+    from lighteval_nanotron.setup.engine import prompt_manager
+    from lighteval_nanotron.setup.tokenizer import load_tokenizer
+
     tokenizer = collectively(
         world,
         "loading the tokenizer",
-        lambda: load_tokenizer(tokenizer_source(config.tokenizer, todo[0].path), config.use_chat_template),
+        lambda: load_tokenizer(tokenizer_source(config.tokenizer, plan.checkpoints[0].path), config.use_chat_template),
     )
     prompts = collectively(world, "checking the prompt settings", lambda: prompt_manager(config, tokenizer))
-    needed = {name for names in tasks_by_step.values() for name in names}
-    tasks = {name: task for name, task in tasks.items() if name in needed}
+    needed = set(plan.tasks) if every_task else {name for names in plan.tasks_by_step.values() for name in names}
+    tasks = {name: task for name, task in plan.tasks.items() if name in needed}
     docs = collectively(world, "loading the datasets", lambda: _load_docs(config, tasks, world))
-    return EvaluationPlan(todo, skipped, checkpoint_model, model_name, tokenizer, prompts, tasks, tasks_by_step, docs)
+    length = (read_training_config(plan.checkpoints[0].path).get("tokens") or {}).get("sequence_length")
+    return dataclasses.replace(
+        plan, tokenizer=tokenizer, prompts=prompts, tasks=tasks, docs=docs, sequence_length=length
+    )
 
 
 class CheckpointEvaluator:
@@ -154,17 +176,21 @@ class CheckpointEvaluator:
         """The pipeline of the tasks still to evaluate at `step`, prepared once per task set."""
         from lighteval_nanotron.setup.tasks import prepare_pipeline
 
-        names = tuple(self.setup.tasks_by_step.get(step, list(self.setup.tasks)))
+        every = [*self.setup.tasks, *(held_out_key(spec.name) for spec in self.config.held_out_specs)]
+        names = tuple(self.setup.tasks_by_step.get(step, every))
+        tasks = [name for name in names if name in self.setup.tasks]
         if names not in self.pipelines:
             self.pipelines[names] = collectively(
                 self.world,
                 "preparing the requests",
                 lambda: prepare_pipeline(
                     self.engine,
-                    {name: self.setup.tasks[name] for name in names},
+                    {name: self.setup.tasks[name] for name in tasks},
                     self.config,
                     self.setup.model_name,
-                    docs={name: self.setup.docs[name] for name in names},
+                    docs={name: self.setup.docs[name] for name in tasks},
+                    sequence_length=self.setup.sequence_length,
+                    held_out=list(names),
                 ),
             )
         return self.pipelines[names]

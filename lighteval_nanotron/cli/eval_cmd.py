@@ -9,6 +9,10 @@ Usage:
     torchrun --nproc-per-node 8 -m lighteval_nanotron eval --checkpoints-dir checkpoints \\
         --tp 2 --pp 2 --dp 2 --tasks tasks.txt --output-dir eval_results
 
+    # follow a running training: each checkpoint once complete, until its last one (or a stop file, SIGTERM)
+    torchrun --nproc-per-node 2 -m lighteval_nanotron eval --checkpoints-dir checkpoints --watch \\
+        --tp 2 --tasks tasks.txt --output-dir eval_results --stop-file eval_results/STOP
+
     # a single process needs no torchrun
     lighteval-nanotron eval checkpoints/1000 --cpu --tasks "lighteval|hellaswag|0" --max-samples 50
 
@@ -93,6 +97,12 @@ def run(args: argparse.Namespace) -> int:
         if "json" in config.loggers:
             print(f"results: {results_path(config.output_dir, result)}", flush=True)
 
+    config.check_watch()
+    if config.watch:
+        from lighteval_nanotron.checkpoint_eval.watch import watch_checkpoints
+
+        watch_checkpoints(config, on_result=show, notify=lambda line: print(line, flush=True))
+        return 0
     report = evaluate_checkpoints(config, on_result=show)
     if os.environ.get("RANK", "0") == "0" and report.skipped_steps:
         print(f"skipped steps with results already in {config.output_dir}: {report.skipped_steps}", flush=True)

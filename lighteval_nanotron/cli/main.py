@@ -14,10 +14,11 @@ import argparse
 import gc
 import importlib
 import logging
+import os
 import sys
 
-from lighteval_nanotron import __version__
-from lighteval_nanotron.errors import LightevalNanotronError
+from lighteval_nanotron.console_errors import TRACEBACK_ENV, report_exception
+from lighteval_nanotron.version import __version__
 
 COMMANDS = (
     "lighteval_nanotron.cli.tasks_cmd",
@@ -36,7 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Evaluate LLMs on benchmarks during Nanotron training, with lighteval's task API.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log at INFO level; tracebacks of unexpected errors"
+    )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module_name in COMMANDS:
         importlib.import_module(module_name).register(subparsers)
@@ -52,11 +55,12 @@ def _run_verb(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    if args.verbose:
+        os.environ.setdefault(TRACEBACK_ENV, "1")  # spawned ranks inherit it
     try:
         return int(args.func(args) or 0)
-    except LightevalNanotronError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    except Exception as error:  # noqa: BLE001 - every failure ends in one error line, printed once
+        return report_exception(error)
 
 
 def run(argv: list[str] | None = None) -> int:

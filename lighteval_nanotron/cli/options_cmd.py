@@ -50,12 +50,12 @@ def _default(field: dataclasses.Field) -> str:
     return f"`{value}`"
 
 
-def _table(cls: type, owner: type, flags: bool) -> list[str]:
+def _table(cls: type, owner: type, flags: bool, key: str = "option") -> list[str]:
     from lighteval_nanotron.options.base import declaring_class, field_docs
     from lighteval_nanotron.options.flags import flag_name
 
     docs = field_docs(cls)
-    header = "| option | `eval` flag | default | meaning |" if flags else "| option | default | meaning |"
+    header = f"| {key} | `eval` flag | default | meaning |" if flags else f"| {key} | default | meaning |"
     lines = [header, "|---" * header.count(" | ") + "|---|"]
     for field in dataclasses.fields(cls):
         if declaring_class(cls, field.name) is not owner:
@@ -71,6 +71,7 @@ def _table(cls: type, owner: type, flags: bool) -> list[str]:
 def reference() -> str:
     """docs/options.md: one table per dataclass, shared options first."""
     from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
+    from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig, SlurmSettings
     from lighteval_nanotron.hook.config import EvaluationConfig
     from lighteval_nanotron.options import EvaluationOptions, TokenizationOptions, TrackingOptions
     from lighteval_nanotron.options.base import first_sentence
@@ -85,6 +86,10 @@ def reference() -> str:
     lines = [INTRO]
     for cls, owner, who, flags in sections:
         lines += [f"## {first_sentence(owner.__doc__ or '')} ({who})", "", *_table(cls, owner, flags), ""]
+    # The hook's `asynchronous:` option is a mapping of its own keys (docs/hook.md, "Asynchronous evaluation").
+    for cls, where in ((AsyncEvaluationConfig, "asynchronous"), (SlurmSettings, "asynchronous.slurm")):
+        title = f"## {first_sentence(cls.__doc__ or '')} (the hook's `{where}:` keys)"
+        lines += [title, "", *_table(cls, cls, False, key=f"`{where}:` key"), ""]
     return "\n".join(lines)
 
 

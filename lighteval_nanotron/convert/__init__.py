@@ -1,4 +1,4 @@
-"""Convert Llama and Starcoder2 checkpoints (Hugging Face folders; Llama GGUF files) into Nanotron 0.4
+"""Convert Llama, Starcoder2 and Qwen2 checkpoints (Hugging Face folders; Llama GGUF files) into Nanotron
 checkpoints. See docs/convert.md."""
 
 from lighteval_nanotron.convert.converters import (

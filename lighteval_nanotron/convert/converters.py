@@ -1,7 +1,7 @@
 """Hugging Face (Llama, Starcoder2, Qwen2 / Qwen2-MoE) / GGUF (Llama) checkpoints -> Nanotron
-checkpoint folders (Qwen2: current Nanotron's), and Llama back to HF weights. Each family's mapping
-is one module (`llama_mapping`, `starcoder2_mapping`, `qwen2_mapping`); every converted folder is
-checked by the same checkpoint-format reader."""
+checkpoint folders (Qwen2: current Nanotron's), and Llama back to HF weights. The model family whose
+conversion takes the `config.json` (`models.families.family_of_hf_config`) maps it (each family's
+`conversion.py`); every converted folder is checked by the same checkpoint-format reader."""
 
 from __future__ import annotations
 
@@ -14,22 +14,20 @@ from typing import Any
 
 import torch
 
-from lighteval_nanotron.convert import qwen2_mapping, starcoder2_mapping
 from lighteval_nanotron.convert.gguf_source import GGUFWeights, hf_config_from_gguf, open_gguf
 from lighteval_nanotron.convert.gguf_tokenizer import tokenizer_from_gguf
 from lighteval_nanotron.convert.hf_source import SafetensorsWeights, read_hf_config, tokenizer_files
-from lighteval_nanotron.convert.llama_mapping import (
-    LlamaShape,
-    hf_config_from_nanotron,
-    iter_hf_to_nanotron,
-    nanotron_config_from_hf,
-    nanotron_to_hf_state_dict,
-)
 from lighteval_nanotron.convert.nanotron_files import read_nanotron_weights
 from lighteval_nanotron.convert.nanotron_writer import write_nanotron_checkpoint
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint.format import ROPE_THETA_KEY, CheckpointModel, read_checkpoint_model
-from lighteval_nanotron.models.families import refuse_untrainable_config
+from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model
+from lighteval_nanotron.models.families import family_of_hf_config, refuse_untrainable_config
+from lighteval_nanotron.models.families.hf_conversion import HfConversion
+from lighteval_nanotron.models.families.llama.conversion import (
+    LlamaShape,
+    hf_config_from_nanotron,
+    nanotron_to_hf_state_dict,
+)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -69,17 +67,6 @@ def _source_dtype(hf_config: dict[str, Any], weights: Mapping[str, torch.Tensor]
     return first if first in DTYPES.values() else torch.float32
 
 
-_OWN_MAPPINGS = (
-    (starcoder2_mapping.is_hf_starcoder2, starcoder2_mapping),
-    (qwen2_mapping.is_hf_qwen2, qwen2_mapping),
-)
-"""Families whose config fields carry everything (no carried RoPE base): (recogniser, mapping module)."""
-
-
-def _own_mapping(hf_config: Mapping[str, Any]) -> Any:
-    return next((mapping for recognises, mapping in _OWN_MAPPINGS if recognises(hf_config)), None)
-
-
 @dataclass(frozen=True)
 class _Target:
     """What a Hugging Face config converts to: the checkpoint model, its config fields, RoPE base."""
@@ -87,22 +74,18 @@ class _Target:
     checkpoint_model: CheckpointModel
     model_config: dict[str, Any]
     rope_theta: float
-    mapping: Any  # the family's mapping module (None: Llama)
+    conversion: type[HfConversion]
 
 
 def _target(hf_config: Mapping[str, Any]) -> _Target:
     """The conversion target of a Hugging Face config (Llama, Starcoder2, Qwen2), checked by the
     checkpoint-format reader; CheckpointError / UnsupportedModelError before any weight is read."""
-    mapping = _own_mapping(hf_config)
-    if mapping is not None:
-        model_config, rope_theta = mapping.nanotron_config_from_hf(hf_config)
-        fields = model_config
-    else:
-        model_config, rope_theta = nanotron_config_from_hf(hf_config)  # refuses anything else, naming what is supported
-        fields = {**model_config, ROPE_THETA_KEY: rope_theta}
+    conversion = family_of_hf_config(hf_config).hf_conversion()  # refuses anything else, naming what converts
+    model_config, rope_theta = conversion.nanotron_config(hf_config)
+    fields = conversion.recorded_fields(model_config, rope_theta)
     checkpoint_model = CheckpointModel.from_fields(fields, "The converted config")
     _check_recorded_rotary(checkpoint_model)
-    return _Target(checkpoint_model, model_config, rope_theta, mapping)
+    return _Target(checkpoint_model, model_config, rope_theta, conversion)
 
 
 def _check_recorded_rotary(checkpoint_model: CheckpointModel) -> None:
@@ -118,11 +101,7 @@ def _check_recorded_rotary(checkpoint_model: CheckpointModel) -> None:
 
 
 def _write(dst: Path, target: _Target, hf_weights: Mapping[str, torch.Tensor], dtype: torch.dtype) -> int:
-    if target.mapping is not None:
-        weights = target.mapping.iter_hf_to_nanotron(hf_weights, target.model_config)
-    else:
-        _, interleaved = target.checkpoint_model.rotary_layout  # a Llama always records one
-        weights = iter_hf_to_nanotron(hf_weights, LlamaShape.from_nanotron_config(target.model_config), interleaved)
+    weights = target.conversion.weights(hf_weights, target.model_config, target.checkpoint_model.rotary_layout)
     return write_nanotron_checkpoint(dst, target.checkpoint_model, weights, dtype)
 
 

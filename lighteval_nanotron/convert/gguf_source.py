@@ -16,9 +16,9 @@ import numpy as np
 import torch
 from gguf import quants
 
-from lighteval_nanotron.convert.llama_mapping import deinterleave_rotary
 from lighteval_nanotron.errors import CheckpointError
 from lighteval_nanotron.models.checkpoint.format import DEFAULT_ROPE_THETA
+from lighteval_nanotron.models.families.llama.conversion import deinterleave_rotary
 
 _GLOBAL_NAMES = {
     "token_embd.weight": "model.embed_tokens.weight",

@@ -26,8 +26,8 @@ from lighteval_nanotron.nanotron_compat.flash_attn_fallback import (
 )
 from lighteval_nanotron.nanotron_compat.grouped_gemm_fallback import ensure_grouped_gemm, install_grouped_gemm_fallback
 from lighteval_nanotron.nanotron_compat.imports import ensure_cuda_extensions, import_nanotron
+from lighteval_nanotron.parallel.device import enable_cpu_mode, is_cpu_support_enabled
 
-_ENABLED = False
 _TRAINER_PATCHED = False
 
 
@@ -35,8 +35,8 @@ def enable_cpu_support(trainer: bool = True) -> None:
     """Patch Nanotron so that models, pipelines, decoding and (with `trainer`, the default) the
     trainer run on CPU/gloo. Importing `nanotron.trainer` costs seconds (datasets, transformers):
     an evaluation-only process passes `trainer=False`."""
-    global _ENABLED, _TRAINER_PATCHED
-    if not _ENABLED:
+    global _TRAINER_PATCHED
+    if not is_cpu_support_enabled():
         install_flash_attn_fallback(force=True)
         install_grouped_gemm_fallback(force=True)
         # current Nanotron's TP linears assert this CUDA stream setting; it means nothing on the CPU
@@ -45,17 +45,12 @@ def enable_cpu_support(trainer: bool = True) -> None:
         from lighteval_nanotron.cpu import model_patches
 
         model_patches.apply_model_patches()
-        _ENABLED = True
+        enable_cpu_mode()
     if trainer and not _TRAINER_PATCHED:
         from lighteval_nanotron.cpu import trainer_patches
 
         trainer_patches.apply_trainer_patches()
         _TRAINER_PATCHED = True
-
-
-def is_cpu_support_enabled() -> bool:
-    """True once `enable_cpu_support()` has run in this process."""
-    return _ENABLED
 
 
 __all__ = [

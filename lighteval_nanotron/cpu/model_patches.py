@@ -1,5 +1,8 @@
-"""Patches that let Nanotron 0.4's Llama and Starcoder2, and current Nanotron's Qwen2, build and run
-on CPU (see docs/cpu.md).
+"""Patches that let Nanotron's models (0.4, or current GitHub main) build and run on CPU (see docs/cpu.md).
+
+Nanotron's `ParallelContext.set_device` and the decoding helpers need CUDA whatever the model; what
+each model family needs (its pipeline P2P, rotary tables, ...) is declared in its folder
+(`models/families/<family>/cpu_needs.py`) and applied here for every family the installed Nanotron has.
 
 Current Nanotron (GitHub main) also gets: its `MemoryBuffer` (the all-gather buffer of the
 sequence-parallel TP linears, `tp_mode: REDUCE_SCATTER`) allocated on the CPU instead of
@@ -24,13 +27,12 @@ from typing import Any, Dict, Tuple
 
 import torch
 from nanotron.generation import decode
-from nanotron.models import llama, starcoder2
 from nanotron.parallel.context import ParallelContext
-from nanotron.parallel.pipeline_parallel.tensor_pointer import TensorPointer
 
 from lighteval_nanotron.cpu.devices import on_cpu
 from lighteval_nanotron.cpu.p2p import CpuP2P
-from lighteval_nanotron.nanotron_compat.variant import has_qwen2, installed_nanotron
+from lighteval_nanotron.models.families import CpuNeeds, available_families
+from lighteval_nanotron.nanotron_compat.variant import installed_nanotron
 
 ORIGINALS: Dict[Tuple[Any, str], Any] = {}
 
@@ -47,39 +49,16 @@ def _set_device_noop(self: ParallelContext) -> None:
     """ParallelContext.set_device on CPU: there is no device to select."""
 
 
-def _init_rotary_embeddings_cpu(self: llama.RotaryEmbedding) -> None:
-    """llama.RotaryEmbedding.init_rotary_embeddings (llama.py:68-91) with the buffer on the CPU."""
-    if self._initialized_buffer:
-        return
-    freqs = 1.0 / (self.theta ** (torch.arange(0, self.dim, 2, dtype=torch.float)[: self.dim // 2] / self.dim))
-    freqs = torch.outer(torch.arange(self.end), freqs).float()
-    freqs = torch.view_as_real(torch.polar(torch.ones_like(freqs), freqs))
-    self.register_buffer("freqs_cis", freqs.contiguous(), persistent=False)
-    self._initialized_buffer = True
-
-
-def _init_starcoder_rotary_cpu(self: starcoder2.StarcoderRotaryEmbedding) -> None:
-    """starcoder2.StarcoderRotaryEmbedding.init_rotary_embeddings (starcoder2.py:123-138) on the CPU."""
-    if self._initialized_buffer:
-        return
-    self.inv_freq = 1.0 / (self.base ** (torch.arange(0, self.head_dim, 2, dtype=torch.float) / self.head_dim))
-    self._initialized_buffer = True
-
-
 def apply_model_patches() -> None:
     """Device placement of the models, their pipeline P2P and decoding helpers."""
     replace(ParallelContext, "set_device", _set_device_noop)
-    replace(llama, "P2P", CpuP2P)
-    replace(llama.RotaryEmbedding, "init_rotary_embeddings", _init_rotary_embeddings_cpu)
-    replace(starcoder2, "P2P", CpuP2P)
-    replace(starcoder2.StarcoderRotaryEmbedding, "init_rotary_embeddings", _init_starcoder_rotary_cpu)
     replace(decode, "micro_batcher", on_cpu(decode.micro_batcher))
     replace(decode, "micro_splitter", on_cpu(decode.micro_splitter))
     replace(decode, "broadcast_tensors", on_cpu(decode.broadcast_tensors))
     if installed_nanotron().name == "main":
         apply_main_patches()
-    if has_qwen2():
-        apply_qwen2_patches()
+    for family in available_families():
+        apply_family_needs(family.cpu_needs())
     if not torch.cuda.is_available():
         replace(torch.cuda, "synchronize", _noop)
         replace(torch.cuda, "reset_peak_memory_stats", _noop)
@@ -129,41 +108,14 @@ def _with_launcher_node_size(init_parallel_groups):
     return wrapper
 
 
-def apply_qwen2_patches() -> None:
-    """Current Nanotron's Qwen2 (GitHub main): its pipeline P2P, and the MoE router, whose float32
-    weight `nn/moe.py` makes on "cuda", on the CPU; its forward on the stages after the input one."""
-    from nanotron.models import qwen
-    from nanotron.nn import moe
-
-    replace(qwen, "P2P", CpuP2P)
-    replace(moe.Router, "__init__", on_cpu(moe.Router.__init__))
-    replace(qwen.Qwen2Model, "forward", _with_cu_seqlens_off_input_stage(qwen.Qwen2Model.forward))
-
-
-def _with_cu_seqlens_off_input_stage(forward: Any) -> Any:
-    """main's `Qwen2Model.forward` (qwen.py:758-810 at 2411b02) computes `cu_seqlens` from
-    `position_ids.numel()` on every pipeline stage, but off the input stage `position_ids` is a
-    `TensorPointer`: every PP > 1 forward fails there with an AttributeError. The input stage runs
-    main's forward unchanged; another stage runs the same blocks with `cu_seqlens` pointing at the
-    input stage, so the first decoder layer it runs receives it with the hidden states, as it
-    receives `position_ids`."""
-
-    @functools.wraps(forward)
-    def patched(self: Any, input_ids: Any, position_ids: Any) -> Any:
-        if not isinstance(position_ids, TensorPointer):
-            return forward(self, input_ids=input_ids, position_ids=position_ids)
-        output = self.token_position_embeddings(input_ids=input_ids, position_ids=position_ids)
-        states = {
-            "hidden_states": output["input_embeds"],
-            "position_ids": output["position_ids"],
-            "cu_seqlens": TensorPointer(group_rank=position_ids.group_rank),
-        }
-        for decoder_layer in self.decoder:
-            states = decoder_layer(**states)
-        hidden_states = self.final_layer_norm(input=states["hidden_states"])["hidden_states"]
-        return self.lm_head(x=hidden_states)["logits"]
-
-    return patched
+def apply_family_needs(needs: CpuNeeds) -> None:
+    """A family's CPU needs (`ModelFamily.cpu_needs`), except those of the trainer."""
+    for module in needs.p2p_modules:
+        replace(module, "P2P", CpuP2P)
+    for owner, name in needs.run_on_cpu:
+        replace(owner, name, on_cpu(getattr(owner, name)))
+    for owner, name, value in needs.replaced:
+        replace(owner, name, value)
 
 
 def _noop(*args: Any, **kwargs: Any) -> None:

@@ -6,12 +6,9 @@ wrapped so that it runs under `cuda_to_cpu()` (cuda mapped to cpu while it runs)
 path all-reduces parameters that require grad in place (`trainer.py:582,593`), which autograd only
 allows under `no_grad`. Current Nanotron also times every step with CUDA timers
 (`nanotron_timer(..., "cuda")`), which on a CPU fall back to CPU timers once and then refuse the
-next "cuda" request for the same name: on the CPU every timer is asked for as a CPU timer. And
-main's `LlamaForTraining.init_model_randomly` (llama.py:1095, commit 2411b02) hands `config.model`
-to a parametrizator that reads `config.model.init_method` and `config.parallelism` (the whole
-config, as Qwen2's passes it): every random-init Llama run fails with an AttributeError. On CPU it
-gets a view holding both (`_ModelArgsWithConfig`); on a GPU, start main's Llama runs from a
-checkpoint (docs/engine.md, "Nanotron versions"). Main's `train_step_logs` (trainer.py:781) calls
+next "cuda" request for the same name: on the CPU every timer is asked for as a CPU timer. What a
+model family's training code needs is declared in its folder (`CpuNeeds.trainer_replaced`, e.g.
+main's Llama random init) and applied here. Main's `train_step_logs` (trainer.py:781) calls
 `loss_avg.item()` on every rank, but `training_step` only has a loss on the output pipeline stage
 (None elsewhere, trainer.py:695-697): every run at PP > 1 fails at its first log. With PP > 1 the
 other stages get the output stage's loss (one scalar broadcast in the pipeline group, at the
@@ -29,6 +26,7 @@ from nanotron.optim.gradient_accumulator import FP32GradientAccumulator
 
 from lighteval_nanotron.cpu.devices import on_cpu
 from lighteval_nanotron.cpu.model_patches import replace
+from lighteval_nanotron.models.families import available_families
 from lighteval_nanotron.nanotron_compat.variant import installed_nanotron
 
 
@@ -53,45 +51,16 @@ def apply_trainer_patches() -> None:
     replace(trainer, "save", on_cpu(trainer.save))  # sanity_checks.py:245, serialize/main.py:178
     replace(trainer, "load_optimizer", on_cpu(trainer.load_optimizer))  # serialize/optimizer.py:233-234
     replace(sanity_checks, "check_optim_state_in_sync", on_cpu(sanity_checks.check_optim_state_in_sync))
+    for family in available_families():
+        for owner, name, value in family.cpu_needs().trainer_replaced:
+            replace(owner, name, value)
     if installed_nanotron().name == "main":
         from nanotron.logging.timers import Timers
-        from nanotron.models.llama import LlamaForTraining
 
-        replace(LlamaForTraining, "init_model_randomly", _with_whole_config(LlamaForTraining.init_model_randomly))
         replace(trainer_class, "train_step_logs", _with_output_stage_loss(trainer_class.train_step_logs))
         replace(trainer, "state_dict_to_device", _optimizer_state_stays_on_cpu)  # trainer.py:706 (resume)
         if not torch.cuda.is_available():
             replace(Timers, "__call__", _cpu_timers(Timers.__call__))
-
-
-class _ModelArgsWithConfig:
-    """`config.model` that also answers `.model` and `.parallelism` like the whole config."""
-
-    def __init__(self, config):
-        self.model, self.parallelism = config.model, config.parallelism
-
-    def __getattr__(self, name):
-        return getattr(self.model, name)
-
-
-class _ConfigWithModelView:
-    """The whole config, with `.model` a `_ModelArgsWithConfig`."""
-
-    def __init__(self, config):
-        self._config, self.model = config, _ModelArgsWithConfig(config)
-
-    def __getattr__(self, name):
-        return getattr(self._config, name)
-
-
-def _with_whole_config(init_model_randomly):
-    """main's `LlamaForTraining.init_model_randomly` called so that what it hands on is the whole config."""
-
-    @functools.wraps(init_model_randomly)
-    def wrapper(self, config):
-        return init_model_randomly(self, config=_ConfigWithModelView(config))
-
-    return wrapper
 
 
 def _optimizer_state_stays_on_cpu(state_dict, device) -> None:

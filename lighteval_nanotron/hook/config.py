@@ -9,6 +9,7 @@ every rank, before the model is even built. The keys are flat: `tasks`, `eval_in
 from dataclasses import dataclass
 from typing import Optional
 
+from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.options import EvaluationOptions
 
@@ -20,7 +21,13 @@ class EvaluationConfig(EvaluationOptions):
     """When to evaluate during training. The section's other keys are the shared options."""
 
     eval_interval: Optional[int] = None
-    """Evaluate after every `eval_interval` training steps (steps divisible by it)."""
+    """Evaluate after every `eval_interval` training steps (steps divisible by it). With
+    `asynchronous`: the checkpoints at those steps (a multiple of `checkpoint_interval`)."""
+
+    eval_interval_file: Optional[str] = None
+    """With `asynchronous`: a file holding a new `eval_interval`, read at each checkpoint save
+    (Nanotron's `lighteval.eval_interval_file`); a value that is not a positive multiple of
+    `checkpoint_interval` is logged and ignored."""
 
     eval_at_checkpoints: bool = False
     """Evaluate right after each checkpoint the trainer saves (`checkpoints.checkpoint_interval`)."""
@@ -34,6 +41,10 @@ class EvaluationConfig(EvaluationOptions):
     stop_on_failure: bool = False
     """Stop training when an evaluation fails. Default: log the failure and keep training."""
 
+    asynchronous: Optional[AsyncEvaluationConfig] = None
+    """Evaluate each saved checkpoint in its own processes (a local process group or a Slurm job)
+    while training goes on, instead of in the loop: docs/hook.md, "Asynchronous evaluation"."""
+
     def named(self, option: str) -> str:
         return f"{SECTION}.{option}"
 
@@ -44,6 +55,31 @@ class EvaluationConfig(EvaluationOptions):
             raise ConfigError(
                 f"{SECTION} never evaluates: set eval_interval, or one of eval_at_checkpoints, "
                 "eval_at_start, eval_at_end to true."
+            )
+        if self.asynchronous is not None:
+            self._check_asynchronous()
+        elif self.eval_interval_file is not None:
+            raise ConfigError(
+                f"{self.named('eval_interval_file')} needs asynchronous evaluation (the asynchronous: section): "
+                "set eval_interval instead, or add asynchronous."
+            )
+
+    def _check_asynchronous(self) -> None:
+        """What an evaluation launched from a saved checkpoint cannot do."""
+        if self.eval_at_start:
+            raise ConfigError(
+                f"{self.named('eval_at_start')} with asynchronous: no checkpoint is saved before the first step; "
+                "remove eval_at_start (evaluate an initial checkpoint with `lighteval-nanotron eval`)."
+            )
+        if self.stop_on_failure:
+            raise ConfigError(
+                f"{self.named('stop_on_failure')} with asynchronous: a launched evaluation never stops training "
+                "(failures are recorded and logged); remove stop_on_failure."
+            )
+        if not [name for name in self.loggers if name != "log"]:
+            raise ConfigError(
+                f"{self.named('loggers')} with asynchronous: the launched evaluation writes files; list json "
+                "(and details, tensorboard or wandb) besides log."
             )
 
     def check_against_training(self, train_steps: int, checkpoint_interval: Optional[int]) -> None:
@@ -57,4 +93,16 @@ class EvaluationConfig(EvaluationOptions):
             raise ConfigError(
                 f"{self.named('eval_at_checkpoints')} is true but the training config has no "
                 "checkpoints section: add one or use eval_interval."
+            )
+        if self.asynchronous is None:
+            return
+        if checkpoint_interval is None:
+            raise ConfigError(
+                f"{self.named('asynchronous')} evaluates saved checkpoints but the training config has no "
+                "checkpoints section: add one (checkpoints.checkpoint_interval)."
+            )
+        if self.eval_interval is not None and self.eval_interval % checkpoint_interval:
+            raise ConfigError(
+                f"{self.named('eval_interval')}={self.eval_interval} with asynchronous: only steps with a "
+                f"checkpoint can be evaluated: use a multiple of checkpoints.checkpoint_interval={checkpoint_interval}."
             )

@@ -13,7 +13,8 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from lighteval_nanotron.errors import EvaluationError
+from lighteval_nanotron.console_errors import wants_traceback
+from lighteval_nanotron.errors import EvaluationError, LightevalNanotronError
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.schedule import EvalSchedule, Moment
 from lighteval_nanotron.hook.state_guard import preserve_training_state
@@ -130,10 +131,13 @@ class TrainingEvaluator:
             # Agreed phases: the second has collectives (datasets loaded once, broadcast), so every
             # rank must have got through the first (tokenizer, tasks) before any rank enters it.
             engine, tasks = self._agreed(world, engine_and_tasks)
-            self.pipeline = self._agreed(world, lambda: prepare_pipeline(engine, tasks, self.config, self.model_name))
+            length = int(trainer.config.tokens.sequence_length)
+            self.pipeline = self._agreed(
+                world, lambda: prepare_pipeline(engine, tasks, self.config, self.model_name, sequence_length=length)
+            )
             self._agreed(world, open_outputs)
             done = finished_tasks_by_step(self.config.output_dir, self.model_name, world)
-        for step in finished_steps(done, list(self.pipeline.tasks), self.pipeline.max_samples):
+        for step in finished_steps(done, self.pipeline.result_names, self.pipeline.max_samples):
             self.schedule.mark(step)
         self.progress = tqdm(
             total=len(self._remaining_steps(trainer)),
@@ -144,7 +148,8 @@ class TrainingEvaluator:
         _log_rank0(
             world,
             logging.INFO,
-            f"[lighteval_nanotron] prepared {', '.join(self.config.tasks)} in {time.perf_counter() - started:.1f}s; "
+            f"[lighteval_nanotron] prepared {', '.join(self.pipeline.result_names)} "
+            f"in {time.perf_counter() - started:.1f}s; "
             f"evaluating at {self._plan_description(trainer)}",
         )
 
@@ -194,7 +199,14 @@ class TrainingEvaluator:
                     raise_for_failed_tasks(result)
             except Exception as caught:  # noqa: BLE001 - agreed on below, so that no rank hangs
                 error = caught
-                logger.error("[lighteval_nanotron] evaluation at step %d raised on this rank", step, exc_info=caught)
+                # this library's errors are said in the agreed verdict; a traceback only for anything else
+                traceback = caught if not isinstance(caught, LightevalNanotronError) or wants_traceback() else None
+                logger.log(
+                    logging.ERROR if traceback else logging.DEBUG,
+                    "[lighteval_nanotron] evaluation at step %d raised on this rank",
+                    step,
+                    exc_info=traceback,
+                )
             if error is not None and is_timeout(error):
                 raise _stalled_peer_error(step, self.config.failure_timeout_s) from error
             verdict = agree(

@@ -16,30 +16,41 @@ lighteval_nanotron/parallel/launch_env.py and examples/train_with_eval.sbatch).
 A bad config (a wrong value, a misspelled key, a layout that does not match the number of
 processes) is found before any process starts training and reported as one `error:` line, printed
 once, with exit code 2; so is any error of this library raised on the ranks (e.g. a task that
-cannot be prepared).
+cannot be prepared). A rank of `--nproc` that dies (killed by a signal, out of memory) or raises
+anything else ends the run with one `error:` line naming the rank and what happened, exit code 1
+(the traceback with LIGHTEVAL_NANOTRON_TRACEBACK=1); see `lighteval_nanotron.console_errors`.
 """
 
 import argparse
+import logging
 import os
 import sys
+import tempfile
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, List
 
+from lighteval_nanotron.console_errors import (
+    INTERNAL_ERROR,
+    USAGE_ERROR,
+    print_error,
+    report_exception,
+    wants_traceback,
+)
 from lighteval_nanotron.errors import LightevalNanotronError
 from lighteval_nanotron.parallel.distributed import free_loopback_port, local_rank_env
 from lighteval_nanotron.parallel.launch_env import apply_launcher_env
 
 DEFAULT_TIMEOUT_S = 1800
-USAGE_ERROR = 2
-"""Exit code of a run stopped by a bad config or another error with a fix (`LightevalNanotronError`)."""
 
 
 class ReportedError(Exception):
-    """A rank stopped with a `LightevalNanotronError`; `message` is its one-line description."""
+    """A spawned rank stopped: `message` says which and why in one line, `exit_code` is the run's."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, exit_code: int = USAGE_ERROR) -> None:
         super().__init__(message)
         self.message = message
+        self.exit_code = exit_code
 
 
 def train(config_file: str, cpu: bool = False, timeout_s: int = DEFAULT_TIMEOUT_S) -> Any:
@@ -59,7 +70,7 @@ def train(config_file: str, cpu: bool = False, timeout_s: int = DEFAULT_TIMEOUT_
     return trainer
 
 
-def _spawned_rank(rank: int, world_size: int, port: int, config_file: str, timeout_s: int, errors: Any) -> None:
+def _spawned_rank(rank: int, world_size: int, port: int, config_file: str, timeout_s: int, errors: str) -> None:
     os.environ.update(local_rank_env(rank, world_size, port))
     import torch
     import torch.distributed as dist
@@ -68,7 +79,9 @@ def _spawned_rank(rank: int, world_size: int, port: int, config_file: str, timeo
     try:
         train(config_file, cpu=True, timeout_s=timeout_s)
     except LightevalNanotronError as error:
-        errors.put(str(error))
+        # a file, not a multiprocessing queue: a rank killed later would leave the queue's semaphores
+        # to the resource tracker, which complains after the run's error line
+        (Path(errors) / f"rank-{rank}.txt").write_text(str(error), encoding="utf-8")
         sys.exit(USAGE_ERROR)
     finally:
         if dist.is_initialized():
@@ -82,19 +95,65 @@ def launch_cpu(config_file: str, nproc: int, timeout_s: int = DEFAULT_TIMEOUT_S)
 
     port = free_loopback_port()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    errors = mp.get_context("spawn").SimpleQueue()
+    errors = tempfile.TemporaryDirectory(prefix="lighteval_nanotron_errors_")
+    # A rank that is killed leaves the semaphores it registered (tqdm's lock) to multiprocessing's
+    # resource tracker, which would warn about them after the error line; the tracker starts with
+    # the first rank and reads this.
+    warning_filters = os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = ",".join(
+        filter(None, [warning_filters, "ignore::UserWarning:multiprocessing.resource_tracker"])
+    )
+    spawn_log = logging.getLogger("torch.multiprocessing.spawn")
+    level = spawn_log.level
+    spawn_log.setLevel(logging.ERROR)  # "Terminating process ...": the summary below says the others were stopped
     try:
         mp.start_processes(
             _spawned_rank,
-            args=(nproc, port, config_file, timeout_s, errors),
+            args=(nproc, port, config_file, timeout_s, errors.name),
             nprocs=nproc,
             join=True,
             start_method="spawn",
         )
     except mp.ProcessExitedException as failure:
-        if failure.exit_code == USAGE_ERROR and not errors.empty():
-            raise ReportedError(errors.get()) from failure
-        raise
+        reported = sorted(Path(errors.name).glob("rank-*.txt"))
+        if failure.exit_code == USAGE_ERROR and reported:
+            raise ReportedError(reported[0].read_text(encoding="utf-8")) from failure
+        raise ReportedError(_exit_summary(failure), INTERNAL_ERROR) from failure
+    except mp.ProcessRaisedException as failure:
+        if wants_traceback():
+            print(failure.msg, file=sys.stderr)
+        raise ReportedError(_raised_summary(failure), INTERNAL_ERROR) from failure
+    finally:
+        spawn_log.setLevel(level)
+        errors.cleanup()
+        if warning_filters is None:
+            os.environ.pop("PYTHONWARNINGS", None)
+        else:
+            os.environ["PYTHONWARNINGS"] = warning_filters
+
+
+_STOPPED = (
+    "; the other ranks were stopped. Checkpoints and evaluation results already written are kept: resume from the "
+    "last checkpoint (checkpoints.resume_checkpoint_path)."
+)
+
+
+def _exit_summary(failure: Any) -> str:
+    """One line for a rank that died (a signal) or exited with a status and no message."""
+    rank = f"training rank {failure.error_index} (pid {failure.error_pid})"
+    if failure.signal_name:
+        oom = " (often the out-of-memory killer or a job limit: see dmesg)" if failure.signal_name == "SIGKILL" else ""
+        return f"{rank} was killed by {failure.signal_name}{oom}{_STOPPED}"
+    return f"{rank} exited with status {failure.exit_code}{_STOPPED}"
+
+
+def _raised_summary(failure: Any) -> str:
+    """One line for a rank that raised something other than this library's errors: the last line of
+    its traceback (`Type: message`)."""
+    lines = [line for line in str(failure.msg).splitlines() if line.strip()]
+    last = lines[-1].strip() if lines else "an exception"
+    hint = "" if wants_traceback() else " (set LIGHTEVAL_NANOTRON_TRACEBACK=1 for its traceback)"
+    return f"training rank {failure.error_index} (pid {failure.error_pid}) failed: {last}{hint}" + _STOPPED
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -129,9 +188,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             train(args.config_file, cpu=args.cpu, timeout_s=args.timeout_s)
     except ReportedError as error:
-        return _usage_error(error.message)
-    except LightevalNanotronError as error:
-        return _usage_error(str(error))
+        print_error(error.message)
+        return error.exit_code
+    except Exception as error:  # noqa: BLE001 - every failure ends in one error line (console_errors)
+        return report_exception(error)
     return 0
 
 
@@ -142,8 +202,7 @@ def _torchrun_world_size() -> int | None:
 
 def _usage_error(message: str) -> int:
     """Print `error: <message>` once (world rank 0 under torchrun); the exit code of every rank."""
-    if os.environ.get("RANK", "0") == "0":
-        print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    print_error(message)
     return USAGE_ERROR
 
 

@@ -22,6 +22,7 @@ import functools
 from typing import Any, Callable, Optional, Type
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.hook.asynchronous import evaluator_for
 from lighteval_nanotron.hook.config import SECTION, EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
 from lighteval_nanotron.hook.training_config import TrainingConfigWithEvaluation
@@ -42,7 +43,7 @@ def _wire(trainer: Any, config: Optional[EvaluationConfig]) -> Optional[Training
     `wandb.init` skipped unless the section asks for W&B); with one, the evaluator runs too."""
     if getattr(trainer, ATTACHED, False):
         raise ConfigError("attach_evaluation: this trainer already evaluates; attach at most once.")
-    evaluator = TrainingEvaluator(config) if config is not None else None
+    evaluator = evaluator_for(config) if config is not None else None
     original_pre_training = trainer.pre_training
 
     @functools.wraps(original_pre_training)

@@ -9,6 +9,7 @@ from typing import Any
 from lighteval_nanotron.errors import MetricError
 from lighteval_nanotron.metrics.metric import Metric
 from lighteval_nanotron.metrics.stderr import DEFAULT_BOOTSTRAP_ITERS, DEFAULT_BOOTSTRAP_SEED, standard_error
+from lighteval_nanotron.requests.held_out import is_held_out_key
 
 STDERR_SUFFIX = "_stderr"
 ALL_TASKS_KEY = "all"
@@ -50,13 +51,14 @@ def _values_of(name: str, sample_values: Sequence[Mapping[str, Any]]) -> list[An
 def average_over_tasks(results: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     """The `all` entry: each metric averaged over the tasks that report it.
 
-    An existing `all` entry is ignored. The standard error of the average of k independent task
-    values is sqrt(sum of squared standard errors) / k (lighteval averages the standard errors,
-    which overstates the uncertainty of the average).
+    An existing `all` entry and held-out domains (`heldout|...`: they have their own averages) are
+    ignored. The standard error of the average of k independent task values is sqrt(sum of
+    squared standard errors) / k (lighteval averages the standard errors, which overstates the
+    uncertainty of the average).
     """
     values: dict[str, list[float]] = {}
     for task, task_results in results.items():
-        if task == ALL_TASKS_KEY:
+        if task == ALL_TASKS_KEY or is_held_out_key(task):
             continue
         for name, value in task_results.items():
             values.setdefault(name, []).append(float(value))

@@ -43,7 +43,7 @@ class TransformersNeeded(Exception):
 
 def _read_config(folder: Path) -> dict[str, Any]:
     try:
-        with open(folder / "tokenizer_config.json", encoding="utf-8") as handle:
+        with open(folder / "tokenizer_config.json", encoding="utf-8-sig") as handle:
             config = json.load(handle)
     except (OSError, ValueError) as error:
         raise TransformersNeeded(f"unreadable tokenizer_config.json ({error})") from error
@@ -168,6 +168,9 @@ class FastTokenizer:
     def vocab_size(self) -> int:
         """The model's vocabulary, added tokens left out (as transformers counts it)."""
         return self.backend.get_vocab_size(with_added_tokens=False)
+
+    def get_vocab(self, with_added_tokens: bool = True) -> dict[str, int]:
+        return self.backend.get_vocab(with_added_tokens=with_added_tokens)
 
     def __len__(self) -> int:
         return self.backend.get_vocab_size(with_added_tokens=True)

@@ -11,6 +11,9 @@ exists. `LoggingArgs` is only a type annotation in `nanotron.logging`, so a plac
 exists while `nanotron.config.config` runs breaks the cycle; the real class replaces it afterwards.
 Loading `nanotron.config` first also avoids the second cycle (models -> pipeline engine -> optim ->
 parallel.parameters -> models).
+
+`import_nanotron` also adapts Nanotron's checkpoint shapes to numpy 2 (`nanotron_compat.numpy2`),
+whichever device runs.
 """
 
 import importlib
@@ -23,6 +26,7 @@ from typing import Optional, Sequence
 
 from lighteval_nanotron.nanotron_compat.flash_attn_fallback import ensure_flash_attn
 from lighteval_nanotron.nanotron_compat.grouped_gemm_fallback import ensure_grouped_gemm
+from lighteval_nanotron.nanotron_compat.numpy2 import adapt_checkpoint_shapes
 from lighteval_nanotron.nanotron_compat.variant import installed_nanotron, require_supported_nanotron
 
 _CONFIG_MODULE = "nanotron.config.config"
@@ -70,8 +74,10 @@ def import_nanotron() -> ModuleType:
 
     Call it before importing any other `nanotron` module. Returns the `nanotron.config` module.
     Raises UnsupportedModelError for a Nanotron variant the project does not support
-    (`nanotron_compat.variant`).
+    (`nanotron_compat.variant`). Checkpoint shapes are adapted to numpy 2 (`adapt_checkpoint_shapes`),
+    also when Nanotron was imported before.
     """
+    adapt_checkpoint_shapes()
     if _CONFIG_MODULE in sys.modules and "nanotron.logging" in sys.modules:
         return importlib.import_module("nanotron.config")
     if require_supported_nanotron().name == "main":

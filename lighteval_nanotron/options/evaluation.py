@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.heldout import DEFAULT_HELD_OUT_TOKENS, HeldOutSpec, held_out_specs
 from lighteval_nanotron.options.base import as_list, choices
 from lighteval_nanotron.options.tokenization import TokenizationOptions
 from lighteval_nanotron.options.tracking import TrackingOptions
@@ -22,11 +23,33 @@ from lighteval_nanotron.tasks.spec import read_task_list
 
 @dataclass(kw_only=True)
 class EvaluationOptions(TrackingOptions, TokenizationOptions):
-    """What to evaluate and how. Every field but `tasks` is optional."""
+    """What to evaluate and how. Every field but `tasks` (or `held_out`) is optional."""
 
-    tasks: Union[str, List[str]]
+    tasks: Union[str, List[str]] = ""
     """Task specs `suite|task|num_fewshot`: a comma-separated string, a list, or a file of specs
-    (one or more a line, `#` comments), e.g. `lighteval|arc:easy|0,lighteval|piqa|0`."""
+    (one or more a line, `#` comments), e.g. `lighteval|arc:easy|0,lighteval|piqa|0`. May be empty
+    when `held_out` names domains."""
+
+    held_out: Optional[Union[Dict[str, Any], List[str]]] = field(
+        default=None,
+        metadata={
+            "flag": "--held-out",
+            "repeat": True,
+            "metavar": "NAME=PATH",
+            "examples": ("web=/data/web", "code=/data/code"),
+        },
+    )
+    """Held-out domains, scored for loss (nats per token), perplexity and bits per byte: `NAME=PATH`
+    (the flag, repeatable) or `{name: path}` / `{name: {path, tokens, text_column, split, subset, seed}}`
+    (the section); a path is a Nanoset folder, a jsonl/parquet file or folder with a text column, or a
+    dataset name. Results `heldout|<name>`; see docs/held_out.md."""
+
+    held_out_tokens: int = DEFAULT_HELD_OUT_TOKENS
+    """Target tokens scored per held-out domain at each evaluation (a fixed subset, the same every time)."""
+
+    held_out_sequence_length: Optional[int] = None
+    """Tokens per held-out window's input. Unset: the training's `tokens.sequence_length` (for `eval`,
+    the checkpoint's `config.yaml`), else the model's positions."""
 
     custom_tasks: Optional[str] = None
     """A Python file or module that defines a `TASKS_TABLE` of extra tasks (lighteval task files
@@ -83,10 +106,17 @@ class EvaluationOptions(TrackingOptions, TokenizationOptions):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.tasks = read_task_list(self.tasks)
-        if not self.tasks:
+        if not self.tasks and not self.held_out:
             raise ConfigError(
-                f"{self.named('tasks')} is empty: set it to task specs, e.g. 'lighteval|arc:easy|0,lighteval|piqa|0'."
+                f"{self.named('tasks')} is empty: set it to task specs, e.g. 'lighteval|arc:easy|0,lighteval|piqa|0' "
+                f"(or give {self.named('held_out')} domains)."
             )
+        self.check_positive("held_out_tokens", "(tokens per domain), e.g. 1000000")
+        self.check_positive("held_out_sequence_length", "or remove it for the training's")
+        try:
+            held_out_specs(self.held_out, self.held_out_tokens)
+        except ConfigError as error:
+            raise ConfigError(f"{self.named('held_out')}: {error}") from error
         self.data_dirs = as_list(self.data_dirs)
         self.check_positive("max_samples", "or remove it to evaluate every doc")
         self.check_positive("tokens_per_batch", "(a token budget), e.g. 8192")
@@ -99,3 +129,8 @@ class EvaluationOptions(TrackingOptions, TokenizationOptions):
             raise ConfigError(f"{self.named('bootstrap_iters')} is {self.bootstrap_iters}: set it to 2 or more.")
         self.check_positive("failure_timeout_s", "(seconds), e.g. 1800", kind="number")
         self.failure_timeout_s = float(self.failure_timeout_s)
+
+    @property
+    def held_out_specs(self) -> List[HeldOutSpec]:
+        """The held-out domains, each with its budget (`held_out_tokens` where it gives none)."""
+        return held_out_specs(self.held_out, self.held_out_tokens)

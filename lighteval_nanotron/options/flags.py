@@ -8,14 +8,17 @@ first sentence of its docstring. Nothing here names an option.
 Field metadata adjusts the flag where the plain rule does not fit: `flag` (another name, e.g.
 `--data-dir`, `--no-progress`), `repeat` (a list given one flag at a time), `positional`,
 `flags_of` (a mapping option whose keys are the fields of a dataclass, one flag each: the sampling
-flags of `generation`). A flag left out is absent from `given_options`, so a default applies.
+flags of `generation`), `metavar`, `examples` (two values a repeated flag takes, for the tests). A flag left
+out is absent from `given_options`, so a default applies.
 """
 
 import argparse
 import dataclasses
 import typing
+from collections.abc import Mapping
 from typing import Any, Dict, Iterable, List
 
+from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.options.base import UNIONS, field_docs, first_sentence
 
 
@@ -101,7 +104,7 @@ def add_flags(container: Any, cls: type, names: Iterable[str]) -> None:
         else:
             flag = flag_name(cls, name)
             if "type" in keywords:
-                keywords["metavar"] = flag.lstrip("-").replace("-", "_").upper()
+                keywords["metavar"] = field.metadata.get("metavar", flag.lstrip("-").replace("-", "_").upper())
             container.add_argument(flag, dest=name, **keywords)
 
 
@@ -118,3 +121,41 @@ def given_options(args: argparse.Namespace, cls: type, names: Iterable[str]) -> 
         if value is not None:
             given[name] = value
     return given
+
+
+def as_arguments(options: Any, cls: type, names: Iterable[str]) -> List[str]:
+    """The flags that give options `names` the values they have in `options` (an instance of `cls`
+    or of a subclass): the inverse of `given_options`. An option at its default is left out."""
+    hints = typing.get_type_hints(cls)
+    arguments: List[str] = []
+    for name in names:
+        field, value = _field(cls, name), getattr(options, name)
+        if value is None or value == _default(field):
+            continue
+        if "flags_of" in field.metadata:
+            for key, item in value.items():
+                arguments += [_dashed(key), str(item)]
+            continue
+        flag, members = flag_name(cls, name), _members(hints[name])
+        if isinstance(value, Mapping) and field.metadata.get("repeat"):  # `{name: path}` -> NAME=PATH flags
+            value = [_key_value(flag, key, item) for key, item in value.items()]
+        if members == [bool]:
+            arguments.append(flag if field.default is not None or value else "--no-" + flag[2:])
+        elif isinstance(value, list) and field.metadata.get("repeat"):
+            for item in value:
+                arguments += [flag, str(item)]
+        elif isinstance(value, list):
+            joined = str in members  # one string that the option splits (`tasks`, `wandb_tags`)
+            arguments += [flag, ",".join(map(str, value))] if joined else [flag, *map(str, value)]
+        else:
+            arguments += [flag, str(value)]
+    return arguments
+
+
+def _key_value(flag: str, key: Any, item: Any) -> str:
+    if isinstance(item, (Mapping, list)):
+        raise ConfigError(
+            f"{key}: {item!r} has settings the {flag} flag cannot carry (it takes NAME=VALUE): give it as a plain "
+            "value, or evaluate in the loop."
+        )
+    return f"{key}={item}"

@@ -55,15 +55,18 @@ def agree(
 
     Raises `EvaluationError` on the ranks that do not hear from every other rank within
     `timeout_s` (a rank stuck in a collective after a peer failed): continuing would hang. Its
-    message ends with `timeout_hint`, the caller's advice (e.g. which setting raises the deadline).
+    message names this rank's own failure, if any, and ends with `timeout_hint`, the caller's
+    advice (e.g. which setting raises the deadline).
     """
     flag = torch.tensor([0 if error is None else 1], dtype=torch.int64, device=_flag_device(group))
     work = dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group, async_op=True)
     try:
         work.wait(timeout=datetime.timedelta(seconds=timeout_s))
     except RuntimeError as timeout:
+        mine = "" if error is None else f" This rank failed: {describe_exception(error)}."
         raise EvaluationError(
-            f"{what}: not every rank reported within {timeout_s}s ({timeout}); a rank is stuck or dead. {timeout_hint}"
+            f"{what}: not every rank reported within {timeout_s}s ({timeout}); a rank is stuck or dead.{mine} "
+            f"{timeout_hint}"
         ) from error
     if int(flag.item()) == 0:
         return Verdict()

@@ -77,6 +77,15 @@ def current_timeout_s() -> float | None:
     return None if _current is None else _current.total_seconds()
 
 
+def deadline_s(group: Any) -> float:
+    """How long a wait on `group`'s peers may take: the enclosing `bounded_collectives` block's
+    deadline, else the group's own timeout (torch's default when it does not say)."""
+    if _current is not None:
+        return _current.total_seconds()
+    timeout = _timeout_of(group) or dist.default_pg_timeout
+    return timeout.total_seconds()
+
+
 def wait(work: Any) -> None:
     """`work.wait()`, bounded by the deadline of the enclosing `bounded_collectives` block."""
     if _current is None:

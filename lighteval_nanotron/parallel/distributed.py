@@ -109,8 +109,8 @@ def build_parallel_context(
 
     Without CUDA, call `enable_cpu_support()` first (ParallelContext selects a CUDA device otherwise).
     """
-    from lighteval_nanotron.cpu import is_cpu_support_enabled
     from lighteval_nanotron.nanotron_compat.imports import import_nanotron
+    from lighteval_nanotron.parallel.device import is_cpu_support_enabled
 
     if not torch.cuda.is_available() and not is_cpu_support_enabled():
         raise ConfigError(

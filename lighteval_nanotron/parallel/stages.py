@@ -8,9 +8,12 @@ contiguous slice of that chain this rank owns, calling the built modules directl
 `isend`/`irecv` (gloo's blocking `send` waits for the peer, so Nanotron's own eval batch state
 deadlocks there with several micro-batches in flight). Shape and dtype travel in a small header,
 so the receiver needs no knowledge of TP mode or hidden size; when both sides know the leading
-dimensions of every activation (generation: `[seq, rows]` of each step), only the first one on a
-link carries a header and later ones reuse its dtype and trailing dimensions (one message per
-step instead of two).
+dimensions of every activation (generation: `[seq, rows]` of each step before the final norm,
+`[selected positions, 1]` after it: `LocalStage.boundary_leading`), only the first one on a link
+carries a header and later ones reuse its dtype and trailing dimensions (one message per step
+instead of two). Both ends check the leading dimensions they were given (`check_leading`):
+gloo fills a longer receive buffer in part without a word, so a disagreement would otherwise be
+read as uninitialised values.
 
 Every stage knows the whole batch plan, so masks and token ids are built locally on each stage;
 only activations (and, for generation, the new tokens) are sent.
@@ -18,8 +21,9 @@ only activations (and, for generation, the new tokens) are sent.
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 import torch.distributed as dist
@@ -49,11 +53,28 @@ class LocalStage:
                 f"PP rank {pp_rank} owns blocks {owned} of the model's chain; the engine needs one "
                 "contiguous, non-empty slice per pipeline rank (use fewer pipeline stages than blocks)."
             )
+        norm = next((i for i, step in enumerate(steps) if step.kind == "norm"), None)
+        if norm is None:
+            raise LayoutError("The model's chain has no final norm block; the engine selects positions before it.")
         self._steps = [steps[i] for i in owned]
         self.is_first = owned[0] == 0
         self.is_last = owned[-1] == len(steps) - 1
         self.prev_pp_rank = None if self.is_first else steps[owned[0] - 1].block.rank
         self.next_pp_rank = None if self.is_last else steps[owned[-1] + 1].block.rank
+        # Nanotron places blocks by compute cost: with few layers or a large vocabulary the final
+        # norm (and lm_head) can sit on an earlier stage than the last, whose activations are then
+        # only the selected positions.
+        self.receives_selected = norm < owned[0]
+        self.sends_selected = norm <= owned[-1]
+
+    def boundary_leading(self, leading: tuple[int, ...], select: Any, outgoing: bool) -> tuple[int, ...]:
+        """The first dimensions of the activation this stage receives (`outgoing` False) or sends:
+        `leading` (`[seq, rows]`) before the final norm, `[selected positions, 1]` after it when
+        `select` picks positions (`forward`); `()` stays `()` (a header with every activation)."""
+        selected = self.sends_selected if outgoing else self.receives_selected
+        if not leading or select is None or not selected:
+            return leading
+        return (len(select[0]), 1)
 
     def forward(
         self,
@@ -91,6 +112,17 @@ class LocalStage:
                 chunk = step.run(step.block.pp_block, chunk, mask)
             consume(chunk, start)
         return None
+
+
+def check_leading(shape: Sequence[int], leading: tuple[int, ...], what: str) -> None:
+    """LayoutError when a tensor's `shape` does not start with the dimensions `leading` (both sides of a
+    stage boundary derive them from the plan; a mismatch is an engine bug, and gloo would fill a
+    longer receive buffer in part, silently)."""
+    if tuple(shape[: len(leading)]) != tuple(leading):
+        raise LayoutError(
+            f"{what} has shape {tuple(shape)} where {tuple(leading)} leading dimensions were expected: the "
+            "pipeline's activations are mis-shaped (an engine bug; please report it with the model and the layout)."
+        )
 
 
 def _header(tensor: torch.Tensor) -> torch.Tensor:
@@ -133,11 +165,14 @@ class StageLink:
         wait(dist.irecv(buffer, src=self._peer(pp_rank), group=self._mesh.pp_group, tag=tag))
         return buffer
 
-    def send_activation(self, tensor: torch.Tensor, pp_rank: int, leading: int = 0) -> None:
-        """`leading` > 0: the receiver passes the first `leading` dimensions to `recv_activation`,
-        so after the first activation on this link no header is sent."""
+    def send_activation(self, tensor: torch.Tensor, pp_rank: int, leading: tuple[int, ...] = ()) -> None:
+        """`leading`: the first dimensions of `tensor`, which the receiver passes to
+        `recv_activation`, so after the first activation on this link no header is sent. A tensor
+        that does not start with them raises LayoutError before anything is sent (the receiver
+        would read a wrong-sized buffer: gloo fills a longer one in part, silently)."""
+        check_leading(tensor.shape, leading, f"The activation to PP rank {pp_rank}")
         tensor = tensor.contiguous()
-        trailing = (tensor.dtype, tuple(tensor.shape[leading:]))
+        trailing = (tensor.dtype, tuple(tensor.shape[len(leading) :]))
         agreed = self._agreed_out.get(pp_rank) if leading else None
         if agreed is None:
             self._isend_bounded(_header(tensor).to(self._device), pp_rank)
@@ -154,6 +189,7 @@ class StageLink:
             header = self._recv(torch.empty(_HEADER, dtype=torch.int64, device=self._device), pp_rank, _TAG_ACTIVATION)
             values = header.tolist()
             dtype, shape = _DTYPES[values[0]], tuple(values[2 : 2 + values[1]])
+            check_leading(shape, leading, f"The activation from PP rank {pp_rank}")
             if leading:
                 self._agreed_in[pp_rank] = (dtype, shape[len(leading) :])
         else:
@@ -178,24 +214,65 @@ class StageLink:
         self._feedback.clear()
 
 
+def stage_input(
+    stage: LocalStage, link: StageLink, ids: torch.Tensor, select: Any = None, leading: tuple[int, ...] = ()
+) -> torch.Tensor:
+    """What this stage computes a micro-batch from: its input ids `[rows, seq]` on the first stage,
+    else the previous stage's activation (received here; `select`, `leading`: see `run_stage`)."""
+    if stage.is_first:
+        return ids
+    return link.recv_activation(stage.prev_pp_rank, stage.boundary_leading(leading, select, outgoing=False))
+
+
 def run_stage(
     stage: LocalStage,
     link: StageLink,
-    x: torch.Tensor | None,
+    x: torch.Tensor,
     mask: torch.Tensor,
     tree: Any = None,
     select: Any = None,
     consume: Callable[[torch.Tensor, int], None] | None = None,
     leading: tuple[int, ...] = (),
 ) -> torch.Tensor | None:
-    """One micro-batch through this rank's stage: receive (unless first), compute, send (unless
+    """One micro-batch through this rank's stage from its `stage_input` `x`: compute, send (unless
     last). Returns the logits on the last stage (None with `consume`), None elsewhere (`tree`,
-    `select`, `consume`: see `LocalStage.forward`; `leading`: the activations' first dimensions,
-    known to every stage, so that only the first activation of the link carries a header)."""
-    if not stage.is_first:
-        x = link.recv_activation(stage.prev_pp_rank, leading)
+    `select`, `consume`: see `LocalStage.forward`; `leading`: the first dimensions of the
+    activations before the final norm, known to every stage, so that only the first activation of
+    the link carries a header; after the norm they are the selected positions', see
+    `LocalStage.boundary_leading`)."""
     out = stage.forward(x, mask, tree, select, consume)
     if stage.is_last:
         return out
-    link.send_activation(out, stage.next_pp_rank, len(leading))
+    link.send_activation(out, stage.next_pp_rank, stage.boundary_leading(leading, select, outgoing=True))
     return None
+
+
+class OutputStageFailure:
+    """The output stage's first failure in a run whose activations all carry a header (scoring,
+    held-out loss): mis-shaped logits, a kernel error, ... after a micro-batch's activation arrived.
+    From then on the stage only receives and drops what the previous stage still sends (`drain`, one
+    activation per micro-batch), so the other stages finish the run and no send is left unmatched
+    for the next run; the error is raised when the loop is over (`raise_if_failed`)."""
+
+    def __init__(self, stage: LocalStage, link: StageLink):
+        self._stage, self._link = stage, link
+        self.error: Exception | None = None
+
+    def drain(self) -> None:
+        """Receive and drop this micro-batch's activation."""
+        stage_input(self._stage, self._link, torch.zeros(0))
+
+    @contextlib.contextmanager
+    def guarding(self) -> Iterator[None]:
+        """Around a micro-batch's work after its activation arrived: on the output stage of a
+        pipeline, an error is kept (the first) instead of raised."""
+        try:
+            yield
+        except Exception as error:  # noqa: BLE001 - raised by `raise_if_failed` after the loop
+            if not self._stage.is_last or self._stage.is_first:
+                raise
+            self.error = self.error or error
+
+    def raise_if_failed(self) -> None:
+        if self.error is not None:
+            raise self.error

@@ -18,6 +18,8 @@ from typing import Iterator
 import torch
 import torch.distributed as dist
 
+from lighteval_nanotron.errors import EvaluationError
+
 
 @dataclass
 class LogitsWidthRecord:
@@ -79,6 +81,7 @@ def target_logprobs(
     _observe(shard_logits)
     logits = shard_logits.float()
     shard = logits.shape[-1]
+    _check_targets(targets, shard * _tp_size(tp_group))
     start = shard * (dist.get_rank(tp_group) if _tp_size(tp_group) > 1 else 0)
     local = targets.to(logits.device) - start
     owned = (local >= 0) & (local < shard)
@@ -110,6 +113,18 @@ def target_logprobs(
     return logprobs, is_greedy
 
 
+def _check_targets(targets: torch.Tensor, vocab_size: int) -> None:
+    """Every target must be owned by exactly one shard: a target no shard owns would get the made-up
+    logit 0 (and a finite log-probability). The same check on every TP rank (same targets), so they
+    all raise together; the engine refuses such ids at setup, so this is the last line."""
+    if targets.numel() and not bool(((targets >= 0) & (targets < vocab_size)).all()):
+        wrong = targets[(targets < 0) | (targets >= vocab_size)][0].item()
+        raise EvaluationError(
+            f"target token id {wrong} is outside the vocabulary of {vocab_size} ids that the logits cover: its "
+            "log-probability does not exist. Use the tokenizer the model was trained with."
+        )
+
+
 def greedy_tokens(shard_logits: torch.Tensor, tp_group: dist.ProcessGroup | None) -> torch.Tensor:
     """Global argmax over a sharded vocabulary for each of `n` rows (`[n, vocab / tp]` -> `[n]`)."""
     return greedy_choice(shard_logits, tp_group)[0]
@@ -121,7 +136,9 @@ def greedy_choice(shard_logits: torch.Tensor, tp_group: dist.ProcessGroup | None
     it) and inf when a logit is: a free non-finite check.
 
     Each TP rank offers its best `(value, global id)`; one all-gather of `[tp, 2, n]`; ties go to
-    the lowest vocabulary id, as `torch.argmax` on the full vocabulary does.
+    the lowest vocabulary id, as `torch.argmax` on the full vocabulary does. A row with a NaN gets
+    the id of its first NaN on every layout (the TP1 choice; NaN equals nothing, so without this
+    no shard would match and the id would be a cast infinity).
     """
     _observe(shard_logits)
     logits = shard_logits.float()
@@ -135,7 +152,8 @@ def greedy_choice(shard_logits: torch.Tensor, tp_group: dist.ProcessGroup | None
     dist.all_gather(gathered, mine, group=tp_group)
     stacked = torch.stack(gathered)  # [tp, 2, n]
     best_value = stacked[:, 0].max(dim=0).values
-    ids = torch.where(stacked[:, 0] == best_value, stacked[:, 1], torch.full_like(stacked[:, 1], float("inf")))
+    best = (stacked[:, 0] == best_value) | (stacked[:, 0].isnan() & best_value.isnan())
+    ids = torch.where(best, stacked[:, 1], torch.full_like(stacked[:, 1], float("inf")))
     return ids.min(dim=0).values.long(), best_value
 
 

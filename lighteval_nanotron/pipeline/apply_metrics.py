@@ -72,6 +72,14 @@ def _non_finite(response: ModelResponse) -> bool:
     return response.non_finite_logits or not all(math.isfinite(float(v)) for v in values)
 
 
+def _unknown_tokens_reason(count: int, total: int, example: int) -> str:
+    return (
+        f"{count} of {total} docs generated token ids the tokenizer does not have (e.g. {example}: a row of the "
+        "model's vocabulary past the tokenizer's), which decoding would drop without a word: use the tokenizer "
+        "the model was trained with"
+    )
+
+
 def _non_finite_reason(count: int, total: int) -> str:
     return (
         f"{count} of {total} docs got non-finite (NaN/inf) log-probabilities or logits from the model, so its "
@@ -104,6 +112,7 @@ def score_groups(
     keyed_details: dict[str, list[tuple[int, int, SampleDetail]]] = {task: [] for task in num_docs_by_task}
     failed: dict[str, str] = {}
     non_finite: dict[str, set[int]] = {task: set() for task in num_docs_by_task}
+    unknown: dict[str, dict[int, int]] = {task: {} for task in num_docs_by_task}
     for group, group_responses in zip(groups, responses, strict=True):
         if len(group_responses) != len(group.docs):
             raise EvaluationError(
@@ -115,7 +124,9 @@ def score_groups(
         for doc, task, index, response in rows:
             if _non_finite(response):
                 non_finite[task].add(index)
-            if task in failed or non_finite[task]:
+            if response.unknown_tokens:
+                unknown[task][index] = response.unknown_tokens[0]
+            if task in failed or non_finite[task] or unknown[task]:
                 continue
             metrics = [m for m in metrics_by_task[task] if m.category == group.method]
             try:
@@ -126,6 +137,9 @@ def score_groups(
             sample_values[task][index].update(values)
             detail = make_detail(task, group.method, doc, response, render_prompt(doc), values)
             keyed_details[task].append((index, method_rank, detail))
+    for task, examples in unknown.items():
+        if examples:
+            failed[task] = _unknown_tokens_reason(len(examples), num_docs_by_task[task], next(iter(examples.values())))
     for task, indices in non_finite.items():
         if indices:
             failed[task] = _non_finite_reason(len(indices), num_docs_by_task[task])

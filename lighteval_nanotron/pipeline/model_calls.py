@@ -1,32 +1,22 @@
-"""The one place that knows how the pipeline talks to a model.
+"""The one place that knows how the pipeline talks to a model (`models.interface`).
 
-Any `LightevalModel` works: its three request methods run at every evaluation. A model that
-also offers the engine's prepare-once split (`prepare_loglikelihood`, `prepare_rolling`,
-`prepare_generation` and `run(plan)`, as `NanotronLightevalModel` does) gets its plans built
-once, in `prepare_requests`, and only `run(plan)` is called per evaluation.
+Any `LightevalModel` works: its three request methods run at every evaluation. A `PlanningModel`
+(the Nanotron engine: `prepare_loglikelihood`, `prepare_rolling`, `prepare_generation` and
+`run(plan)`) gets its plans built once, in `prepare_requests`, and only `run(plan)` is called per
+evaluation. What a model cannot do is refused here, when the pipeline prepares.
 """
 
 from __future__ import annotations
 
-import inspect
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.models.interface import LightevalModel, PlanningModel, missing_members
 from lighteval_nanotron.pipeline.request_groups import RequestGroup
+from lighteval_nanotron.pipeline.truncation import report_truncation
 from lighteval_nanotron.requests import ModelResponse, SamplingMethod
-
-MODEL_CALLS = {
-    SamplingMethod.LOGPROBS: "loglikelihood",
-    SamplingMethod.PERPLEXITY: "loglikelihood_rolling",
-    SamplingMethod.GENERATIVE: "greedy_until",
-}
-PREPARE_CALLS = {
-    SamplingMethod.LOGPROBS: "prepare_loglikelihood",
-    SamplingMethod.PERPLEXITY: "prepare_rolling",
-    SamplingMethod.GENERATIVE: "prepare_generation",
-}
 
 
 @dataclass
@@ -37,35 +27,52 @@ class PreparedRequests:
     plans: list[Any]
 
 
-def plans_ahead(model: Any) -> bool:
-    """Whether the model splits requests into prepare (once) and run (per evaluation)."""
-    return callable(getattr(model, "run", None)) and all(
-        callable(getattr(model, name, None)) for name in PREPARE_CALLS.values()
-    )
+def check_model(model: Any) -> None:
+    """ConfigError naming what `model` lacks when it is not a `LightevalModel`."""
+    if not isinstance(model, LightevalModel):
+        raise ConfigError(
+            f"{type(model).__name__} is not a LightevalModel (lighteval_nanotron.models.interface): it lacks "
+            f"{', '.join(missing_members(model, LightevalModel))}. Subclass LightevalModel (its defaults fill in "
+            "the attributes), or pass a Nanotron model through NanotronLightevalModel."
+        )
 
 
-def _check_unconditioned(model: Any, groups: list[RequestGroup]) -> None:
-    if not any(group.unconditioned for group in groups):
-        return
-    call = getattr(model, "prepare_loglikelihood" if plans_ahead(model) else "loglikelihood")
-    if "unconditioned" not in inspect.signature(call).parameters:
+def _check_unconditioned(model: LightevalModel, groups: list[RequestGroup]) -> None:
+    if any(group.unconditioned for group in groups) and not model.supports_unconditioned:
         raise ConfigError(
             f"A task uses a PMI metric, which needs unconditioned log-probabilities, but "
-            f"{type(model).__name__}.{call.__name__} has no `unconditioned` argument: use a model "
+            f"{type(model).__name__} does not score them (supports_unconditioned is False): use a model "
             "that supports it (e.g. NanotronLightevalModel) or drop the PMI metric."
         )
 
 
-def _kwargs(group: RequestGroup) -> dict[str, Any]:
-    return {"unconditioned": True} if group.unconditioned else {}
+def _prepare(model: PlanningModel, group: RequestGroup) -> Any:
+    if group.method is SamplingMethod.LOGPROBS:
+        if group.unconditioned:
+            return model.prepare_loglikelihood(group.docs, unconditioned=True)
+        return model.prepare_loglikelihood(group.docs)
+    if group.method is SamplingMethod.PERPLEXITY:
+        return model.prepare_rolling(group.docs)
+    return model.prepare_generation(group.docs)
 
 
-def prepare_requests(model: Any, groups: list[RequestGroup]) -> PreparedRequests:
-    """Build the model's plans (prompts, tokens, batches) once, when it can."""
+def _call(model: LightevalModel, group: RequestGroup) -> list[ModelResponse]:
+    if group.method is SamplingMethod.LOGPROBS:
+        if group.unconditioned:
+            return model.loglikelihood(group.docs, unconditioned=True)
+        return model.loglikelihood(group.docs)
+    if group.method is SamplingMethod.PERPLEXITY:
+        return model.loglikelihood_rolling(group.docs)
+    return model.greedy_until(group.docs)
+
+
+def prepare_requests(model: LightevalModel, groups: list[RequestGroup]) -> PreparedRequests:
+    """Build the model's plans (prompts, tokens, batches) once, when it is a `PlanningModel`."""
     _check_unconditioned(model, groups)
-    if not plans_ahead(model):
+    if not isinstance(model, PlanningModel):
         return PreparedRequests(groups, [None] * len(groups))
-    plans = [getattr(model, PREPARE_CALLS[g.method])(g.docs, **_kwargs(g)) for g in groups]
+    plans = [_prepare(model, group) for group in groups]
+    report_truncation(model, groups, plans)
     return PreparedRequests(groups, plans)
 
 
@@ -89,33 +96,25 @@ def response_tokens(method: SamplingMethod, response: ModelResponse) -> int:
 
 
 def _doc_tokens(
-    model: Any, group: RequestGroup, plan: Any, responses: list[ModelResponse]
+    model: LightevalModel, group: RequestGroup, plan: Any, responses: list[ModelResponse]
 ) -> tuple[list[float], list[int]]:
-    counted = getattr(model, "doc_tokens", None)
-    if plan is not None and callable(counted):
-        return counted(plan)
+    counted = model.doc_tokens(plan) if plan is not None and isinstance(model, PlanningModel) else None
+    if counted is not None:
+        return counted
     useful = [response_tokens(group.method, response) for response in responses]
     return [float(n + r.padded_tokens_count) for n, r in zip(useful, responses)], useful
 
 
-def run_requests(model: Any, prepared: PreparedRequests, progress: Any = None) -> list[GroupRun]:
+def run_requests(model: LightevalModel, prepared: PreparedRequests, progress: Any = None) -> list[GroupRun]:
     """The model's responses, one run per group. Every rank must call this together.
     `progress` (a tqdm bar, if any) advances by each group's docs as the group is done."""
     runs = []
     for group, plan in zip(prepared.groups, prepared.plans, strict=True):
         start = time.perf_counter()
-        if plan is not None:
-            responses = list(model.run(plan))
-        else:
-            responses = list(getattr(model, MODEL_CALLS[group.method])(group.docs, **_kwargs(group)))
+        responses = list(_call(model, group) if plan is None else model.run(plan))
         seconds = time.perf_counter() - start
         processed, useful = _doc_tokens(model, group, plan, responses) if responses else ([], [])
         runs.append(GroupRun(responses, seconds, processed, useful))
         if progress is not None:
             progress.update(len(group.docs))
     return runs
-
-
-def is_reporting_rank(model: Any) -> bool:
-    """Whether this process gets the responses and reports results (True off a mesh)."""
-    return bool(getattr(model, "is_reporting_rank", True))

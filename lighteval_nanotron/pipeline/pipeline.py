@@ -17,12 +17,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.models.interface import LightevalModel
 from lighteval_nanotron.pipeline.apply_metrics import aggregate_results, score_groups
 from lighteval_nanotron.pipeline.doc_checks import check_gold_indices
-from lighteval_nanotron.pipeline.model_calls import PreparedRequests, is_reporting_rank, prepare_requests, run_requests
+from lighteval_nanotron.pipeline.held_out import PreparedHeldOut, held_out_results, prepare_held_out, run_held_out
+from lighteval_nanotron.pipeline.model_calls import PreparedRequests, check_model, prepare_requests, run_requests
 from lighteval_nanotron.pipeline.progress import evaluation_progress
 from lighteval_nanotron.pipeline.request_groups import RequestGroup, group_requests
 from lighteval_nanotron.pipeline.result import EvaluationResult
@@ -30,6 +32,9 @@ from lighteval_nanotron.pipeline.summary import summarize
 from lighteval_nanotron.pipeline.task_costs import task_costs
 from lighteval_nanotron.requests import Doc
 from lighteval_nanotron.tasks import LightevalTask, PromptManager, Registry
+
+if TYPE_CHECKING:
+    from lighteval_nanotron.heldout import HeldOutSpec
 
 logger = logging.getLogger(__name__)
 
@@ -89,14 +94,16 @@ def build_docs(tasks: Mapping[str, LightevalTask], max_samples: int | None) -> d
 
 
 def share_docs(
-    model: Any, tasks: Mapping[str, LightevalTask], max_samples: int | None, docs: Mapping[str, TaskDocs] | None = None
+    model: LightevalModel,
+    tasks: Mapping[str, LightevalTask],
+    max_samples: int | None,
+    docs: Mapping[str, TaskDocs] | None = None,
 ) -> dict[str, list[Doc]]:
-    """`build_docs` once for the whole mesh when the model offers `computed_once` (one rank loads
-    the datasets and builds the docs, every rank receives them), else here; `docs` when already
+    """`build_docs` once for the whole mesh (the model's `computed_once`: on the Nanotron engine one
+    rank loads the datasets and builds the docs, every rank receives them); `docs` when already
     built. The tasks' doc counts are set on every rank."""
     if docs is None:
-        once = getattr(model, "computed_once", None)
-        docs = once(lambda: build_docs(tasks, max_samples)) if callable(once) else build_docs(tasks, max_samples)
+        docs = model.computed_once(lambda: build_docs(tasks, max_samples))
     for name, task in tasks.items():
         task.config.original_num_docs = docs[name].original_num_docs
         task.config.effective_num_docs = docs[name].effective_num_docs
@@ -110,7 +117,7 @@ class EvaluationPipeline:
 
     def __init__(
         self,
-        model: Any,
+        model: LightevalModel,
         tasks: Mapping[str, LightevalTask],
         docs: Mapping[str, list[Doc]],
         render_prompt: Callable[[Doc], str],
@@ -118,6 +125,7 @@ class EvaluationPipeline:
         max_samples: int | None = None,
         bootstrap_iters: int | None = None,
         show_progress: bool = False,
+        held_out: PreparedHeldOut | None = None,
     ) -> None:
         """Use `EvaluationPipeline.prepare(...)`; this only stores what prepare built."""
         self.model = model
@@ -139,11 +147,18 @@ class EvaluationPipeline:
         ]
         self.groups: list[RequestGroup] = group_requests(self.docs, unconditioned)
         self.prepared: PreparedRequests = prepare_requests(model, self.groups)
+        self.held_out = held_out or PreparedHeldOut()
+        """The held-out domains' windows and plans (`pipeline.held_out`)."""
+
+    @property
+    def result_names(self) -> list[str]:
+        """Every results key an evaluation writes for this pipeline: the tasks, then `heldout|<name>`."""
+        return [*self.tasks, *self.held_out.keys]
 
     @classmethod
     def prepare(
         cls,
-        model: Any,
+        model: LightevalModel,
         tasks: TaskSelection,
         max_samples: int | None = None,
         *,
@@ -154,13 +169,16 @@ class EvaluationPipeline:
         docs: Mapping[str, TaskDocs] | None = None,
         fewshot_draws: str | None = None,
         show_progress: bool = False,
+        held_out: Sequence[HeldOutSpec] = (),
+        held_out_sequence_length: int | None = None,
     ) -> EvaluationPipeline:
         """Load tasks and datasets, build docs (with few-shot examples) and let the model plan its
         requests. Every problem with a task (unknown name, missing dataset, bad prompt function)
         raises here, before any evaluation.
 
         Args:
-            model: An engine model (`loglikelihood`, `loglikelihood_rolling`, `greedy_until`).
+            model: A `LightevalModel` (`models.interface`: `loglikelihood`, `loglikelihood_rolling`,
+                `greedy_until`; a `PlanningModel` such as the Nanotron engine plans them here).
             tasks: Task specs (`"suite|task|k,..."`, a list, a file of specs) or `{name: LightevalTask}`.
             max_samples: At most this many docs per task (a fixed subset), None for all.
             custom_tasks: A `.py` file, module name or module with a `TASKS_TABLE` of extra tasks.
@@ -171,24 +189,30 @@ class EvaluationPipeline:
             fewshot_draws: `lighteval` or `per_doc` for every task; None keeps each task's own
                 (its config's `fewshot_draws`, else `lighteval` for lighteval's suites).
             docs: The tasks' docs when already built (`build_docs`), else built here, once for
-                the whole mesh when the model offers `computed_once`.
+                the whole mesh (the model's `computed_once`).
             show_progress: Show a bar per evaluation (docs done, docs/s, ETA) on this process
                 when stderr is a terminal; pass True on one rank only (e.g. world rank 0).
+            held_out: Held-out domains (`heldout.HeldOutSpec`), read and tokenized here, once for
+                the mesh; `tasks` may then be empty.
+            held_out_sequence_length: Tokens per held-out window's input (the training's sequence
+                length); None: the model's positions.
         """
+        check_model(model)
         if max_samples is not None and max_samples < 1:
             raise ConfigError(f"max_samples={max_samples}: use a positive number, or None for every doc.")
-        loaded = load_tasks(tasks, custom_tasks, fewshot_draws)
+        loaded = {} if held_out and not tasks else load_tasks(tasks, custom_tasks, fewshot_draws)
         task_docs = share_docs(model, loaded, max_samples, docs)
         for task_name, docs_of_task in task_docs.items():
             check_gold_indices(task_name, docs_of_task)
-        name = model_name or getattr(model, "model_name", None) or "model"
+        name = model_name or model.model_name or "model"
         logger.info(
             "Prepared %d task(s), %d docs: %s", len(task_docs), sum(map(len, task_docs.values())), ", ".join(task_docs)
         )
         if prompt_manager is not None:
             render_prompt = prompt_manager.prepare_prompt
         else:
-            render_prompt = getattr(model, "prompt_fn", None) or PromptManager().prepare_prompt
+            render_prompt = model.prompt_fn or PromptManager().prepare_prompt
+        prepared_held_out = prepare_held_out(model, list(held_out), held_out_sequence_length)
         return cls(
             model,
             loaded,
@@ -198,6 +222,7 @@ class EvaluationPipeline:
             max_samples=max_samples,
             bootstrap_iters=bootstrap_iters,
             show_progress=show_progress,
+            held_out=prepared_held_out,
         )
 
     def run(
@@ -209,7 +234,8 @@ class EvaluationPipeline:
         total_docs = sum(len(group.docs) for group in self.groups)
         with evaluation_progress(total_docs, step, self.show_progress) as progress:
             runs = run_requests(self.model, self.prepared, progress)
-        if not is_reporting_rank(self.model):
+        held_out_runs = run_held_out(self.model, self.held_out)
+        if not self.model.is_reporting_rank:
             return None
         responses = [run.responses for run in runs]
         scored = score_groups(
@@ -226,16 +252,25 @@ class EvaluationPipeline:
             logger.error("Task %s failed, its results are left out: %s", task, reason)
         details = {task: rows for task, rows in scored.details.items() if task not in failed}
         evaluated = [name for name in self.tasks if name not in failed]
+        held_out = held_out_results(self.held_out, held_out_runs)
+        for key, reason in held_out.failed.items():
+            logger.error("Held-out domain %s failed, its results are left out: %s", key, reason)
+        results.update(held_out.results)
+        details.update(held_out.details)
+        failed.update(held_out.failed)
         summary_tasks, summary_general = summarize(details)
         wall_time = time.perf_counter() - start
         return EvaluationResult(
             model_name=self.model_name,
             results=results,
             details=details,
-            versions={name: self.tasks[name].version for name in evaluated},
+            versions={**{name: self.tasks[name].version for name in evaluated}, **dict.fromkeys(held_out.results, 0)},
             config_tasks={
-                name: {**self.tasks[name].config.as_dict(), "fewshot_sampling": self.tasks[name].fewshot_record()}
-                for name in evaluated
+                **{
+                    name: {**self.tasks[name].config.as_dict(), "fewshot_sampling": self.tasks[name].fewshot_record()}
+                    for name in evaluated
+                },
+                **held_out.config_tasks,
             },
             summary_tasks=summary_tasks,
             summary_general=summary_general,
@@ -246,7 +281,7 @@ class EvaluationPipeline:
             consumed_tokens=consumed_tokens,
             consumed_train_samples=consumed_train_samples,
             max_samples=self.max_samples,
-            failed_tasks={name: failed[name] for name in self.tasks if name in failed},
+            failed_tasks={name: failed[name] for name in self.result_names if name in failed},
             extra_config=dict(self.prompt_settings),
-            task_costs={name: costs[name].to_dict() for name in evaluated},
+            task_costs={**{name: costs[name].to_dict() for name in evaluated}, **held_out.task_costs},
         )

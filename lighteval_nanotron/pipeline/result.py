@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lighteval_nanotron import __version__
 from lighteval_nanotron.errors import EvaluationError
+from lighteval_nanotron.version import __version__
 
 ALL_TASKS_KEY = "all"
 TASK_COSTS_KEY = "task_costs"

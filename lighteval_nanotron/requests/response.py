@@ -30,3 +30,6 @@ class ModelResponse:
     padded_tokens_count: int = 0
     non_finite_logits: bool = False
     """Generation met NaN/inf logits for this doc (its text is then meaningless)."""
+    unknown_tokens: list[int] = field(default_factory=list)
+    """Generated ids the tokenizer does not have (rows of the model's vocabulary past the tokenizer's):
+    decoding would drop them silently, so the doc's text is not what the model generated."""

@@ -24,16 +24,27 @@ def load_tasks(options: EvaluationOptions) -> dict[str, Any]:
     from lighteval_nanotron.pipeline import load_tasks as load
 
     use_data_dirs(options)
-    return load(options.tasks, options.custom_tasks, options.fewshot_draws)
+    return load(options.tasks, options.custom_tasks, options.fewshot_draws) if options.tasks else {}
 
 
 def prepare_pipeline(
-    engine: Any, tasks: dict[str, Any], options: EvaluationOptions, model_name: str, docs: Mapping | None = None
+    engine: Any,
+    tasks: dict[str, Any],
+    options: EvaluationOptions,
+    model_name: str,
+    docs: Mapping | None = None,
+    sequence_length: int | None = None,
+    held_out: list[str] | None = None,
 ) -> Any:
-    """The `EvaluationPipeline` of `tasks` (collective: the datasets are opened and the prompts
-    tokenized once, then broadcast; `docs` when they were already built). Progress bars on world
-    rank 0 only."""
+    """The `EvaluationPipeline` of `tasks` and the options' held-out domains (collective: the
+    datasets are opened, the prompts and held-out text tokenized once, then broadcast; `docs` when
+    they were already built). Held-out windows are `held_out_sequence_length` long, else
+    `sequence_length` (the training's), else the model's positions; `held_out` keeps only those
+    results keys. Progress bars on world rank 0 only."""
     from lighteval_nanotron.pipeline import EvaluationPipeline
+    from lighteval_nanotron.requests.held_out import held_out_key
+
+    specs = [s for s in options.held_out_specs if held_out is None or held_out_key(s.name) in held_out]
 
     return EvaluationPipeline.prepare(
         engine,
@@ -43,4 +54,6 @@ def prepare_pipeline(
         docs=docs,
         bootstrap_iters=options.bootstrap_iters,
         show_progress=options.progress_bar and dist.get_rank() == 0,
+        held_out=specs,
+        held_out_sequence_length=options.held_out_sequence_length or sequence_length,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -40,6 +40,10 @@ class LightevalTaskConfig:
 
     hf_revision: str | None = None
     """Dataset revision (branch, tag or commit) on the Hub; None is the latest."""
+    hf_data_files: str | Sequence[str] | Mapping[str, str | Sequence[str]] | None = None
+    """The dataset's files, as `data_files` of `datasets.load_dataset(hf_repo, hf_subset)` (e.g.
+    `hf_repo="json"` and a local JSON Lines file, or a mapping split -> files); data dirs are then
+    not searched."""
     hf_filter: Callable[[dict], bool] | None = None
     """Keep only the rows for which this returns True."""
     hf_avail_splits: Sequence[str] = field(default_factory=lambda: ["train", "validation", "test"])
@@ -92,6 +96,8 @@ class LightevalTaskConfig:
         self.hf_avail_splits = _as_list(self.hf_avail_splits)
         self.evaluation_splits = _as_list(self.evaluation_splits)
         self.suite = _as_list(self.suite)
+        if isinstance(self.hf_data_files, tuple):
+            self.hf_data_files = list(self.hf_data_files)
         if self.stop_sequence is not None:
             self.stop_sequence = _as_list(self.stop_sequence)
         if self.num_samples is not None:

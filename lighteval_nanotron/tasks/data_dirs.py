@@ -10,11 +10,12 @@ environment variable `LIGHTEVAL_NANOTRON_DATA_DIRS`:
   anything `datasets.load_dataset(PATH, hf_subset)` reads). A Hub-style copy, as
   `huggingface-cli download --repo-type dataset` leaves it (a README whose YAML front matter has
   `configs:`, and `data/<split>-00000-of-00001.parquet` files), is read by `datasets` itself, with
-  the configs and split names that README declares; a mapping to a folder that does not exist
-  fails at once (the user said where the data is);
+  the configs and split names that README declares;
 - `bundled`: the benchmark slices shipped in `lighteval_nanotron/bundled_data/slices/`.
 
 Split files sharded as the Hub names them (`<split>-00000-of-00002.parquet`, ...) are one split.
+Every entry must be an existing folder (a path or mapping that does not exist fails at once,
+naming it: the user said where the data is, and a typo must not make a dataset come from elsewhere).
 A dataset found in no data dir is loaded from the Hub by name; when the Hub cannot be reached (and
 `HF_HUB_OFFLINE` / `HF_DATASETS_OFFLINE` do not ask for the Hugging Face cache) that fails at
 once with what was tried, instead of retrying for half a minute.
@@ -65,6 +66,8 @@ class DatasetSource:
     hf_subset: str | None
     hf_revision: str | None
     data_dirs: tuple[str, ...]
+    data_files: str | list | dict | None = None
+    """The task's `hf_data_files`: loaded as given (`datasets.load_dataset(..., data_files=...)`)."""
 
 
 def _subset_dir_name(hf_subset: str | None) -> str:
@@ -94,7 +97,7 @@ def is_hub_folder(folder: Path) -> bool:
     readme = folder / "README.md"
     if not readme.is_file():
         return False
-    text = readme.read_text(encoding="utf-8", errors="replace")
+    text = readme.read_text(encoding="utf-8-sig", errors="replace")
     if not text.startswith("---"):
         return False
     front_matter = text.split("---", 2)[1] if text.count("---") >= 2 else ""
@@ -134,10 +137,16 @@ def _read_jsonl(path: Path):
 
     opener = gzip.open if path.name.endswith(".gz") else open
     rows = []
-    with opener(path, "rt", encoding="utf-8") as handle:
-        for line in handle:
+    with opener(path, "rt", encoding="utf-8-sig") as handle:  # a byte-order mark is not part of the first row
+        for number, line in enumerate(handle, start=1):
             if line.strip():
-                rows.append(json.loads(line))
+                try:
+                    rows.append(json.loads(line))
+                except ValueError as error:
+                    from lighteval_nanotron.errors import DatasetLoadError
+
+                    message = f"{path}, line {number}: not a JSON row ({error}): fix or remove the line."
+                    raise DatasetLoadError(message) from None
     columns: dict[str, list] = {}
     for row in rows:
         for key in row:
@@ -168,19 +177,39 @@ def load_subset_dir(folder: Path):
     return DatasetDict({split: _read_split(paths) for split, paths in _split_entries(folder).items()})
 
 
+def check_data_dirs(source: DatasetSource) -> None:
+    """Raise DatasetLoadError naming the first data dir (or `HF_REPO=PATH` folder) that is not an
+    existing folder: the user said where the data is, so a dataset must not be looked up elsewhere
+    by name (the Hub, or a Hugging Face cache that may hold an unrelated copy) because of a typo."""
+    from lighteval_nanotron.errors import DatasetLoadError
+
+    for entry in source.data_dirs:
+        repo, sep, path = entry.partition("=")
+        folder = Path(path.strip()).expanduser() if sep else _root_path(entry)
+        if folder.is_dir():
+            continue
+        problem = "does not exist" if not folder.exists() else "is not a folder"
+        where = (
+            f"the data dir entry {repo.strip()}={folder} points at a folder that {problem}"
+            if sep
+            else (f"the data dir {entry!r} ({folder}) {problem}")
+        )
+        raise DatasetLoadError(
+            f"Task {source.task_name!r}: {where}: fix that path or remove the entry (--data-dir, the "
+            f"lighteval_nanotron section's data_dirs, or ${ENV_VAR}, a colon-separated list). A dataset is not "
+            "looked up by name on the Hub or in its cache instead."
+        )
+
+
 def load_source(source: DatasetSource):
-    """Load all splits of a task's dataset (unfiltered). Raises `DatasetLoadError` with the fix."""
+    """Load all splits of a task's dataset (unfiltered). Raises `DatasetLoadError` with the fix (a data
+    dir that does not exist included: `check_data_dirs`)."""
+    check_data_dirs(source)
     tried: list[str] = []
+    if source.data_files is not None:
+        return _load_with_datasets(source, source.hf_repo, tried)
     subset = _subset_dir_name(source.hf_subset)
-    mapped = _mapped_locations(source.hf_repo, source.data_dirs)
     for location in candidate_locations(source.hf_repo, source.hf_subset, source.data_dirs):
-        if location in mapped and not location.is_dir():
-            raise _load_error(
-                source,
-                f"the data dir entry {source.hf_repo}={location} points at a folder that does not exist",
-                tried,
-                fix=f"fix that path (a copy of the dataset's Hub repository), or remove the {source.hf_repo}= entry",
-            )
         if is_hub_folder(location):
             return _load_with_datasets(source, str(location), tried)
         if is_subset_dir(location):
@@ -203,16 +232,6 @@ def load_source(source: DatasetSource):
             tried.append(f"the Hub ({unreachable})")
             raise _load_error(source, "it is in no data dir and the Hub cannot be reached", tried)
     return _load_with_datasets(source, source.hf_repo, tried)
-
-
-def _mapped_locations(hf_repo: str, data_dirs: tuple[str, ...]) -> set[Path]:
-    """The folders of the `HF_REPO=PATH` entries for this repository."""
-    found = set()
-    for entry in data_dirs:
-        repo, sep, path = entry.partition("=")
-        if sep and repo.strip() == hf_repo:
-            found.add(Path(path.strip()).expanduser())
-    return found
 
 
 def _offline() -> bool:
@@ -238,10 +257,10 @@ def _hub_unreachable() -> str | None:
     return None
 
 
-def _load_error(source: DatasetSource, reason: str, tried: list[str], fix: str | None = None):
+def _load_error(source: DatasetSource, reason: str, tried: list[str]):
     from lighteval_nanotron.errors import DatasetLoadError
 
-    fix = fix or (
+    fix = (
         f"set {ENV_VAR}=bundled (benchmark slices shipped with the package), or point it (or --data-dir) at a "
         f"folder holding {source.hf_repo}/{_subset_dir_name(source.hf_subset)}/<split>.jsonl, or "
         f"{source.hf_repo}=PATH at a copy of its Hub repository, or allow Hub access "
@@ -256,8 +275,10 @@ def _load_error(source: DatasetSource, reason: str, tried: list[str], fix: str |
 def _load_with_datasets(source: DatasetSource, path: str, tried: list[str]):
     from datasets import load_dataset
 
+    files = {} if source.data_files is None else {"data_files": source.data_files}
     try:
-        return load_dataset(path=path, name=source.hf_subset, revision=source.hf_revision)
+        return load_dataset(path=path, name=source.hf_subset, revision=source.hf_revision, **files)
     except Exception as error:  # every failure becomes one actionable error
-        tried.append(f"datasets.load_dataset({path!r}, {source.hf_subset!r}, revision={source.hf_revision!r})")
+        given = "".join(f", {key}={value!r}" for key, value in files.items())
+        tried.append(f"datasets.load_dataset({path!r}, {source.hf_subset!r}, revision={source.hf_revision!r}{given})")
         raise _load_error(source, f"{type(error).__name__}: {error}", tried) from error

@@ -129,6 +129,7 @@ class LightevalTask:
             hf_subset=self.dataset_config_name,
             hf_revision=self.dataset_revision,
             data_dirs=tuple(get_data_dirs()),
+            data_files=self.config.hf_data_files,
         )
 
     def _apply_filter(self, dataset: Any) -> Any:

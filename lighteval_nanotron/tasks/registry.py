@@ -26,6 +26,7 @@ from lighteval_nanotron.tasks.tables import CORE_SUITES, DEFAULT_SUITES, SUITE_T
 logger = logging.getLogger(__name__)
 
 LIGHTEVAL_CATALOGUE = "lighteval catalogue"
+CATALOGUE_MULTILINGUAL = "multilingual"
 
 
 def _accepts(metric: Any, param: str, value: Any) -> bool:
@@ -81,7 +82,8 @@ class Registry:
         self._task_registry: dict[str, LightevalTaskConfig] = {}
         self._tables: dict[str, list[LightevalTaskConfig]] = {}  # "default" or an optional suite -> table
         self._custom_table: list[LightevalTaskConfig] = []
-        self._catalogue_refused: dict[str, str] | None = None  # loaded on demand, lowest priority
+        self._catalogue: Any = None  # lighteval_adapter.Catalogue, loaded on demand, lowest priority
+        self._catalogue_error: str | None = None  # why it could not be loaded (not tried again)
         optional = {"community": load_community, "extended": load_extended, "multilingual": load_multilingual}
         self._load_full_registry([suite for suite, wanted in optional.items() if wanted])
         self.tasks_list: list[str] = self._get_full_task_list_from_input_string(tasks) if tasks is not None else []
@@ -133,19 +135,26 @@ class Registry:
         if added:
             self._rebuild()
 
-    def _load_lighteval_catalogue(self) -> bool:
-        """Add lighteval's own catalogue below every table here, when lighteval is installed."""
-        if self._catalogue_refused is not None:
+    def _load_lighteval_catalogue(self, multilingual: bool = False) -> bool:
+        """Add lighteval's own catalogue below every table here, when lighteval is installed.
+
+        Its multilingual tasks are read only when asked for (`multilingual`, as lighteval does).
+        Returns True when tasks were added."""
+        loaded = self._catalogue
+        if loaded is not None and (loaded.multilingual or not multilingual):
             return False
-        self._catalogue_refused = {}
+        if loaded is None and self._catalogue_error is not None:
+            return False
         try:
             from lighteval_nanotron.tasks import lighteval_adapter
 
-            configs, self._catalogue_refused = lighteval_adapter.catalogue()
+            catalogue = lighteval_adapter.load_catalogue(multilingual=multilingual)
         except CustomTasksError as error:
+            self._catalogue_error = str(error)
             logger.info("lighteval's catalogue is not available: %s", error)
             return False
-        self._tables[LIGHTEVAL_CATALOGUE] = configs
+        self._catalogue = catalogue
+        self._tables[LIGHTEVAL_CATALOGUE] = catalogue.configs
         self._rebuild()
         return True
 
@@ -203,14 +212,54 @@ class Registry:
             if not keys:
                 self._load_suites(SUITE_TABLE_MODULES)
                 keys = self._resolve_without_suite(spec)
-        if not keys and self._load_lighteval_catalogue():
+        if not keys and self._load_lighteval_catalogue(multilingual=spec.suite == CATALOGUE_MULTILINGUAL):
             keys = self._expand(f"{spec.suite}|{spec.task}") if spec.suite else self._resolve_without_suite(spec)
-        refusal = (self._catalogue_refused or {}).get(f"{spec.suite}|{spec.task}")
+        if not keys and spec.suite is not None:
+            keys = self._ignoring_the_suite(spec)
+        refusal = None if keys else self._catalogue_refusal(spec)
         if not keys and refusal:
             raise TaskSpecError(f"Task spec {spec.text!r} names a lighteval task that cannot run here: {refusal}")
         if not keys:
             raise UnknownTaskError(self._unknown_message(spec))
         return keys
+
+    @property
+    def _catalogue_refused(self) -> dict[str, str]:
+        """lighteval's catalogue tasks that cannot run here (`suite|name` -> why); empty until it is loaded."""
+        return self._catalogue.refused if self._catalogue is not None else {}
+
+    def _ignoring_the_suite(self, spec: TaskSpec) -> list[str]:
+        """lighteval 0.12.1+ ignores the suite of `suite|task|k` (0.13 warns): a suite that has no such
+        task here names lighteval's task `task` of its catalogue, with a warning saying so."""
+        if self._catalogue is None or not self._catalogue.suiteless:
+            return []
+        from lighteval_nanotron.tasks.lighteval_adapter import CATALOGUE_SUITE
+
+        keys = self._expand(f"{CATALOGUE_SUITE}|{spec.task}")
+        if keys:
+            logger.warning(
+                "Task spec %r: suite %r has no task %r; lighteval %s ignores the suite of suite|task|k, so this is "
+                "lighteval's %r: %s. Write %s|%s|%d to silence this warning.",
+                spec.text,
+                spec.suite,
+                spec.task,
+                self._catalogue.version,
+                spec.task,
+                ", ".join(f"{key}|{spec.num_fewshots}" for key in keys),
+                CATALOGUE_SUITE,
+                spec.task,
+                spec.num_fewshots,
+            )
+        return keys
+
+    def _catalogue_refusal(self, spec: TaskSpec) -> str | None:
+        """Why lighteval's task named by `spec` cannot run here (None if it is not a refused one):
+        by `suite|task`, or by the name alone when the spec or the installed lighteval has no suite."""
+        refused = self._catalogue_refused
+        exact = refused.get(f"{spec.suite}|{spec.task}")
+        if exact or (spec.suite is not None and not (self._catalogue and self._catalogue.suiteless)):
+            return exact
+        return next((reason for key, reason in refused.items() if key.split("|", 1)[1] == spec.task), None)
 
     def _resolve_without_suite(self, spec: TaskSpec) -> list[str]:
         by_suite: dict[str, list[str]] = {}
@@ -286,23 +335,36 @@ class Registry:
         return sorted(k for k in self._task_registry if wanted is None or k.split("|", 1)[0] in wanted)
 
     def print_all_tasks(self, suites: str | list[str] | None = None) -> None:
-        """Print the tasks of `suites` (comma list; `all` = every suite; None = the core suites)."""
+        """Print the tasks of `suites` (comma list; `all` = every suite, lighteval's catalogue included;
+        None = the core suites). lighteval's tasks that cannot run here are listed with the reason."""
         if suites is None:
             requested = list(CORE_SUITES)
         else:
-            self._load_lighteval_catalogue()
             requested = [s.strip() for s in (suites.split(",") if isinstance(suites, str) else suites) if s.strip()]
+            self._load_lighteval_catalogue(multilingual=bool({"all", CATALOGUE_MULTILINGUAL} & set(requested)))
             if "all" in requested:
                 self._load_suites(SUITE_TABLE_MODULES)
-                requested = list(dict.fromkeys(DEFAULT_SUITES + self._known_suites()))
+                refused_suites = [key.split("|", 1)[0] for key in self._catalogue_refused]
+                requested = list(dict.fromkeys(DEFAULT_SUITES + self._known_suites() + refused_suites))
         names = self.task_names(requested)
-        by_suite = {suite: list(group) for suite, group in groupby(names, lambda n: n.split("|", 1)[0])}
+        refused = {k: v for k, v in self._catalogue_refused.items() if k.split("|", 1)[0] in requested}
+        listed = sorted({*names, *refused})
+        by_suite = {suite: list(group) for suite, group in groupby(listed, lambda n: n.split("|", 1)[0])}
         print(f"Displaying tasks for suites: {', '.join(requested)}")
         print("=" * 60)
         for suite in sorted(requested):
             print(f"\n- {suite}:")
             for name in by_suite.get(suite, []):
-                print(f"  - {name}")
+                print(f"  - {name}" + (f"  (cannot run here: {refused[name]})" if name in refused else ""))
             if suite not in by_suite:
                 print("  (no tasks in this suite)")
-        print(f"\nTotal tasks displayed: {len(names)}")
+        cannot_run = f", and {len(refused)} that cannot run here" if refused else ""
+        print(f"\nTotal tasks displayed: {len(names)}{cannot_run}")
+        if self._catalogue is not None:
+            unavailable = self._catalogue.unavailable
+            print(
+                f"lighteval {self._catalogue.version}'s catalogue: {len(self._catalogue.configs)} tasks"
+                + (f"; task modules that fail to import here: {len(unavailable)}" if unavailable else "")
+            )
+            for module, reason in unavailable.items():
+                print(f"  - {module}: {reason}")

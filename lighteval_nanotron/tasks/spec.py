@@ -112,7 +112,7 @@ def read_task_list(tasks: str | os.PathLike | Iterable[str]) -> list[str]:
         if not path.is_file():
             raise TaskSpecError(f"Task list file {str(path)!r} does not exist.")
         specs: list[str] = []
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for line in path.read_text(encoding="utf-8-sig").splitlines():  # an editor's byte-order mark is not a spec
             specs.extend(_split_specs(line.split("#", 1)[0]))
         return specs
     if isinstance(tasks, str):

@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -16,6 +17,8 @@ from lighteval_nanotron.errors import CustomTasksError
 from lighteval_nanotron.tasks.config import LightevalTaskConfig
 
 logger = logging.getLogger(__name__)
+
+_IMPORTS_LIGHTEVAL = re.compile(r"^\s*(?:from|import)\s+lighteval(?:\.|\s|$)", re.MULTILINE)
 
 CORE_SUITES = ["helm", "bigbench", "harness", "leaderboard", "lighteval", "original", "extended", "custom", "test"]
 OPTIONAL_SUITES = ["community", "multilingual"]
@@ -41,12 +44,17 @@ def import_table_module(module_name: str) -> ModuleType | None:
 
 
 def table_of(module: ModuleType, origin: str) -> list[LightevalTaskConfig]:
-    """The `TASKS_TABLE` of a module, checked."""
+    """The `TASKS_TABLE` of a module, checked; configs written for lighteval are adapted."""
     table = getattr(module, "TASKS_TABLE", None)
     if table is None:
         raise CustomTasksError(
             f"{origin} has no TASKS_TABLE. Define TASKS_TABLE = [LightevalTaskConfig(...), ...] in it."
         )
+    from lighteval_nanotron.tasks.lighteval_adapter.installed import is_lighteval_object
+
+    written_for_lighteval = [item for item in table if is_lighteval_object(item)]
+    if written_for_lighteval:
+        _note_inspect_only_fields(written_for_lighteval, origin)
     table = [_adapted(item) for item in table]
     bad = [type(item).__name__ for item in table if not isinstance(item, LightevalTaskConfig)]
     if bad:
@@ -59,15 +67,60 @@ def table_of(module: ModuleType, origin: str) -> list[LightevalTaskConfig]:
 
 def _adapted(item: Any) -> Any:
     """A task config written for lighteval itself, mapped onto this project's (other items unchanged)."""
-    if type(item).__module__.split(".", 1)[0] != "lighteval":
-        return item
     from lighteval_nanotron.tasks import lighteval_adapter
+
+    if not lighteval_adapter.is_lighteval_object(item):
+        return item
 
     return lighteval_adapter.adapt_task_config(item)
 
 
-def _missing_lighteval(error: BaseException) -> bool:
-    return isinstance(error, ModuleNotFoundError) and (error.name or "").split(".", 1)[0] == "lighteval"
+def _note_inspect_only_fields(configs: list[Any], origin: str) -> None:
+    from lighteval_nanotron.tasks import lighteval_adapter
+
+    found = {config.name: lighteval_adapter.inspect_only_fields(config) for config in configs}
+    found = {name: fields for name, fields in found.items() if fields}
+    if found:
+        fields = sorted({field for names in found.values() for field in names})
+        logger.warning(
+            "%s: lighteval's inspect-ai field(s) %s are ignored (tasks %s): they define lighteval's inspect-ai "
+            "evaluation (`lighteval eval`); here, as in lighteval's accelerate, vLLM and Nanotron backends, the "
+            "prompt function and metrics define what is evaluated.",
+            origin,
+            ", ".join(fields),
+            ", ".join(sorted(found)),
+        )
+
+
+def _lighteval_reason(error: BaseException, source: str | None) -> str | None:
+    """Why a task file needing lighteval cannot be read: lighteval not installed, or the file is
+    written for a lighteval version the installed one does not read (None for other errors)."""
+    from lighteval_nanotron.tasks import lighteval_adapter
+
+    missing = isinstance(error, ModuleNotFoundError) and (error.name or "").split(".", 1)[0] == "lighteval"
+    if missing and lighteval_adapter.installed_version() is None:
+        return f"it is written for lighteval, which is not installed: {lighteval_adapter.INSTALL_HINT}"
+    if source is None or not _IMPORTS_LIGHTEVAL.search(source):
+        return None
+
+    reason = lighteval_adapter.explain_import_error(error)
+    return f"it cannot be read with the installed lighteval: {reason}" if reason else None
+
+
+def _source_of(spec: Any) -> str | None:
+    try:
+        return spec.loader.get_source(spec.name)
+    except Exception:  # no source (a compiled or namespace module): nothing to explain from
+        return None
+
+
+def _exec_task_module(load: Any) -> ModuleType:
+    """Run `load()` (which imports a task module) so that lighteval task files of any version
+    this project reads import under the installed lighteval (`lighteval_adapter.task_files`)."""
+    from lighteval_nanotron.tasks.lighteval_adapter.task_files import importing_task_file
+
+    with importing_task_file():
+        return load()
 
 
 def task_groups_of(module: ModuleType) -> dict[str, list[str]]:
@@ -92,14 +145,12 @@ def _import_file(path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        _exec_task_module(lambda: spec.loader.exec_module(module))
     except Exception as error:
         del sys.modules[module_name]
-        if _missing_lighteval(error):
-            raise CustomTasksError(
-                f"Custom tasks file {str(path)!r} is written for lighteval, which is not installed: "
-                "pip install 'lighteval-nanotron[lighteval]'"
-            ) from error
+        reason = _lighteval_reason(error, _source_of(spec))
+        if reason:
+            raise CustomTasksError(f"Custom tasks file {str(path)!r}: {reason}.") from error
         raise CustomTasksError(
             f"Custom tasks file {str(path)!r} failed to import ({type(error).__name__}: {error}). "
             "Fix the error in that file; it must define TASKS_TABLE."
@@ -117,8 +168,11 @@ def create_custom_tasks_module(custom_tasks: str | os.PathLike | ModuleType) -> 
             raise CustomTasksError(f"Custom tasks file {str(path)!r} does not exist; pass a .py file or a module name.")
         return _import_file(path)
     try:
-        return importlib.import_module(str(custom_tasks))
+        return _exec_task_module(lambda: importlib.import_module(str(custom_tasks)))
     except Exception as error:
+        reason = _lighteval_reason(error, _source_of(importlib.util.find_spec(str(custom_tasks))))
+        if reason:
+            raise CustomTasksError(f"Custom tasks module {str(custom_tasks)!r}: {reason}.") from error
         raise CustomTasksError(
             f"Cannot import custom tasks module {str(custom_tasks)!r} ({type(error).__name__}: {error}). "
             "Pass a path to a .py file or the name of an importable module defining TASKS_TABLE."

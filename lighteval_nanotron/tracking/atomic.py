@@ -1,4 +1,5 @@
-"""Atomic file writes: readers see the old file or the new one, never a half-written one."""
+"""Atomic file writes: readers see the old file or the new one, never a half-written one; and a
+check, before anything is evaluated, that a folder takes writes."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+from lighteval_nanotron.errors import TrackingError
 
 
 def _umask() -> int:
@@ -40,3 +43,28 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Write `text` (UTF-8) to `path` atomically."""
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+PROBE_BYTES = 1 << 16
+
+
+def check_writable(folder: str | Path, what: str) -> None:
+    """Create `folder` if needed and write, sync and remove a 64 KiB file in it; TrackingError naming
+    the folder and the fix when that fails (no permission, a file in the way, a full disk)."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=".write-check.", dir=folder)
+        try:
+            with os.fdopen(os.dup(fd), "wb") as stream:  # writes every byte (or raises), unlike one os.write
+                stream.write(bytes(PROBE_BYTES))
+                stream.flush()
+                os.fsync(stream.fileno())
+        finally:
+            os.close(fd)
+            os.unlink(name)
+    except OSError as error:
+        raise TrackingError(
+            f"The {what} {folder} cannot be written ({type(error).__name__}: {error}), so no result could be saved: "
+            "choose a folder you can write to with free space, or free some."
+        ) from error

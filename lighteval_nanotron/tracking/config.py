@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from lighteval_nanotron.options import TrackingOptions
+from lighteval_nanotron.tracking.atomic import check_writable
 from lighteval_nanotron.tracking.container import LoggerContainer
 from lighteval_nanotron.tracking.details_logger import DetailsParquetLogger
 from lighteval_nanotron.tracking.json_logger import ResultsJsonLogger
@@ -23,8 +24,14 @@ def open_loggers(
 ) -> LoggerContainer:
     """The loggers `options.loggers` asks for (`log`, the text table, is the caller's job). Pass
     the trainer's `SummaryWriter` / W&B run to log next to the training loss instead of opening
-    new ones; TensorBoard events go to `tensorboard_dir`, else `<output_dir>/tensorboard`."""
+    new ones; TensorBoard events go to `tensorboard_dir`, else `<output_dir>/tensorboard`. The
+    folders they write to are checked first (TrackingError when one cannot be written: before
+    anything is evaluated)."""
     loggers: list[EvaluationLogger] = []
+    if {"json", "details"} & set(options.loggers):
+        check_writable(options.output_dir, "output folder")
+    if "tensorboard" in options.loggers and tensorboard_writer is None:
+        check_writable(tensorboard_dir or Path(options.output_dir) / "tensorboard", "TensorBoard folder")
     if "json" in options.loggers:
         loggers.append(ResultsJsonLogger(Path(options.output_dir)))
     if "details" in options.loggers:

@@ -14,7 +14,8 @@ logger = logging.getLogger(__name__)
 
 class LoggerContainer(EvaluationLogger):
     """Fans a result out to its loggers; failures are collected and raised together at the end,
-    so a broken W&B connection cannot stop the results file from being written."""
+    so a broken W&B connection cannot stop the results file from being written. The TrackingError
+    is their one report (no traceback; it is logged at DEBUG level)."""
 
     def __init__(self, loggers: Sequence[EvaluationLogger] = ()) -> None:
         self.loggers = list(loggers)
@@ -31,7 +32,8 @@ class LoggerContainer(EvaluationLogger):
             try:
                 getattr(child, method)(*args)
             except Exception as error:
-                logger.exception("%s.%s failed", type(child).__name__, method)
+                # said once, in the TrackingError below; the traceback only at DEBUG level
+                logger.debug("%s.%s failed", type(child).__name__, method, exc_info=True)
                 failures.append(f"{type(child).__name__}: {type(error).__name__}: {error}")
         if failures:
             raise TrackingError(

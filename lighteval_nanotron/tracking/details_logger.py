@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from lighteval_nanotron.pipeline.result import EvaluationResult, SampleDetail
 from lighteval_nanotron.tracking.atomic import atomic_write
 from lighteval_nanotron.tracking.logger import EvaluationLogger
+from lighteval_nanotron.tracking.output_lock import output_lock
 from lighteval_nanotron.tracking.paths import details_path
 
 logger = logging.getLogger(__name__)
@@ -88,8 +89,9 @@ class DetailsParquetLogger(EvaluationLogger):
     def log(self, result: EvaluationResult) -> None:
         tables = {task: details_table(details) for task, details in result.details.items()}
         self.written = []
-        for task, table in tables.items():
-            path = details_path(self.output_dir, result, task)
-            atomic_write(path, lambda tmp, table=table: pq.write_table(table, tmp))
-            self.written.append(path)
+        with output_lock(self.output_dir):  # the step's date id, shared with the results file, decided once
+            for task, table in tables.items():
+                path = details_path(self.output_dir, result, task)
+                atomic_write(path, lambda tmp, table=table: pq.write_table(table, tmp))
+                self.written.append(path)
         logger.info("Saved per-sample details of %d task(s) under %s", len(tables), self.output_dir)

@@ -3,7 +3,6 @@ and merged with the tasks an earlier run wrote there (see `results_file`)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -13,7 +12,8 @@ from typing import Any
 from lighteval_nanotron.pipeline.result import EvaluationResult
 from lighteval_nanotron.tracking.atomic import atomic_write_text
 from lighteval_nanotron.tracking.logger import EvaluationLogger
-from lighteval_nanotron.tracking.paths import results_path
+from lighteval_nanotron.tracking.output_lock import output_lock
+from lighteval_nanotron.tracking.paths import results_file_content, results_path
 from lighteval_nanotron.tracking.results_file import merge_results, strict_json, with_max_samples
 
 logger = logging.getLogger(__name__)
@@ -38,18 +38,16 @@ def results_to_json(result: EvaluationResult, earlier: dict[str, Any] | None = N
 
 
 def _read_earlier(path: Path) -> dict[str, Any] | None:
-    """The content of an existing results file; one that does not parse is moved aside, not lost."""
+    """The content of an existing results file; one that does not parse, or is not a results dict
+    (valid JSON of another structure), is moved aside, not lost and not merged into."""
     if not path.exists():
         return None
-    try:
-        content = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(content, dict):
-            return content
-    except (OSError, ValueError):
-        pass
-    aside = path.with_name(f"{path.name}.unreadable-{int(time.time())}")
+    content, problem = results_file_content(path)
+    if content is not None:
+        return content
+    aside = path.with_name(f"{path.name}.unreadable-{time.time_ns()}")
     os.replace(path, aside)
-    logger.warning("Existing results file %s does not parse as a results dict: moved to %s", path, aside)
+    logger.warning("Existing results file %s cannot be merged into (%s): moved to %s", path, problem, aside)
     return None
 
 
@@ -61,7 +59,11 @@ class ResultsJsonLogger(EvaluationLogger):
         self.last_path: Path | None = None
 
     def log(self, result: EvaluationResult) -> None:
-        path = results_path(self.output_dir, result)
-        text = results_to_json(result, _read_earlier(path))
-        self.last_path = atomic_write_text(path, text)
+        text = results_to_json(result)  # a value that cannot be written fails before the folder is locked
+        with output_lock(self.output_dir):  # read, merge and replace: one writer of the folder at a time
+            path = results_path(self.output_dir, result)
+            earlier = _read_earlier(path)
+            if earlier is not None:
+                text = results_to_json(result, earlier)
+            self.last_path = atomic_write_text(path, text)
         logger.info("Saved evaluation results to %s", path)

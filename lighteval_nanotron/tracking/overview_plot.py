@@ -1,4 +1,5 @@
-"""One overview image per run: the training loss, then one panel per task, on a shared step axis.
+"""One overview image per run: the training loss (with each held-out domain's loss on the same panel),
+then one panel per task, on a shared step axis.
 
 Each task panel shows its main metric (the first one its results list) against the training step,
 with a ± one standard error band and, where it is known, the chance level as a dashed line:
@@ -8,12 +9,17 @@ multiple-choice tasks, or a value passed in `chance`.
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
+from typing import Any
 
+from lighteval_nanotron.requests.held_out import HELD_OUT_PREFIX, is_held_out_key
 from lighteval_nanotron.tracking.paths import results_dir, step_details_dir, step_details_root
 from lighteval_nanotron.tracking.plot import History, _new_figure, load_history
 from lighteval_nanotron.tracking.training_loss import read_training_loss, training_loss_path
+
+logger = logging.getLogger(__name__)
 
 Chance = dict[str, dict[str, float]]
 """task -> metric -> chance level."""
@@ -31,7 +37,11 @@ def chance_levels(output_dir: str | Path, model_name: str) -> Chance:
     folder = step_details_dir(output_dir, model_name, steps[0]) if steps else None
     chance: Chance = {}
     for path in sorted(folder.glob("details_*.parquet")) if folder is not None else []:
-        table = pq.read_table(path, columns=["task_name", "sampling_method", "choices"]).to_pylist()
+        try:
+            table = pq.read_table(path, columns=["task_name", "sampling_method", "choices"]).to_pylist()
+        except (OSError, ValueError, KeyError) as error:  # pyarrow's ArrowInvalid is a ValueError
+            logger.warning("No chance level from %s: not a readable details file (%s)", path, error)
+            continue
         scored = [row for row in table if "LOGPROB" in str(row["sampling_method"]).upper() and row["choices"]]
         if scored:
             level = sum(1 / len(row["choices"]) for row in scored) / len(scored)
@@ -47,7 +57,20 @@ def _chance_for(chance: Chance, task: str, metric: str) -> float | None:
 
 
 def _main_metrics(history: History, model: str) -> list[tuple[str, str]]:
-    return [(task, next(iter(metrics))) for task, metrics in history[model].items() if task != "all" and metrics]
+    return [
+        (task, next(iter(metrics)))
+        for task, metrics in history[model].items()
+        if task != "all" and not is_held_out_key(task) and metrics
+    ]
+
+
+def _held_out_losses(history: History, model: str) -> dict[str, Any]:
+    """Each held-out domain's loss points (drawn on the training loss's panel: the same unit)."""
+    return {
+        task: metrics["loss"]
+        for task, metrics in history[model].items()
+        if is_held_out_key(task) and not task.startswith(HELD_OUT_PREFIX + "_") and "loss" in metrics
+    }
 
 
 def plot_overview(
@@ -70,15 +93,16 @@ def plot_overview(
     model = next(iter(history))
     levels = {**chance_levels(output_dir, model_name), **(chance or {})}
     loss = read_training_loss(training_loss_path(output_dir, model_name))
+    held_out = _held_out_losses(history, model)
     panels = _main_metrics(history, model)
-    count = len(panels) + (1 if loss else 0)
+    count = len(panels) + (1 if loss or held_out else 0)
     cols = min(3, count)
     rows = math.ceil(count / cols)
     figure, axes = _new_figure(rows, cols, (4.2, 3.0))
     flat = [axes[row][col] for row in range(rows) for col in range(cols)]
-    if loss:
-        _draw_loss(flat[0], loss)
-    for axis, (task, metric) in zip(flat[1 if loss else 0 :], panels):
+    if loss or held_out:
+        _draw_loss(flat[0], loss, held_out)
+    for axis, (task, metric) in zip(flat[1 if loss or held_out else 0 :], panels):
         _draw_task(axis, history[model][task][metric], task, metric, _chance_for(levels, task, metric))
     for axis in flat[count:]:
         axis.set_visible(False)
@@ -91,9 +115,21 @@ def plot_overview(
     return path
 
 
-def _draw_loss(axis, loss: list[tuple[int, float]]) -> None:
-    axis.plot([step for step, _ in loss], [value for _, value in loss], color="black", marker=".", markersize=3)
-    axis.set_title("training loss\nlm_loss", fontsize=9)
+def _draw_loss(axis, loss: list[tuple[int, float]], held_out: dict[str, Any]) -> None:
+    """The training loss and each held-out domain's loss (nats per token both), with its stderr band."""
+    if loss:
+        steps, values = [step for step, _ in loss], [value for _, value in loss]
+        axis.plot(steps, values, color="black", marker=".", markersize=3, label="training")
+    for task, points in held_out.items():
+        steps, values = [p.step for p in points], [p.value for p in points]
+        line = axis.plot(steps, values, marker="o", markersize=3, label=task)[0]
+        errors = [p.stderr if p.stderr is not None and math.isfinite(p.stderr) else 0.0 for p in points]
+        low = [value - error for value, error in zip(values, errors)]
+        high = [value + error for value, error in zip(values, errors)]
+        axis.fill_between(steps, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+    axis.set_title("loss (nats per token)\ntraining and held-out", fontsize=9)
+    if held_out:
+        axis.legend(fontsize=7, loc="best")
     axis.set_xlabel("training step")
     axis.grid(True, alpha=0.3)
 

@@ -122,18 +122,28 @@ def results_files_by_step(output_dir: str | Path, model_name: str) -> dict[int, 
     return found
 
 
-def _parsed(path: Path) -> dict | None:
+def results_file_content(path: str | Path) -> tuple[dict | None, str | None]:
+    """`(content, None)` of a results file, or `(None, why it cannot be used)` when it does not read,
+    parse (a byte-order mark is accepted) or have a results file's structure (`results_file_problem`)."""
+    from lighteval_nanotron.tracking.results_file import results_file_problem
+
     try:
-        content = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return content if isinstance(content, dict) else None
+        content = json.loads(Path(path).read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError) as error:
+        return None, f"{type(error).__name__}: {error}"
+    problem = results_file_problem(content)
+    return (None, problem) if problem else (content, None)
+
+
+def _parsed(path: Path) -> dict | None:
+    return results_file_content(path)[0]
 
 
 def evaluated_tasks_by_step(output_dir: str | Path, model_name: str) -> dict[int, set[tuple[str, int | None]]]:
     """`{step: {(task, max_samples), ...}}` of the results files already written for `model_name`:
     a step is done for a task (its name carries the few-shot count) at a max_samples when that
-    pair is there. Files that do not parse as JSON count as nothing done."""
+    pair is there. Files that do not parse as JSON, or are not results dicts, count as nothing done
+    (the results logger moves such a file aside before it writes the step's results)."""
     from lighteval_nanotron.tracking.results_file import evaluated_tasks
 
     done: dict[int, set[tuple[str, int | None]]] = {}
@@ -147,6 +157,7 @@ def evaluated_tasks_by_step(output_dir: str | Path, model_name: str) -> dict[int
 def evaluated_steps(output_dir: str | Path, model_name: str) -> set[int]:
     """Training steps that already have a complete results file for `model_name`.
 
-    Files that do not parse as JSON are ignored (they cannot come from our atomic writer).
+    Files that do not parse as JSON, or are not results dicts, are ignored (they cannot come from our
+    atomic writer).
     """
     return {step for step, path in results_files_by_step(output_dir, model_name).items() if _parsed(path) is not None}

@@ -6,7 +6,6 @@ matplotlib backend and works on headless machines.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -14,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from lighteval_nanotron.tracking.paths import results_file_content
 from lighteval_nanotron.tracking.scalars import STDERR_SUFFIX
 
 logger = logging.getLogger(__name__)
@@ -32,18 +32,19 @@ class CurvePoint:
 def _step_of(path: Path, content: dict) -> int | None:
     """`config_general.training_step`, else the step folder the file sits in (lighteval's
     Nanotron layout, `results/<run>/<step>/results_<date>.json`)."""
-    step = content.get("config_general", {}).get("training_step")
-    if step is not None:
-        return int(step)
+    step = (content.get("config_general") or {}).get("training_step")
+    if isinstance(step, int) and not isinstance(step, bool):
+        return step
     return int(path.parent.name) if path.parent.name.isdigit() else None
 
 
 def _model_of(path: Path, content: dict, step: int) -> str:
     """The model's name; lighteval's Nanotron runs name it `<run>/<step>`: the run is the model."""
-    name = content.get("config_general", {}).get("model_name")
-    if not name:
+    general = content.get("config_general") or {}
+    name = general.get("model_name")
+    if not name or not isinstance(name, str):
         return path.parent.parent.name if path.parent.name == str(step) else path.parent.name
-    return name.removesuffix(f"/{step}") if "training_step" not in content.get("config_general", {}) else name
+    return name.removesuffix(f"/{step}") if "training_step" not in general else name
 
 
 def load_history(results_path: str | Path) -> History:
@@ -53,13 +54,16 @@ def load_history(results_path: str | Path) -> History:
     files = [root] if root.is_file() else sorted(root.rglob("results_*.json"))
     history: History = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for path in files:
-        content = json.loads(path.read_text(encoding="utf-8"))
+        content, problem = results_file_content(path)
+        if content is None:
+            logger.warning("Skipping %s: not a readable results file (%s)", path, problem)
+            continue
         step = _step_of(path, content)
         if step is None:
             logger.warning("Skipping %s: it records no training step", path)
             continue
         model = _model_of(path, content, step)
-        for task, scores in content.get("results", {}).items():
+        for task, scores in (content.get("results") or {}).items():
             for metric, value in scores.items():
                 if metric.endswith(STDERR_SUFFIX) or not isinstance(value, (int, float)):
                     continue

@@ -23,6 +23,40 @@ NON_FINITE_KEY = "non_finite_values"
 FAILED_TASKS_KEY = "failed_tasks"
 
 
+_SECTIONS = ("config_general", *PER_TASK_SECTIONS, "summary_general", FAILED_TASKS_KEY)
+_COUNTS = ("truncated", "non_truncated", "padded", "non_padded", "num_samples")
+
+
+def _is_number(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def results_file_problem(content: Any) -> str | None:
+    """Why `content` (a parsed results file) is not a results dict this package can read and merge
+    into, or None when it is: every section an object, every score a number (or null), every
+    task's `max_samples` an integer (or null), every summary count an integer."""
+    if not isinstance(content, dict):
+        return f"it holds a JSON {type(content).__name__}, not an object"
+    for section in _SECTIONS:
+        if content.get(section) is not None and not isinstance(content[section], dict):
+            return f"its {section!r} is a JSON {type(content[section]).__name__}, not an object"
+    for task, scores in (content.get("results") or {}).items():
+        if not isinstance(scores, dict):
+            return f"results[{task!r}] is not an object of scores"
+        wrong = next((metric for metric, value in scores.items() if not _is_number(value)), None)
+        if wrong is not None:
+            return f"results[{task!r}][{wrong!r}] is {scores[wrong]!r}, not a number"
+    by_task = (content.get("config_general") or {}).get(MAX_SAMPLES_BY_TASK)
+    if by_task is not None and (
+        not isinstance(by_task, dict) or not all(isinstance(n, int) or n is None for n in by_task.values())
+    ):
+        return f"config_general.{MAX_SAMPLES_BY_TASK} is not an object of integers"
+    for task, summary in (content.get("summary_tasks") or {}).items():
+        if not isinstance(summary, dict) or not all(_is_number(summary.get(key)) for key in _COUNTS):
+            return f"summary_tasks[{task!r}] is not an object of counts"
+    return None
+
+
 def _task_max_samples(content: dict[str, Any]) -> dict[str, int | None]:
     """`{task: max_samples}` of a results file (files without the per-task record: the run's)."""
     general = content.get("config_general") or {}

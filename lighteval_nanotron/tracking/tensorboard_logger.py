@@ -1,9 +1,17 @@
-"""TensorBoard scalars at the training step, in the trainer's writer or a folder of our own."""
+"""TensorBoard scalars at the training step, in the trainer's writer or a folder of our own.
+
+TensorBoard writes event files from a background thread; when a write fails there (a full disk),
+the thread stores the error, which the next `add_scalar` / `flush` raises here (the results
+loggers then report it in one line), and re-raises it, which Python's thread hook would print as
+a traceback. `_quiet_writer_threads` keeps that second report to DEBUG level.
+"""
 
 from __future__ import annotations
 
+import logging
+import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lighteval_nanotron.pipeline.result import EvaluationResult
 from lighteval_nanotron.tracking.logger import EvaluationLogger
@@ -11,6 +19,29 @@ from lighteval_nanotron.tracking.scalars import result_scalars
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
+
+
+logger = logging.getLogger(__name__)
+
+
+def _quiet_writer_threads() -> None:
+    """Install (once) a `threading.excepthook` that logs at DEBUG level the errors of TensorBoard's
+    event-writer threads, whose writers raise them again in the writing thread, and passes every
+    other thread's error to the hook that was there."""
+    if getattr(threading.excepthook, "_lighteval_nanotron", False):
+        return
+    previous = threading.excepthook
+
+    def hook(args: Any) -> None:
+        if type(args.thread).__name__ == "_AsyncWriterThread" and "tensorboard" in type(args.thread).__module__:
+            logger.debug(
+                "TensorBoard's writer thread failed", exc_info=(args.exc_type, args.exc_value, args.exc_traceback)
+            )
+            return
+        previous(args)
+
+    hook._lighteval_nanotron = True  # type: ignore[attr-defined]
+    threading.excepthook = hook
 
 
 class TensorBoardLogger(EvaluationLogger):
@@ -28,6 +59,7 @@ class TensorBoardLogger(EvaluationLogger):
     ) -> None:
         if (log_dir is None) == (writer is None):
             raise ValueError("TensorBoardLogger needs exactly one of `log_dir` or `writer`.")
+        _quiet_writer_threads()
         if writer is None:
             from torch.utils.tensorboard import SummaryWriter
 

@@ -1,4 +1,4 @@
-"""`capitals_tasks.py` written exactly as for lighteval 0.10: its classes, its metrics, its Doc."""
+"""`capitals_tasks.py` written exactly as for lighteval 0.11: its classes, `metrics=`, `suite=`, its Doc."""
 
 from pathlib import Path
 
@@ -23,7 +23,7 @@ TASKS_TABLE = [
         hf_repo=str(Path(__file__).parent / "data" / "capitals"),
         hf_subset="default",
         evaluation_splits=["test"],
-        metric=[Metrics.loglikelihood_acc],
+        metrics=[Metrics.loglikelihood_acc],
         suite=["custom"],
     )
 ]

@@ -15,15 +15,15 @@ import torch
 import yaml
 
 from lighteval_nanotron.convert import nanotron_to_hf
-from lighteval_nanotron.convert.llama_mapping import (
+from lighteval_nanotron.convert.nanotron_writer import write_nanotron_checkpoint
+from lighteval_nanotron.errors import UnsupportedModelError
+from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model
+from lighteval_nanotron.models.families.llama.conversion import (
     LlamaShape,
     deinterleave_rotary,
     iter_hf_to_nanotron,
     nanotron_config_from_hf,
 )
-from lighteval_nanotron.convert.nanotron_writer import write_nanotron_checkpoint
-from lighteval_nanotron.errors import UnsupportedModelError
-from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model
 from tests.checkpoint_eval.details_check import max_logprob_difference, read_details
 from tests.checkpoint_eval.tiny_hf import ROPE_THETA, tiny_hf_llama
 from tests.helpers.distributed import run_distributed

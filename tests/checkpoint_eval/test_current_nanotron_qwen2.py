@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from lighteval_nanotron.models.families.qwen2.tiny import tiny_qwen2_config
 from tests.checkpoint_eval.details_check import read_details
 from tests.helpers.distributed import run_distributed
 from tests.helpers.nanotron_main import requires_qwen2
@@ -19,25 +20,6 @@ pytestmark = [pytest.mark.distributed, requires_qwen2]
 TASKS = "lighteval|arc:easy|0,leaderboard|mmlu:abstract_algebra|0"
 TOLERANCE = 1e-4
 MAX_LENGTH = 256
-
-
-def _tiny_qwen2_config(moe: bool, **overrides):
-    from lighteval_nanotron.cpu import import_nanotron
-    from tests.helpers.tiny_model import VOCAB_SIZE
-
-    nanotron_config = import_nanotron()
-    moe_config = None
-    if moe:
-        moe_config = nanotron_config.MoEConfig(
-            num_experts=4, top_k=2, moe_intermediate_size=32, shared_expert_intermediate_size=48, layers=[0, 2],
-            enable_shared_expert=True,
-        )  # fmt: skip
-    return nanotron_config.Qwen2Config(
-        hidden_size=64, intermediate_size=96, num_hidden_layers=3 if moe else 2, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=VOCAB_SIZE, max_position_embeddings=512, rope_theta=50000.0,
-        attention_bias=True, tie_word_embeddings=not moe, bos_token_id=VOCAB_SIZE - 1, eos_token_id=VOCAB_SIZE - 1,
-        moe_config=moe_config, **overrides,
-    )  # fmt: skip
 
 
 def save_with_nanotron(folder: str, moe: bool, overrides: dict) -> None:
@@ -59,7 +41,7 @@ def save_with_nanotron(folder: str, moe: bool, overrides: dict) -> None:
 
     root = Path(folder)
     context = parallel_context(1, 1, 1)
-    model_config = _tiny_qwen2_config(moe, **overrides)
+    model_config = tiny_qwen2_config(moe, **overrides)
     parallel = ParallelismArgs(dp=1, pp=1, tp=1)
     config = Config(
         general=GeneralArgs(project="qwen2", run="ckpt", seed=7),
@@ -70,7 +52,9 @@ def save_with_nanotron(folder: str, moe: bool, overrides: dict) -> None:
     torch.manual_seed(7)
     model = build_model(
         model_builder=lambda: Qwen2ForTraining(
-            config=model_config, parallel_context=context, parallel_config=parallel,
+            config=model_config,
+            parallel_context=context,
+            parallel_config=parallel,
             random_states=RandomStates({"tp_synced": get_current_random_state()}),
         ),  # fmt: skip
         parallel_context=context,
@@ -94,7 +78,7 @@ def train_with_nanotron(folder: str) -> str:
 
     root = Path(folder)
     tiny_tokenizer().save_pretrained(root / "tokenizer")
-    model_config = _tiny_qwen2_config(True, log_attn_probs=False)  # the CPU flash-attn cannot return probabilities
+    model_config = tiny_qwen2_config(True, log_attn_probs=False)  # the CPU flash-attn cannot return probabilities
     config = build_training_config(model_config, root / "checkpoints", train_steps=2, checkpoint_interval=2,
                                    tokenizer_path=str(root / "tokenizer"), init_std=0.3)  # fmt: skip
     config.save_as_yaml(root / "train.yaml")
@@ -113,9 +97,9 @@ def engine_and_nanotron_forward(checkpoint: str) -> list[tuple[list[float], list
     own `Qwen2Model.forward` (`[batch * seq]` ids with position ids, flash varlen attention)."""
     import torch
 
+    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter, encode_pair, score_window
-    from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.tasks.prompt_manager import PromptManager
     from tests.helpers.distributed import parallel_context
     from tests.helpers.tiny_model import tiny_tokenizer

@@ -20,7 +20,7 @@ from lighteval_nanotron.checkpoint_eval.mesh_setup import check_world
 from lighteval_nanotron.cli.main import build_parser
 from lighteval_nanotron.errors import CheckpointError, ConfigError, LayoutError
 from lighteval_nanotron.models.checkpoint.format import CheckpointModel
-from lighteval_nanotron.models.nanotron_builder import check_model_layout
+from lighteval_nanotron.models.checkpoint.nanotron_builder import check_model_layout
 
 
 def _checkpoint(folder: Path, metas: dict | None = None, config: dict | None = None) -> Path:
@@ -141,7 +141,7 @@ def test_resolve_dtype(tmp_path):
 
 
 def _spec(**overrides) -> CheckpointModel:
-    from tests.helpers.tiny_model import tiny_llama_config
+    from lighteval_nanotron.models.families.llama.tiny import tiny_llama_config
 
     return CheckpointModel(tiny_llama_config(**overrides), 10000.0)
 
@@ -188,3 +188,29 @@ def test_config_and_cli_validation(capsys):
 
     assert main(["eval", "--tasks", "t", "--cpu"]) == 2  # no checkpoint: one error line, before any process group
     assert capsys.readouterr().err.strip().startswith("error: Give exactly one of a checkpoint folder")
+
+
+def test_damaged_metadata_and_config_sections_are_named(tmp_path):
+    """Files of the right syntax and the wrong content: one CheckpointError naming the file and key."""
+    from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
+
+    with pytest.raises(CheckpointError, match=r"checkpoint_metadata.json's last_train_step is 'ten', not an integer"):
+        checkpoint_info(_checkpoint(tmp_path / "a", metas={"last_train_step": "ten"}))
+    with pytest.raises(CheckpointError, match=r"config.yaml: its 'tokens' section is 'long', not a mapping"):
+        checkpoint_info(_checkpoint(tmp_path / "b", metas={"consumed_train_samples": 4}, config={"tokens": "long"}))
+    damaged = _checkpoint(tmp_path / "c", config={"model": "llama", "tokenizer": ["gpt2"]})
+    with pytest.raises(CheckpointError, match=r"its 'tokenizer' section is \['gpt2'\], not a mapping"):
+        tokenizer_source(None, damaged)
+    import dataclasses
+
+    from lighteval_nanotron.models.families.llama.tiny import tiny_llama_config
+
+    fields = json.dumps(dataclasses.asdict(tiny_llama_config()))
+    (damaged / "model_config.json").write_bytes(b"\xef\xbb\xbf" + fields.encode())
+    with pytest.raises(CheckpointError, match=r"its 'model' section is 'llama', not a mapping"):
+        read_checkpoint_model(damaged)  # the byte-order mark of model_config.json is read past
+    info = checkpoint_info(_checkpoint(tmp_path / "d", metas={"last_train_step": 7}))
+    (tmp_path / "d" / "checkpoint_metadata.json").write_bytes(
+        b"\xef\xbb\xbf" + (tmp_path / "d" / "checkpoint_metadata.json").read_bytes()
+    )
+    assert checkpoint_info(tmp_path / "d") == info

@@ -57,8 +57,9 @@ def test_non_finite_weights_and_hostile_names(tiny_converted, tmp_path):
     nan, inf, hostile = tmp_path / "ckpt" / "nan", tmp_path / "ckpt" / "inf", tmp_path / "ckpt" / "hostile"
     for folder in (nan, inf, hostile):
         shutil.copytree(checkpoint, folder)
-    _fill(nan, float("nan"))
-    _fill(inf, float("inf"))
+    # finite weights whose forward overflows float32 (NaN/inf weights are refused at load: test_weight_content)
+    _fill(nan, 3.4e38)
+    _fill(inf, -3.4e38)
     config = yaml.safe_load((hostile / "config.yaml").read_text())
     config["general"].update(project="..", run="../../../escaped_run")  # an untrusted checkpoint's config
     (hostile / "config.yaml").write_text(yaml.safe_dump(config))
@@ -134,3 +135,21 @@ def test_backfill_adds_new_tasks_to_done_steps_on_one_checkpoint_list(tiny_conve
         assert merged["results"][ARC] == before[step]["results"][ARC]  # not re-evaluated, not lost
         assert set(merged["results"]) == {ARC, MMLU, "all"}
         assert merged["config_general"]["max_samples_by_task"] == {ARC: 2, MMLU: 2}
+
+
+@pytest.mark.distributed
+def test_a_results_file_of_another_structure_is_moved_aside_on_every_rank(tiny_converted, tmp_path):
+    """Valid JSON that is not a results dict once crashed every later backfill on every rank."""
+    _, checkpoint = tiny_converted
+    shutil.copytree(checkpoint, tmp_path / "run" / "10")
+    step = tmp_path / "out" / "results" / "tiny" / "10"
+    step.mkdir(parents=True)
+    wrong = step / "results_2024-01-01T00-00-00.json"
+    wrong.write_text(json.dumps({"config_general": "edited by hand", "results": {ARC: {"acc": 1.0}}}))
+    before = wrong.read_bytes()
+    runs = [str(tmp_path / "run")] * 2
+    outcome = run_distributed(_backfill, 2, runs, str(tmp_path / "out"), [ARC], timeout=300)
+    assert outcome[0] == [([10], [])] and outcome[1] == [([], [])]  # nothing counted done: evaluated
+    (aside,) = step.glob("results_2024-01-01T00-00-00.json.unreadable-*")
+    assert aside.read_bytes() == before
+    assert set(_strict(wrong)["results"]) == {ARC, "all"} and len(list(step.iterdir())) == 2

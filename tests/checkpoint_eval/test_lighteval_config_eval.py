@@ -149,7 +149,8 @@ def test_lighteval_yaml_errors(tmp_path):
     with pytest.raises(ConfigError, match="cannot read it"):
         eval_config({}, None, str(tmp_path / "missing.yaml"))
     (tmp_path / "no_tasks.yaml").write_text("logging: {output_dir: out}\n")
-    with pytest.raises(ConfigError, match="No tasks: give --tasks, or tasks.tasks"):
+    no_tasks = r"No tasks: give --tasks \(or tasks.tasks in the --lighteval-config-path YAML\)"
+    with pytest.raises(ConfigError, match=no_tasks):
         eval_config({"checkpoint": "x"}, None, str(tmp_path / "no_tasks.yaml"))
 
 

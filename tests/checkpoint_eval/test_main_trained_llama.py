@@ -28,9 +28,10 @@ def _train_with_mains_trainer(folder: str) -> str:
     """run_distributed worker (1 process): random init checkpoint, then 2 steps of main's trainer."""
     from lighteval_nanotron.cpu.training import build_training_config
     from lighteval_nanotron.hook.training_data.synthetic import synthetic_dataloader_for
-    from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, save_nanotron_checkpoint
+    from lighteval_nanotron.models.checkpoint.nanotron_builder import build_nanotron_model, save_nanotron_checkpoint
+    from lighteval_nanotron.models.families.llama.tiny import tiny_llama_config
     from tests.helpers.distributed import parallel_context
-    from tests.helpers.tiny_model import randomize_, tiny_llama_config, tiny_tokenizer
+    from tests.helpers.tiny_model import randomize_, tiny_tokenizer
 
     root = Path(folder)
     model_config = tiny_llama_config()

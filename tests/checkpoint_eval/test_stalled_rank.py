@@ -67,3 +67,33 @@ def test_a_stopped_rank_turns_into_an_error_on_the_live_rank_in_bounded_time(tin
     assert "did not answer within" in errors[0] or "not every rank reported" in errors[0], errors[0]
     print(errors[0].strip())
     print(f"live rank ended {ended_after:.1f}s after the peer was stopped (failure timeout {TIMEOUT_S}s)")
+
+
+@pytest.mark.distributed
+def test_a_killed_rank_turns_into_one_error_line_on_the_live_rank(tiny_converted, tmp_path):
+    _, checkpoint = tiny_converted
+    port = free_loopback_port()
+    live, killed = (_launch(rank, port, checkpoint, tmp_path / "out") for rank in (0, 1))
+    live_lines: list = []
+    killed_lines: list = []
+    prepared = threading.Event()
+    readers = [
+        threading.Thread(target=_collect, args=(live.stderr, live_lines, threading.Event(), ""), daemon=True),
+        threading.Thread(target=_collect, args=(killed.stderr, killed_lines, prepared, "Prepared"), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    try:
+        assert prepared.wait(timeout=240), "".join(killed_lines)[-3000:]
+        killed.kill()  # SIGKILL, as the out-of-memory killer would
+        rc = live.wait(timeout=TIMEOUT_S + 15)
+    finally:
+        for process in (killed, live):
+            if process.poll() is None:
+                process.kill()
+            process.wait(timeout=30)
+    readers[0].join(timeout=10)
+    errors = [line for line in live_lines if line.startswith("error: ")]
+    assert rc == 2 and len(errors) == 1, "".join(live_lines)[-3000:]
+    assert "Traceback" not in "".join(live_lines) and live_lines[-1] == errors[0]
+    assert not list((tmp_path / "out").rglob("results_*.json"))

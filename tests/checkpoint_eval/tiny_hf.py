@@ -8,8 +8,8 @@ from pathlib import Path
 
 import torch
 
+from lighteval_nanotron.models.families.llama.tiny import tiny_hf_llama as random_hf_llama
 from tests.helpers.tiny_model import VOCAB_SIZE, tiny_tokenizer
-from tests.helpers.tiny_model import tiny_hf_llama as random_hf_llama
 
 ROPE_THETA = 50000.0  # not Nanotron 0.4's 10000: the loader must apply the converted rope_theta
 

@@ -39,7 +39,7 @@ def test_logits_equal_transformers_at_tp1(converted):
 def _tp2_logits(folder, input_ids):
     import torch.distributed as dist
 
-    from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
 
     context = parallel_context(2, 1, 1)
     model, _ = load_nanotron_checkpoint(folder, context)

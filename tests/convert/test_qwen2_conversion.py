@@ -8,8 +8,8 @@ import pytest
 
 from lighteval_nanotron.convert import convert_hf_to_nanotron
 from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
+from lighteval_nanotron.models.families.qwen2.tiny import tiny_hf_qwen2, tiny_hf_qwen2_moe
 from tests.checkpoint_eval.details_check import max_logprob_difference, read_details
-from tests.convert.tiny_qwen2 import tiny_hf_qwen2, tiny_hf_qwen2_moe
 from tests.helpers.distributed import run_distributed
 from tests.helpers.nanotron_main import requires_qwen2
 from tests.helpers.tiny_model import tiny_tokenizer

@@ -13,35 +13,15 @@ from lighteval_nanotron.convert import convert_hf_to_nanotron
 from lighteval_nanotron.errors import CheckpointError, UnsupportedModelError
 from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
 from lighteval_nanotron.models.families import Starcoder2Family
+from lighteval_nanotron.models.families.starcoder2.tiny import tiny_hf_starcoder2
 from tests.checkpoint_eval.details_check import max_logprob_difference, read_details
 from tests.helpers.distributed import run_distributed
 from tests.helpers.nanotron_versions import STARCODER2_CONFIG_ON_MAIN, only_on_main, skip_on_main
-from tests.helpers.tiny_model import VOCAB_SIZE, tiny_tokenizer
+from tests.helpers.tiny_model import tiny_tokenizer
 
 pytestmark = pytest.mark.distributed
 TASKS = "lighteval|arc:easy|0,leaderboard|mmlu:abstract_algebra|0"
 TOLERANCE = 1e-4
-
-
-def tiny_hf_starcoder2(kv_heads: int, tie: bool = True, seed: int = 0):
-    """A random Starcoder2ForCausalLM in fp32 eval mode: 2 layers, hidden 64, 4 query heads,
-    RoPE theta 50000, weights scaled up so that choices score differently."""
-    from transformers import Starcoder2Config, Starcoder2ForCausalLM
-
-    config = Starcoder2Config(
-        vocab_size=VOCAB_SIZE, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=kv_heads, max_position_embeddings=512, rope_theta=50000.0, sliding_window=None,
-        tie_word_embeddings=tie, bos_token_id=VOCAB_SIZE - 1, eos_token_id=VOCAB_SIZE - 1,
-    )  # fmt: skip
-    torch.manual_seed(seed)
-    model = Starcoder2ForCausalLM(config).eval()
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if "norm" in name:
-                param.add_(0.1 * torch.randn_like(param))  # visible norm weights and biases
-            else:
-                param.add_(0.05 * torch.randn_like(param)).mul_(4.0)  # non-zero biases, larger weights
-    return model
 
 
 def _convert(folder: Path, kv_heads: int):

@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from lighteval_nanotron.errors import CheckpointError, ConfigError, LayoutError
+from lighteval_nanotron.models.families.llama.tiny import tiny_llama_config  # noqa: F401
 from lighteval_nanotron.parallel.distributed import check_layout, init_process_group_from_env
 from tests.helpers.distributed import DistributedRunError, parallel_context, run_distributed
 from tests.helpers.nanotron_versions import skip_on_main
-from tests.helpers.tiny_model import tiny_checkpoint, tiny_llama_config, tiny_tokenizer  # noqa: F401
+from tests.helpers.tiny_model import tiny_checkpoint, tiny_tokenizer  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,7 +40,7 @@ def _sleep(seconds: float):
 
 
 def _load_at(checkpoint: str, tp: int, pp: int, dp: int):
-    from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
 
     load_nanotron_checkpoint(checkpoint, parallel_context(tp, pp, dp))
 
@@ -75,7 +76,7 @@ def test_cpu_support_is_off_until_enabled_and_enabling_is_idempotent():
     script = """
 import sys, torch
 import lighteval_nanotron, lighteval_nanotron.cpu as cpu
-import lighteval_nanotron.parallel.distributed, lighteval_nanotron.models.nanotron_builder
+import lighteval_nanotron.parallel.distributed, lighteval_nanotron.models.checkpoint.nanotron_builder
 from lighteval_nanotron.nanotron_compat.variant import installed_nanotron
 assert "flash_attn" not in sys.modules and "nanotron.models.llama" not in sys.modules
 assert not cpu.is_cpu_support_enabled()
@@ -100,7 +101,7 @@ print("ok")
 
 
 def test_layout_checks():
-    from lighteval_nanotron.models.nanotron_builder import check_model_layout
+    from lighteval_nanotron.models.checkpoint.nanotron_builder import check_model_layout
 
     config = tiny_llama_config()
     check_model_layout(config, tp=2, pp=4)
@@ -123,7 +124,7 @@ def test_missing_torchrun_variables_raise_config_error(monkeypatch):
 
 def test_checkpoint_errors(tmp_path, tiny_checkpoint):
     from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
-    from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
 
     with pytest.raises(CheckpointError, match="does not exist"):
         read_checkpoint_model(tmp_path / "nope")

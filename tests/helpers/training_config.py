@@ -14,7 +14,7 @@ def tiny_training_config(
 ) -> Any:
     """A Config for the tiny Llama (tests.helpers.tiny_model.tiny_llama_config() by default)."""
     if model_config is None:
-        from tests.helpers.tiny_model import tiny_llama_config
+        from lighteval_nanotron.models.families.llama.tiny import tiny_llama_config
 
         model_config = tiny_llama_config()
     return build_training_config(model_config, checkpoints_path, tokenizer_path=tokenizer_path, **overrides)

@@ -1,10 +1,12 @@
 """Custom tasks for the failure tests (passed as `custom_tasks:`): a healthy multiple-choice task,
 one whose metric raises at evaluation time, one whose prompt function raises on world rank 0 only
-(the rank that builds every rank's docs).
+(the rank that builds every rank's docs), one whose metric kills its own process (SIGKILL, as the
+out-of-memory killer would) once a results file exists under `$KILL_WHEN_RESULTS_IN`.
 Their data is written by `write_data(root)` to `<root>/toy/mc/test.jsonl`."""
 
 import json
 import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +44,21 @@ def _explode(doc: Doc, model_response) -> float:
     raise ZeroDivisionError("injected metric failure")
 
 
+def _kill_once_results_exist(doc: Doc, model_response) -> float:
+    folder = os.environ.get("KILL_WHEN_RESULTS_IN")
+    if folder and any(Path(folder).rglob("results_*.json")):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return 1.0
+
+
+KILLING_METRIC = SampleLevelMetric(
+    metric_name="kills",
+    higher_is_better=True,
+    category=SamplingMethod.LOGPROBS,
+    sample_level_fn=_kill_once_results_exist,
+    corpus_level_fn=np.mean,
+)
+
 EXPLODING_METRIC = SampleLevelMetric(
     metric_name="explodes",
     higher_is_better=True,
@@ -68,4 +85,5 @@ TASKS_TABLE = [
     _config("toy_ok", mc_prompt, [Metrics.loglikelihood_acc]),
     _config("toy_bad_metric", mc_prompt, [EXPLODING_METRIC]),
     _config("toy_bad_prompt_rank0", prompt_failing_on_rank_0, [Metrics.loglikelihood_acc]),
+    _config("toy_killing", mc_prompt, [KILLING_METRIC]),
 ]

@@ -119,3 +119,42 @@ def _set_resume(config_path: Path, checkpoint: Path) -> None:
     content = yaml.safe_load(config_path.read_text())
     content["checkpoints"].update(resume_checkpoint_path=str(checkpoint), checkpoint_interval=1000)
     config_path.write_text(yaml.safe_dump(content))
+
+
+def _train_without_wandb_credentials(config_paths: list) -> list:
+    """run_distributed worker: a new user's environment (no W&B key, no W&B settings file)."""
+    import os
+    import tempfile
+
+    os.environ.pop("WANDB_API_KEY", None)
+    os.environ["HOME"] = tempfile.mkdtemp(prefix="home_")
+    return train_expecting_error_worker(config_paths)
+
+
+def test_wandb_an_unwritable_output_folder_and_a_bigger_tokenizer_stop_every_rank_before_step_1(tmp_path):
+    """W&B without credentials (its run opens on one rank: the others must not wait for it), an
+    output folder under a file, a tokenizer with one id past the model's vocabulary."""
+    import yaml
+
+    from tests.models.test_vocabulary import _bigger_tokenizer
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    for name in ("wandb", "unwritable", "tokenizer"):
+        (tmp_path / name).mkdir()
+    wandb = write_config(tmp_path / "wandb", dp=2, section={"loggers": ["json", "wandb"], "wandb_mode": "online"})
+    unwritable = write_config(tmp_path / "unwritable", dp=2, section={"output_dir": str(blocker / "eval")})
+    bigger = write_config(tmp_path / "tokenizer", dp=2)
+    _bigger_tokenizer().save_pretrained(tmp_path / "bigger_tokenizer")
+    content = yaml.safe_load(bigger.read_text())
+    content["tokenizer"]["tokenizer_name_or_path"] = str(tmp_path / "bigger_tokenizer")
+    bigger.write_text(yaml.safe_dump(content))
+    configs = [str(wandb), str(unwritable), str(bigger)]
+    reports = run_distributed(_train_without_wandb_credentials, 2, configs, timeout=300)
+    for wandb_report, unwritable_report, tokenizer_report in reports:
+        assert wandb_report["type"] == "TrackingError" and wandb_report["step"] in (None, 0), wandb_report
+        assert "W&B could not open a run (UsageError: No API key configured" in wandb_report["error"]
+        assert unwritable_report["type"] == "EvaluationError" and unwritable_report["step"] in (None, 0)
+        assert f"The output folder {blocker / 'eval'} cannot be written" in unwritable_report["error"]
+        assert tokenizer_report["type"] == "EvaluationError" and tokenizer_report["step"] in (None, 0)
+        assert "has 1025 token ids (0..1024) but the model's vocabulary has 1024" in tokenizer_report["error"]

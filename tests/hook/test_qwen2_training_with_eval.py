@@ -30,8 +30,8 @@ STEPS = [0, 2, 4]
 SECTION = {"eval_at_start": True}
 MODEL_CONFIGS = {"dense": QWEN2_MODEL_CONFIG, "moe": QWEN2_MOE_MODEL_CONFIG}
 LAYOUTS = {"tp2": (2, 1, 1), "pp2": (1, 2, 1), "tp2pp2": (2, 2, 1), "dp2": (1, 1, 2)}
-"""Compared with TP1. PP > 1 trains through `model_patches.apply_qwen2_patches`, which fixes main's
-`Qwen2Model.forward` off the input stage (qwen.py:766 at 2411b02, docs/cpu.md)."""
+"""Compared with TP1. PP > 1 trains through Qwen2's CPU needs (`models/families/qwen2/cpu_needs.py`),
+which fix main's `Qwen2Model.forward` off the input stage (qwen.py:766 at 2411b02, docs/cpu.md)."""
 GLOBAL_BATCH = 4
 """Samples per step at every layout (micro-batches of 2; accumulation 2, or DP2), so every layout
 trains on the same batches."""

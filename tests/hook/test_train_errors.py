@@ -1,8 +1,10 @@
 """`train` with a bad config: one `error:` line naming the problem and the fix, exit code 2."""
 
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -109,3 +111,36 @@ def test_error_raised_on_the_ranks_is_printed_once(tmp_path):
     assert len(lines) == 1, done.stderr[-3000:]
     assert "no_such_task" in lines[0] and "could not prepare its evaluation" in lines[0]
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_a_rank_killed_during_training_is_one_error_line_and_written_results_are_kept(tmp_path):
+    """`train --cpu --nproc 2`: the reporting rank is SIGKILLed at the second evaluation (as the
+    out-of-memory killer would): one summarized `error:` line, exit 1, no traceback; the first
+    evaluation's results file is intact."""
+    from tests.hook import failing_tasks
+
+    section = {
+        "tasks": "custom|toy_killing|0",
+        "custom_tasks": failing_tasks.__file__,
+        "data_dirs": [str(failing_tasks.write_data(tmp_path / "data"))],
+        "eval_interval": 1,
+    }
+    config = write_config(tmp_path, dp=2, train_steps=2, section=section)
+    output = yaml.safe_load(config.read_text())["lighteval_nanotron"]["output_dir"]
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", KILL_WHEN_RESULTS_IN=str(output))
+    done = subprocess.run(
+        [sys.executable, "-m", "lighteval_nanotron", "train", "--config-file", str(config), "--cpu", "--nproc", "2"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    (line,) = _error_lines(done.stderr)
+    assert "training rank 0" in line and "was killed by SIGKILL" in line and "other ranks were stopped" in line
+    assert "Traceback" not in done.stderr and done.stderr.rstrip().splitlines()[-1] == line  # the last line
+    (written,) = (Path(output) / "results").rglob("results_*.json")
+    assert written.parent.name == "1" and "custom|toy_killing|0" in json.loads(written.read_text())["results"]

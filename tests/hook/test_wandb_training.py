@@ -73,7 +73,7 @@ def test_wandb_offline_evaluations_on_the_training_step_axis(tmp_path):
     assert step_metrics["lm_loss"] == "iteration_step"
 
     evals = [row for row in rows if "eval/lighteval|piqa|0/acc" in row]
-    assert [row["train/step"] for row in evals] == [2, 4, 6]
+    assert [row["train/step"] for row in evals] == [row["iteration_step"] for row in evals] == [2, 4, 6]
     assert all(row["eval_time/lighteval|piqa|0"] > 0 and row["eval/cost_train_steps"] > 0 for row in evals)
     tokens_per_step = 2 * 32  # micro_batch_size 2, one accumulation, sequence_length 32
     assert [row["train/consumed_tokens"] for row in evals] == [

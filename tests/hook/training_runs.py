@@ -2,10 +2,12 @@
 of the installed Nanotron (configs/ or configs/nanotron_main/),
 a worker that trains and reports losses, a parameter digest and what the evaluator did."""
 
+import dataclasses
 import hashlib
 import json
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -154,13 +156,19 @@ def train_worker(config_path: str, wandb_mode: Optional[str] = "disabled") -> Di
             returned = super().training_step(dataloader)  # (outputs, loss); main adds z-loss and logs
             loss = returned[1]
             self.losses.append(None if loss is None else float(loss.item()))
+            self.step_ends.append(time.time())
             return returned
 
     trainer = RecordingTrainer(config_path)
     trainer.losses = []
+    trainer.step_ends = []
     trainer.train(build_dataloader(trainer, cpu=True))
     evaluator = trainer.evaluator
     return {
+        "step_ends": trainer.step_ends,
+        "step_seconds": list(evaluator.step_times.seconds) if evaluator else [],
+        "launches": [dataclasses.asdict(record) for record in getattr(evaluator, "launches", [])],
+        "children": child_processes(),
         "losses": trainer.losses,
         "params": _digest(trainer.unwrapped_model),
         "tp_modes": sorted(
@@ -173,6 +181,22 @@ def train_worker(config_path: str, wandb_mode: Optional[str] = "disabled") -> Di
         "eval_log": [message for message in info.messages if message.startswith("[lighteval_nanotron] step ")],
         "last_costs": dict(evaluator.last_costs) if evaluator else {},
     }
+
+
+def child_processes() -> List[Dict[str, str]]:
+    """This process's children (pid, state, command line): a finished run leaves none of its own
+    behind, and no zombie (state Z)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+            cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        state, ppid = text.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == os.getpid():
+            children.append({"pid": stat.parent.name, "state": state, "cmdline": cmdline.strip()})
+    return children
 
 
 def results_files(output_dir: Path) -> Dict[int, dict]:

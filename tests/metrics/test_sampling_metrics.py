@@ -76,13 +76,18 @@ def test_too_few_generations_or_several_golds_are_refused():
 
 
 def test_same_values_as_lighteval_majatk():
+    """The installed lighteval's (0.11+) maj@n and pass@k on the same predictions."""
     lighteval_metrics = pytest.importorskip("lighteval.metrics.metrics_sample")
+    from lighteval.models.model_output import ModelResponse as LightevalResponse
+    from lighteval.tasks.requests import Doc as LightevalDoc
+
     cases = [("4", ["4", "5", "4", "5", "5"]), ("4", ["5", "4", "4", "5"]), ("a", [" a", "a ", "b"])]
     for gold, predictions in cases:
         for k in range(1, len(predictions) + 1):
             for strip in (False, True):
-                theirs = lighteval_metrics.MajAtK(k=k, strip_strings=strip).compute(
-                    golds=[gold], predictions=predictions
+                theirs = lighteval_metrics.MajAtN(n=k, strip_strings=strip).compute(
+                    doc=LightevalDoc(query="2+2=", choices=[gold], gold_index=0),
+                    model_response=LightevalResponse(text=predictions),
                 )
                 ours = MajAtK(k=k, strip_strings=strip)(_doc(gold), _texts(*predictions))
                 assert ours == theirs, (gold, predictions, k, strip)

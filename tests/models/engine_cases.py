@@ -97,8 +97,8 @@ def evaluate(checkpoint: str, tp: int, pp: int, dp: int, config: dict, model: di
     """Rank function: load the checkpoint at (tp, pp, dp) (`model`: dtype and TP mode, see
     `_model_settings`), run all three request kinds. `lm_head_positions`: positions whose logits
     this rank's `lm_head` computed, per request kind."""
+    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
-    from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.parallel.mesh import record_gather_bytes
     from lighteval_nanotron.parallel.vocab_parallel import record_logits_width
     from tests.helpers.distributed import parallel_context
@@ -133,6 +133,7 @@ def evaluate(checkpoint: str, tp: int, pp: int, dp: int, config: dict, model: di
         seconds = time.perf_counter() - start
     plan = engine.prepare_loglikelihood(docs, unconditioned=True)
     return {
+        "placement": _placement(llama),
         "plan_stats": plan.stats,
         "generation_stats": generation_plan.stats,
         "loglikelihood": loglikelihood,
@@ -151,12 +152,33 @@ def evaluate(checkpoint: str, tp: int, pp: int, dp: int, config: dict, model: di
     }
 
 
+def _placement(model) -> dict[int, list[str]]:
+    """The pipeline rank of each of the model's `PipelineBlock`s (`emb`, `L0`.., `norm`, `head`,
+    `cast`), as Nanotron placed them: {pp rank: blocks in forward order}."""
+    from nanotron.parallel.pipeline_parallel.block import PipelineBlock
+
+    short = {
+        "token_position_embeddings": "emb",  # Llama, Qwen2
+        "token_embeddings": "emb",  # Starcoder2
+        "embeds_dropout": "dropout",
+        "final_layer_norm": "norm",
+        "lm_head": "head",
+        "cast_to_fp32": "cast",
+    }
+    placement: dict[int, list[str]] = {}
+    for name, module in model.model.named_modules():  # the inner model: the training model's loss is one too
+        if isinstance(module, PipelineBlock):
+            last = name.split(".")[-1]
+            placement.setdefault(module.rank, []).append(short.get(last, f"L{last}"))
+    return placement
+
+
 def evaluate_with_failing_rank(checkpoint: str, tp: int, pp: int, dp: int) -> None:
     """Rank function: world rank 1's prompt function raises in the middle of preparing."""
     import torch.distributed as dist
 
+    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
-    from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
     from tests.helpers.distributed import parallel_context
     from tests.helpers.tiny_model import tiny_tokenizer
 

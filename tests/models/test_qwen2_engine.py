@@ -10,8 +10,8 @@ import pytest
 from lighteval_nanotron.convert import convert_hf_to_nanotron
 from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
 from lighteval_nanotron.models.engine import EngineConfig
+from lighteval_nanotron.models.families.qwen2.tiny import tiny_hf_qwen2, tiny_hf_qwen2_moe
 from tests.checkpoint_eval.tiny_hf import transformers_logprob
-from tests.convert.tiny_qwen2 import tiny_hf_qwen2, tiny_hf_qwen2_moe
 from tests.helpers.nanotron_main import requires_qwen2
 from tests.helpers.tiny_model import tiny_tokenizer
 from tests.models.engine_cases import assert_same, run_engine

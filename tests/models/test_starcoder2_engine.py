@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from lighteval_nanotron.models.families.starcoder2.tiny import tiny_starcoder2_config
 from tests.helpers.distributed import LAYOUTS, run_distributed
-from tests.helpers.tiny_model import make_tiny_checkpoint, tiny_starcoder2_config
+from tests.helpers.tiny_model import make_tiny_checkpoint
 from tests.models.engine_cases import MAX_LENGTH, engine_docs, evaluate
 from tests.models.test_engine_layouts import TOLERANCE, assert_same
 
@@ -20,9 +21,9 @@ def _run(checkpoint, tp: int, pp: int, dp: int) -> list[dict]:
 
 def _engine_and_nanotron_forward(checkpoint: str) -> list[tuple[list[float], list[float]]]:
     """Rank function (TP1/PP1): each doc's choice log-probs from the engine and from Nanotron's forward."""
+    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter, encode_pair, score_window
-    from lighteval_nanotron.models.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.tasks.prompt_manager import PromptManager
     from tests.helpers.distributed import parallel_context
     from tests.helpers.tiny_model import tiny_tokenizer

@@ -9,7 +9,7 @@ import torch
 from lighteval_nanotron.models.engine import attention_pieces
 from lighteval_nanotron.models.engine.attention_pieces import attend, plan_attention
 from lighteval_nanotron.models.engine.tree_attention import PrefixKeys, TreeAttention, ancestor_mask
-from lighteval_nanotron.models.families.llama import LlamaLayer
+from lighteval_nanotron.models.families.llama.family import LlamaLayer
 
 
 def _random_forest(rows: int, n: int, generator: torch.Generator) -> torch.Tensor:

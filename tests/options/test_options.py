@@ -35,7 +35,8 @@ def _sample(cls: type, field: dataclasses.Field) -> tuple[list[str], object]:
             return [flag, *picked], picked
         return [flag, picked[-1]], picked[-1]
     if field.metadata.get("repeat"):
-        return [flag, "a", flag, "b"], ["a", "b"]
+        first, second = field.metadata.get("examples", ("a", "b"))
+        return [flag, first, flag, second], [first, second]
     if float in members:
         return [flag, "2.5"], 2.5
     if int in members:

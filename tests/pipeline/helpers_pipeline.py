@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 
 from lighteval_nanotron.metrics import LogProbPMINorm, Metrics
-from lighteval_nanotron.models.abstract_model import LightevalModel
+from lighteval_nanotron.models.interface import LightevalModel, PlanningModel
 from lighteval_nanotron.requests import ModelResponse
 from lighteval_nanotron.tasks import Doc, LightevalTaskConfig, PromptManager
 
@@ -120,7 +120,7 @@ class BigramLM(LightevalModel):
         return [self._generation(doc) for doc in docs]
 
 
-class PlanningBigramLM(BigramLM):
+class PlanningBigramLM(BigramLM, PlanningModel):
     """The same model with the engine's prepare-once / run-many split: a plan fixes the docs
     (and would hold their tokens and batches); `run(plan)` does the scoring."""
 

@@ -1,35 +1,60 @@
-"""A task file written for lighteval runs unchanged: adapted at registry time, same results as ours."""
+"""Task files written for lighteval 0.11 and 0.13 run unchanged: adapted at registry time, lighteval's own
+metric code on this project's model answers, the same results as the same tasks written for this project."""
 
 import dataclasses
+import logging
 import math
 import random
 import sys
 import types
+from pathlib import Path
 
 import helpers_pipeline
 import pytest
 from helpers_pipeline import BigramLM
 
 from lighteval_nanotron.errors import ConfigError, CustomTasksError
-from lighteval_nanotron.metrics import LogProbCharNorm, Metrics, aggregate_task_metrics
+from lighteval_nanotron.metrics import (
+    LogProbCharNorm,
+    LogProbPMINorm,
+    LogProbTokenNorm,
+    Metrics,
+    aggregate_task_metrics,
+)
+from lighteval_nanotron.metrics.normalizations import helm_normalizer
 from lighteval_nanotron.pipeline import EvaluationPipeline
 from lighteval_nanotron.requests import ModelResponse
-from lighteval_nanotron.tasks import Doc, Registry
+from lighteval_nanotron.tasks import Doc, LightevalTaskConfig, Registry
 
-MC, GEN, PPL = "custom|toy_mc|0", "custom|toy_gen|0", "custom|toy_ppl|0"
+HERE = Path(__file__).parent
+V011, V013 = HERE / "lighteval_toy_tasks.py", HERE / "lighteval013_toy_tasks.py"
+MC, GEN, PPL, PMI = "custom|toy_mc|0", "custom|toy_gen|0", "custom|toy_ppl|0", "custom|toy_pmi|0"
+SKIP = "custom|toy_mc_skip|0"
 LIGHTEVAL_ONLY = "custom|toy_gen_lighteval_metrics|0"
 
 
 def _lighteval():
-    return pytest.importorskip("lighteval", reason="lighteval is not installed: pip install -e '.[lighteval]'")
+    pytest.importorskip("lighteval", reason="lighteval is not installed: pip install -e '.[lighteval]'")
+    from lighteval_nanotron.tasks.lighteval_adapter import import_lighteval
+
+    return import_lighteval()
+
+
+def _has_inspect_fields(lighteval) -> bool:
+    """lighteval 0.12+ (a lighteval 0.13 file uses them)."""
+    return "sample_fields" in {field.name for field in dataclasses.fields(lighteval.lighteval_task.LightevalTaskConfig)}
 
 
 def _results(custom_tasks, tasks: str) -> dict:
     return EvaluationPipeline.prepare(BigramLM(), tasks, custom_tasks=custom_tasks).run(step=1).results
 
 
+def _skipping_prompt(line: dict, task_name: str) -> Doc | None:
+    return None if line["question"] == "efg" else helpers_pipeline.mc_prompt(line, task_name)
+
+
 def _our_twin() -> types.ModuleType:
-    """`lighteval_toy_tasks` written against this project: helpers_pipeline's tasks, the same metrics."""
+    """The toy files written against this project: helpers_pipeline's tasks with the same metrics."""
     char_norm = Metrics.loglikelihood_acc(sample_params={"logprob_normalization": LogProbCharNorm()})
     table = {config.name: config for config in helpers_pipeline.TASKS_TABLE}
     module = types.ModuleType("our_toy_tasks")
@@ -37,66 +62,98 @@ def _our_twin() -> types.ModuleType:
         dataclasses.replace(table["toy_mc"], metrics=[Metrics.loglikelihood_acc, char_norm]),
         table["toy_gen"],
         table["toy_ppl"],
+        table["toy_pmi"],
+        dataclasses.replace(table["toy_mc"], name="toy_mc_skip", prompt_function=_skipping_prompt),
     ]
     return module
 
 
-def test_lighteval_task_file_gives_the_same_results_as_ours(toy_data):
-    _lighteval()
-    import lighteval_toy_tasks
+def _normalized_key(results: dict, prefix: str) -> str:
+    """The result key of an `acc` with a log-prob normalization: lighteval 0.11 names it
+    `acc_with_logprob_normalization`, 0.12+ `acc:logprob_normalization=<the normalization>`."""
+    (key,) = [k for k in results if k.startswith(prefix) and "logprob_normalization" in k and "_stderr" not in k]
+    return key
 
-    ours = _results(_our_twin(), ",".join([MC, GEN, PPL]))
-    theirs = _results(lighteval_toy_tasks, ",".join([MC, GEN, PPL]))
+
+def _same(theirs: dict, ours: dict, their_key: str, our_key: str) -> None:
+    assert theirs[their_key] == pytest.approx(ours[our_key], rel=1e-12)
+    assert theirs[their_key + "_stderr"] == pytest.approx(ours[our_key + "_stderr"], rel=1e-12)
+
+
+@pytest.mark.parametrize("task_file", [V011, V013], ids=["lighteval-0.11-file", "lighteval-0.13-file"])
+def test_lighteval_task_files_give_the_same_results_as_ours(toy_data, task_file):
+    if task_file == V013 and not _has_inspect_fields(_lighteval()):
+        pytest.skip("a lighteval 0.13 file needs lighteval >= 0.12 (inspect-ai fields)")
+    _lighteval()
+    specs = [MC, GEN, PPL, PMI] + ([SKIP] if task_file == V013 else [])
+    ours = _results(_our_twin(), ",".join(specs))
+    theirs = _results(str(task_file), ",".join(specs))
+    assert set(theirs) == set(ours)
     assert theirs[MC]["acc"] == ours[MC]["acc"] == 0.75
-    assert theirs[GEN]["em"] == ours[GEN]["em"]
-    assert theirs[GEN]["acc"] == ours[GEN]["acc"]
-    for key in ("word_perplexity", "bits_per_byte", "word_perplexity_stderr", "bits_per_byte_stderr"):
-        assert theirs[PPL][key] == ours[PPL][key]
-    # lighteval's result keys are kept: its acc_norm is our accuracy with per-character normalization
-    assert theirs[MC]["acc_norm"] == ours[MC]["acc_with_logprob_normalization"]
+    _same(theirs[MC], ours[MC], _normalized_key(theirs[MC], "acc"), "acc_with_logprob_normalization")
+    for key in ("em", "acc"):
+        _same(theirs[GEN], ours[GEN], key, key)
+    for key in ("word_perplexity", "bits_per_byte"):
+        _same(theirs[PPL], ours[PPL], key, key)
+    _same(theirs[PMI], ours[PMI], _normalized_key(theirs[PMI], "acc"), "acc_with_logprob_normalization")
+    if task_file == V013:  # the row its prompt function skips is not evaluated, as in ours
+        assert theirs[SKIP] == ours[SKIP] and theirs[SKIP]["acc"] == 1.0
 
 
-def test_a_metric_we_lack_runs_through_lightevals_implementation(toy_data):
+def test_lightevals_own_code_computes_metrics_we_do_not_have(toy_data):
     _lighteval()
-    import lighteval_toy_tasks
-
-    results = _results(lighteval_toy_tasks, LIGHTEVAL_ONLY)[LIGHTEVAL_ONLY]
+    results = _results(str(V011), LIGHTEVAL_ONLY)[LIGHTEVAL_ONLY]
     # greedy bigram generations: "defghij" (gold defghij), "nop" (gold nop), "defghij" (gold xyz)
-    assert results["perfect_em"] == pytest.approx(2 / 3)
+    (exact,) = [key for key in results if key.startswith("em") and not key.endswith("_stderr")]
+    assert results[exact] == pytest.approx(2 / 3)
     assert results["rouge1"] == pytest.approx(2 / 3)
-
-
-def _repaired(reference):
-    """lighteval 0.10's metric with its own sample function made callable.
-
-    Some of its metrics raise when called: `recall_at_k` pass a `Recall` object (not its `compute`),
-    `mrr_single_token` passes the `mrr` Metric itself. The function they name defines the value.
-    """
-    fn = reference.sample_level_fn
-    if hasattr(fn, "sample_level_fn"):
-        fn = fn.sample_level_fn
-    if not callable(fn):
-        fn = fn.compute
-    return dataclasses.replace(reference, sample_level_fn=fn)
 
 
 def _random_case(rng: random.Random, n_choices: int) -> tuple:
     choices = [" " + "".join(rng.choice("abcde") for _ in range(rng.randint(1, 6))) for _ in range(n_choices)]
     gold = rng.randrange(n_choices)
-    doc = Doc(query="q" * rng.randint(1, 9), choices=choices, gold_index=gold, task_name="t")
+    doc = Doc(query="q" * rng.randint(1, 9), choices=choices, gold_index=gold, task_name="t", unconditioned_query="q")
     response = ModelResponse(
         logprobs=[-rng.uniform(0.1, 9) for _ in choices],
+        unconditioned_logprobs=[-rng.uniform(0.1, 9) for _ in choices],
         argmax_logits_eq_gold=[rng.random() < 0.5 for _ in choices],
         output_tokens=[[1] * rng.randint(1, 4) for _ in choices],
-        text=[rng.choice([choices[gold], choices[gold].upper() + " x", " zz"])],
+        text=[rng.choice([choices[gold], choices[gold].upper() + " x", " zz", choices[gold] + " y"])],
     )
     return doc, response
 
 
-def test_every_metric_mapped_by_name_equals_lightevals_own():
-    _lighteval()
-    from lighteval.metrics.metrics import Metrics as LightevalMetrics
+def _pairs(lighteval) -> list:
+    """(our built-in metric, lighteval's metric of the same definition) pairs."""
+    theirs, norms = lighteval.metrics.Metrics, __import__("lighteval.metrics.normalizations").metrics.normalizations
 
+    def acc(norm, their_norm):
+        return (
+            Metrics.loglikelihood_acc(sample_params={"logprob_normalization": norm}),
+            theirs.loglikelihood_acc(sample_params={"logprob_normalization": their_norm}),
+        )
+
+    helm = {"normalize_gold": helm_normalizer, "normalize_pred": helm_normalizer}
+    their_helm = {"normalize_gold": norms.helm_normalizer, "normalize_pred": norms.helm_normalizer}
+    # Not here, as they differ: lighteval's acc_golds_likelihood is 1 when greedy decoding reproduces any
+    # choice (ours: a gold choice); its prediction_perplexity and target_perplexity count words (ours: tokens).
+    same_name = ["loglikelihood_acc", "mrr", "recall_at_k", "mcc", "exact_match", "f1_score"]
+    same_name += ["word_perplexity", "byte_perplexity", "bits_per_byte"]
+    return [
+        *((Metrics[name], theirs[name].value) for name in same_name),
+        acc(LogProbCharNorm(), norms.LogProbCharNorm()),
+        acc(LogProbCharNorm(ignore_first_space=True), norms.LogProbCharNorm(ignore_first_space=True)),
+        acc(LogProbTokenNorm(), norms.LogProbTokenNorm()),
+        acc(LogProbPMINorm(), norms.LogProbPMINorm()),
+        (Metrics.exact_match(sample_params=helm), theirs.exact_match(sample_params=their_helm)),
+        (Metrics.prefix_exact_match, theirs.exact_match(sample_params={"type_exact_match": "prefix"})),
+    ]
+
+
+def test_our_builtin_metrics_equal_lightevals_on_random_answers():
+    """Each built-in metric here gives lighteval's value (run by its own code through the adapter);
+    PMI reads the unconditioned log-probabilities where lighteval's metrics expect them."""
+    lighteval = _lighteval()
     from lighteval_nanotron.tasks import lighteval_adapter
 
     rng = random.Random(0)
@@ -106,36 +163,130 @@ def test_every_metric_mapped_by_name_equals_lightevals_own():
          ModelResponse(logprobs=[-rng.uniform(1, 30)], output_tokens=[[1, 2, 3]]))
         for _ in range(10)
     ]  # fmt: skip
-    for name in lighteval_adapter._SAME_METRIC:
-        reference = LightevalMetrics[name].value
-        ours = lighteval_adapter.adapt_metric(reference, "test")
-        theirs = lighteval_adapter._through_lighteval(_repaired(reference), name, "test")
-        assert ours.metric_name == theirs.metric_name == reference.metric_name
-        docs = perplexity_cases if name in ("word_perplexity", "byte_perplexity", "bits_per_byte") else cases
-        values = {}
-        for label, metric in (("ours", ours), ("theirs", theirs)):
+    for ours, reference in _pairs(lighteval):
+        theirs = lighteval_adapter.adapt_metric(reference, "test")
+        assert isinstance(theirs.sample_level_fn, lighteval_adapter.LightevalSampleFn)
+        assert theirs.requires_unconditioned_logprobs == ours.requires_unconditioned_logprobs
+        docs = perplexity_cases if ours.category.value == "PERPLEXITY" else cases
+        values = []
+        for metric in (ours, theirs):
             samples = [metric.compute_sample(doc, response) for doc, response in docs]
-            values[label] = aggregate_task_metrics([metric], samples)[reference.metric_name]
-        assert values["ours"] == pytest.approx(values["theirs"], rel=1e-9), name
+            values.append(aggregate_task_metrics([metric], samples)[metric.metric_name])
+        assert values[1] == pytest.approx(values[0], rel=1e-9), reference.metric_name
 
 
-def test_a_metric_that_cannot_run_here_is_refused_by_name():
-    _lighteval()
-    from lighteval.metrics.metrics import Metrics as LightevalMetrics
-
+def test_lighteval_sampling_metrics_ask_for_their_samples():
+    lighteval = _lighteval()
     from lighteval_nanotron.tasks import lighteval_adapter
 
-    with pytest.raises(ConfigError, match="maj_at_5.*GENERATIVE_SAMPLING"):
-        lighteval_adapter.adapt_metric(LightevalMetrics.maj_at_5.value, "task x")
+    members = lighteval.metrics.Metrics.__members__
+    majority = members["maj_at_n"] if "maj_at_n" in members else members["maj_at_k"]  # 0.12 renamed it
+    parameter = "n" if "maj_at_n" in members else "k"
+    metric = lighteval_adapter.adapt_metric(majority(sample_params={parameter: 4}), "test")
+    assert metric.sample_level_fn.num_samples == 4
+    if lighteval.version.release[:2] == (0, 12):
+        return  # lighteval 0.12's MajAtN passes its scorer the response and the doc swapped: it raises there too
+    doc = Doc(query="q", choices=[" a"], gold_index=0)
+    answers = ModelResponse(text=[" a", " b", " a", " c"])
+    assert metric.compute_sample(doc, answers)[metric.metric_name] == 1
 
 
-def test_without_lighteval_a_lighteval_task_file_fails_naming_the_extra(toy_data, monkeypatch):
+def test_metrics_needing_a_judge_or_a_scoring_model_are_refused_by_name():
+    lighteval = _lighteval()
+    from lighteval_nanotron.tasks import lighteval_adapter
+
+    with pytest.raises(ConfigError, match="'bleurt' cannot run here: BLEURT downloads"):
+        lighteval_adapter.adapt_metric(lighteval.metrics.Metrics.bleurt, "task x")
+    with pytest.raises(ConfigError, match="cannot run here: it asks an LLM judge"):
+        lighteval_adapter.adapt_metric(lighteval.metrics.Metrics.simpleqa_judge, "task x")
+
+
+def _write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "task_file.py"
+    header = (
+        "from lighteval.metrics.metrics import Metrics\n"
+        "from lighteval.tasks.lighteval_task import LightevalTaskConfig\n"
+        "from lighteval.tasks.requests import Doc\n\n"
+        "def prompt(line, task_name):\n"
+        "    return Doc(query=line['question'], choices=line['choices'], gold_index=line['gold'])\n\n"
+    )
+    path.write_text(header + body)
+    return path
+
+
+def test_a_lighteval_010_file_is_refused_naming_the_change(toy_data, tmp_path):
+    _lighteval()
+    path = _write(
+        tmp_path,
+        "TASKS_TABLE = [LightevalTaskConfig(name='t', prompt_function=prompt, hf_repo='toy', hf_subset='mc',\n"
+        "    metric=[Metrics.loglikelihood_acc], suite=['custom'])]\n",
+    )
+    with pytest.raises(CustomTasksError) as error:
+        Registry("custom|t|0", custom_tasks=path)
+    message = str(error.value)
+    assert "\n" not in message and "written for lighteval 0.10" in message and "rename metric= to metrics=" in message
+
+
+def test_a_config_only_for_inspect_ai_is_refused_and_unknown_fields_too(toy_data, tmp_path):
+    lighteval = _lighteval()
+    from lighteval_nanotron.tasks import lighteval_adapter
+
+    base = lighteval.lighteval_task.LightevalTaskConfig
+    config = base(name="t", prompt_function=None, hf_repo="toy", hf_subset="mc", metrics=[])
+    with pytest.raises(ConfigError, match="has no prompt_function: it only defines lighteval's inspect-ai evaluation"):
+        lighteval_adapter.adapt_task_config(config)
+    later = dataclasses.make_dataclass("LightevalTaskConfig", [("new_field", int, 0)], bases=(base,))
+    config = later(name="t", prompt_function=helpers_pipeline.mc_prompt, hf_repo="toy", hf_subset="mc", metrics=[])
+    assert lighteval_adapter.adapt_task_config(config).name == "t"  # at its default: nothing changes
+    config.new_field = 3
+    with pytest.raises(ConfigError, match=r"field\(s\) new_field of lighteval .* have no counterpart here"):
+        lighteval_adapter.adapt_task_config(config)
+
+
+def test_hf_data_files_loads_the_files_given(toy_data, tmp_path):
+    """lighteval's `hf_data_files` (after 0.13): copied by name, loaded by `datasets` from those files."""
+    lighteval = _lighteval()
+    from lighteval_nanotron.tasks import lighteval_adapter
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text((toy_data / "toy" / "mc" / "test.jsonl").read_text())
+    with_files = dataclasses.make_dataclass(
+        "LightevalTaskConfig", [("hf_data_files", object, None)], bases=(lighteval.lighteval_task.LightevalTaskConfig,)
+    )
+    theirs = with_files(
+        name="from_files", prompt_function=helpers_pipeline.mc_prompt, hf_repo="json", hf_subset="default",
+        hf_data_files={"test": str(rows)}, evaluation_splits=["test"],
+        metrics=[lighteval.metrics.Metrics.loglikelihood_acc],
+    )  # fmt: skip
+    config = lighteval_adapter.adapt_task_config(theirs)
+    assert config.hf_data_files == {"test": str(rows)}
+    native = LightevalTaskConfig(
+        name="from_files", prompt_function=helpers_pipeline.mc_prompt, hf_repo="json", hf_subset="default",
+        hf_data_files=str(rows), evaluation_splits=["train"], metrics=[Metrics.loglikelihood_acc],
+    )  # fmt: skip
+    for task_config in (config, native):
+        module = types.ModuleType("from_files_tasks")
+        module.TASKS_TABLE = [task_config]
+        assert _results(module, "custom|from_files|0")["custom|from_files|0"]["acc"] == 0.75
+
+
+def test_inspect_ai_fields_are_ignored_with_one_note(toy_data, caplog):
+    if not _has_inspect_fields(_lighteval()):
+        pytest.skip("inspect-ai fields exist from lighteval 0.12 on")
+    with caplog.at_level(logging.WARNING):
+        Registry(MC, custom_tasks=str(V013))
+    (note,) = [record.getMessage() for record in caplog.records if "inspect-ai" in record.getMessage()]
+    assert "field(s) filter, sample_fields are ignored (tasks toy_mc, toy_mc_skip)" in note
+
+
+def test_without_lighteval_a_lighteval_task_file_fails_naming_the_extra(toy_data, monkeypatch, tmp_path):
+    task_file = tmp_path / V011.name  # not imported yet in this process
+    task_file.write_text(V011.read_text())
     for name in [name for name in sys.modules if name == "lighteval" or name.startswith("lighteval.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "lighteval", None)  # what an environment without it sees
-    path = helpers_pipeline.__file__.replace("helpers_pipeline.py", "lighteval_toy_tasks.py")
     with pytest.raises(CustomTasksError) as error:
-        Registry(MC, custom_tasks=path)
+        Registry(MC, custom_tasks=str(task_file))
     message = str(error.value)
     assert "\n" not in message and "lighteval-nanotron[lighteval]" in message and "lighteval_toy_tasks.py" in message
 
@@ -144,19 +295,17 @@ def _response(logprobs: list) -> ModelResponse:
     return ModelResponse(logprobs=logprobs, output_tokens=[[1], [2]], argmax_logits_eq_gold=[True, False])
 
 
-def test_target_perplexity_runs_through_lightevals_implementation():
-    """lighteval 0.10's target_perplexity is exp(-mean gold log-prob per doc), ours is per token: not mapped."""
-    _lighteval()
-    from lighteval.metrics.metrics import Metrics as LightevalMetrics
-
+def test_target_perplexity_is_lightevals():
+    """lighteval's target_perplexity runs as lighteval's code computes it (0.13: exp(-mean over docs of the
+    summed log-probabilities of every choice), not this project's definition."""
+    lighteval = _lighteval()
     from lighteval_nanotron.tasks import lighteval_adapter
 
-    metric = lighteval_adapter.adapt_metric(LightevalMetrics.target_perplexity.value, "test")
-    assert isinstance(metric.sample_level_fn, lighteval_adapter.LightevalSampleFn)
+    metric = lighteval_adapter.adapt_metric(lighteval.metrics.Metrics.target_perplexity, "test")
     docs = [
         (Doc(query="q", choices=[" a b", " c"], gold_index=0), _response([-2.0, -1.0])),
         (Doc(query="q", choices=[" d", " e f g"], gold_index=1), _response([-1.0, -4.0])),
     ]
     samples = [metric.compute_sample(doc, response) for doc, response in docs]
     value = aggregate_task_metrics([metric], samples)["ppl"]
-    assert value == pytest.approx(math.exp(3.0))  # exp(-mean(-2, -4)): the gold choices' log-probs
+    assert value == pytest.approx(math.exp(4.0))  # -(-2 - 1 - 1 - 4) / 2 docs

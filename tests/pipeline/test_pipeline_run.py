@@ -158,6 +158,8 @@ class _Lossy(BigramLM):
 
 
 class _NoPMI(BigramLM):
+    supports_unconditioned = False
+
     def loglikelihood(self, docs):
         return super().loglikelihood(docs)
 

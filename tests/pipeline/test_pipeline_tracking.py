@@ -9,7 +9,8 @@ from helpers_pipeline import ALL_TOY_TASKS, BigramLM
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.pipeline import EvaluationPipeline, as_engine, evaluate
+from lighteval_nanotron.evaluate_once import as_engine, evaluate
+from lighteval_nanotron.pipeline import EvaluationPipeline
 from lighteval_nanotron.tracking import TrackingConfig, evaluated_steps, format_results_table
 from lighteval_nanotron.tracking.plot import plot_results
 from tests.helpers.results_layout import details_file, results_file

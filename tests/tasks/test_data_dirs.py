@@ -77,7 +77,8 @@ def test_split_file_formats(tmp_path, kind):
 def test_first_matching_data_dir_wins(tmp_path):
     _write_jsonl(tmp_path / "a/org/bench/main/test.jsonl", ROWS[:1])
     _write_jsonl(tmp_path / "b/org/bench/main/test.jsonl", ROWS)
-    set_data_dirs([str(tmp_path / "missing"), str(tmp_path / "a"), str(tmp_path / "b")])
+    (tmp_path / "empty").mkdir()  # a data dir without this dataset is passed over (one that does not exist is an error)
+    set_data_dirs([str(tmp_path / "empty"), str(tmp_path / "a"), str(tmp_path / "b")])
     assert len(_task().eval_docs()) == 1
 
 
@@ -191,3 +192,36 @@ def test_unreachable_hub_fails_at_once_without_the_cache(tmp_path, monkeypatch):
     assert time.perf_counter() - started < 10  # one connection attempt, not the Hub client's retries
     assert str(tmp_path / "org/absent_bench_for_tests" / "main") in str(info.value)
     assert "HF_DATASETS_OFFLINE=1" in str(info.value)
+
+
+@pytest.mark.parametrize("entry", ["root", "mapping", "file"])
+def test_a_data_dir_that_does_not_exist_is_named_and_nothing_is_looked_up_by_name(tmp_path, monkeypatch, entry):
+    """Even with the data in a later data dir and the Hugging Face cache allowed (offline mode)."""
+    _write_jsonl(tmp_path / "good" / "org/bench" / "main" / "test.jsonl", ROWS)
+    (tmp_path / "a_file").write_text("x")
+    wrong = {
+        "root": str(tmp_path / "typo"),
+        "mapping": f"org/bench={tmp_path / 'typo'}",
+        "file": str(tmp_path / "a_file"),
+    }
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    set_data_dirs([wrong[entry], str(tmp_path / "good")])
+    with pytest.raises(DatasetLoadError) as info:
+        _task().eval_docs()
+    message = str(info.value)
+    assert "fix that path or remove the entry" in message and "not looked up by name" in message
+    assert ("is not a folder" if entry == "file" else "does not exist") in message
+    assert str(tmp_path / ("a_file" if entry == "file" else "typo")) in message
+    set_data_dirs([str(tmp_path / "good")])
+    assert len(_task().eval_docs()) == 4
+
+
+def test_jsonl_rows_with_a_byte_order_mark_and_a_broken_line(tmp_path):
+    path = tmp_path / "org/bench" / "main" / "test.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in ROWS), encoding="utf-8-sig")
+    set_data_dirs([str(tmp_path)])
+    assert [doc.query for doc in _task().eval_docs()] == ["q0", "q1", "q2", "q3"]
+    path.write_text(json.dumps(ROWS[0]) + "\n{cut short\n")
+    with pytest.raises(DatasetLoadError, match=r"test.jsonl, line 2: not a JSON row"):
+        _task().eval_docs()

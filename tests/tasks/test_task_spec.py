@@ -62,3 +62,11 @@ def test_read_task_list_from_string_list_and_file(tmp_path):
     assert read_task_list(path) == ["lighteval|a|0", "b|1", "c|2"]
     with pytest.raises(TaskSpecError, match="does not exist"):
         read_task_list(tmp_path / "missing.txt")
+
+
+def test_a_byte_order_mark_in_a_tasks_file_is_not_part_of_the_first_spec(tmp_path):
+    path = tmp_path / "tasks.txt"
+    path.write_text("lighteval|arc:easy|0\nlighteval|piqa|0\n", encoding="utf-8-sig")  # as Notepad saves it
+    assert path.read_bytes().startswith(b"\xef\xbb\xbf")
+    assert read_task_list(str(path)) == ["lighteval|arc:easy|0", "lighteval|piqa|0"]
+    assert parse_task_spec(read_task_list(path)[0]).suite == "lighteval"

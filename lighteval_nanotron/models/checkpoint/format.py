@@ -154,10 +154,23 @@ def read_training_config(path: str | Path) -> dict[str, Any]:
     return values if isinstance(values, dict) else {}
 
 
+def training_config_section(path: str | Path, key: str) -> dict[str, Any]:
+    """One section of the checkpoint's `config.yaml` ({} when absent); CheckpointError naming it
+    when it is there but not a mapping (a damaged or hand-edited file)."""
+    section = read_training_config(path).get(key)
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise CheckpointError(
+            f"{Path(path) / TRAINING_CONFIG_FILE}: its {key!r} section is {section!r}, not a mapping: fix it."
+        )
+    return section
+
+
 def _recorded_model_config(root: Path) -> Any:
     try:
         if (root / MODEL_CONFIG_FILE).is_file():
-            return json.loads((root / MODEL_CONFIG_FILE).read_text(encoding="utf-8"))
+            return json.loads((root / MODEL_CONFIG_FILE).read_text(encoding="utf-8-sig"))
         if (root / TRAINING_CONFIG_FILE).is_file():
             return read_training_config(root)["model"]["model_config"]
     except (OSError, ValueError, KeyError, TypeError) as error:
@@ -177,7 +190,7 @@ def read_checkpoint_model(path: str | Path) -> CheckpointModel:
     if not root.is_dir():
         raise CheckpointError(f"Checkpoint folder {root} does not exist: check the path.")
     model = CheckpointModel.from_fields(_recorded_model_config(root), f"The model config of checkpoint {root}")
-    init_method = (read_training_config(root).get("model") or {}).get("init_method")
+    init_method = training_config_section(root, "model").get("init_method")
     if isinstance(init_method, dict) and init_method.get("use_mup"):
         model.model_config._is_using_mup = True  # as current Nanotron's ModelArgs marks a SpectralMupInit run
         model.family.check_config(model.model_config)

@@ -9,7 +9,8 @@ headers only and refuses, naming the files, unless
 - every weight the model expects has files, and no saved weight is unknown to the model;
 - the shards of each weight are all there (`tp-rank-0..M-1-of-M` for one M per pipeline stage),
   their global slices cover the full (unsharded) shape exactly once;
-- each saved full shape is the model's (so the config's sizes describe these weights);
+- each saved full shape is the model's (so the config's sizes describe these weights), and each
+  file holds floating-point data (an integer shard of the right shape would be cast silently);
 - `model_config.json` and `config.yaml`'s `model.model_config`, when both exist, agree (a head
   count can change without changing any shape).
 
@@ -34,7 +35,7 @@ from lighteval_nanotron.models.checkpoint.format import (
     MODEL_CONFIG_FILE,
     TRAINING_CONFIG_FILE,
     WEIGHTS_FOLDER,
-    read_training_config,
+    training_config_section,
     weight_files,
 )
 
@@ -42,19 +43,23 @@ _SHARD_SUFFIX = re.compile(
     r"_pp-rank-(?P<pp>\d+)-of-(?P<pp_size>\d+)_tp-rank-(?P<tp>\d+)-of-(?P<tp_size>\d+)\.safetensors$"
 )
 _MAX_LISTED = 8
+FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
+"""safetensors dtypes a weight may be saved in (the model is built in a floating-point dtype)."""
 
 
-def _header(file: Path) -> tuple[tuple[int, ...], list[tuple[slice, ...]] | None]:
-    """(full shape, global slices of each local piece or None for an unsharded file)."""
+def _header(file: Path) -> tuple[tuple[int, ...], list[tuple[slice, ...]] | None, str]:
+    """(full shape, global slices of each local piece or None for an unsharded file, safetensors dtype)."""
     from nanotron.serialize.metadata import TensorMetadata
     from safetensors import safe_open
 
     with safe_open(str(file), framework="pt") as handle:
         metadata = handle.metadata()
+        data = handle.get_slice("data")
         if metadata and "unsharded_shape" in metadata:
             parsed = TensorMetadata.from_str_dict(metadata)
-            return tuple(parsed.unsharded_shape), [pair.global_slices for pair in parsed.local_global_slices_pairs]
-        return tuple(handle.get_slice("data").get_shape()), None
+            slices = [pair.global_slices for pair in parsed.local_global_slices_pairs]
+            return tuple(parsed.unsharded_shape), slices, data.get_dtype()
+        return tuple(data.get_shape()), None, data.get_dtype()
 
 
 def _ranges(slices: tuple[slice, ...], shape: tuple[int, ...]) -> list[range]:
@@ -104,13 +109,19 @@ def _shard_set_problem(name: str, files: list[Path]) -> str | None:
 
 def _weight_problems(name: str, files: list[Path], expected: tuple[int, ...]) -> list[str]:
     headers = [(file, *_header(file)) for file in files]
-    shapes = {shape for _, shape, _ in headers}
+    not_float = [f"{file.name} holds {dtype}" for file, _, _, dtype in headers if dtype not in FLOAT_DTYPES]
+    if not_float:
+        return [
+            f"{name}: {', '.join(not_float)} data, not floating point ({'/'.join(FLOAT_DTYPES)}); loading would "
+            "cast it to the model's dtype without a word"
+        ]
+    shapes = {shape for _, shape, _, _ in headers}
     if len(shapes) > 1:
         return [f"{name}: its shard files disagree on the full shape ({sorted(shapes)})"]
     (shape,) = shapes
     if shape != tuple(expected):
         return [f"{name}: saved with full shape {shape}, but its model config gives {tuple(expected)}"]
-    sharded = [(file, slices) for file, _, slices in headers if slices is not None]
+    sharded = [(file, slices) for file, _, slices, _ in headers if slices is not None]
     if not sharded:
         return [] if len(files) == 1 else [f"{name}: {len(files)} unsharded files ({', '.join(f.name for f in files)})"]
     problem = _shard_set_problem(name, files) or _coverage_problem(
@@ -121,11 +132,11 @@ def _weight_problems(name: str, files: list[Path], expected: tuple[int, ...]) ->
 
 def _config_problems(path: Path) -> list[str]:
     json_file = path / MODEL_CONFIG_FILE
-    yaml_section = (read_training_config(path).get("model") or {}).get("model_config")
+    yaml_section = training_config_section(path, "model").get("model_config")
     if not json_file.is_file() or not isinstance(yaml_section, dict):
         return []
     try:
-        recorded = json.loads(json_file.read_text(encoding="utf-8"))
+        recorded = json.loads(json_file.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError):
         return []  # reported by read_checkpoint_model, with its own fix
     if not isinstance(recorded, dict):

@@ -31,7 +31,7 @@ from lighteval_nanotron.models.engine.generation_plan import GenerationPlan, Gen
 from lighteval_nanotron.models.engine.runtime import Runtime
 from lighteval_nanotron.models.engine.sampling import sample_token, step_seed
 from lighteval_nanotron.models.engine.scoring_plan import PlanStats
-from lighteval_nanotron.parallel.stages import StageLink, run_stage
+from lighteval_nanotron.parallel.stages import StageLink, check_leading, run_stage, stage_input
 from lighteval_nanotron.parallel.vocab_parallel import full_vocabulary, greedy_choice
 from lighteval_nanotron.requests import ModelResponse
 
@@ -83,6 +83,11 @@ class _Inputs:
     fed: list[int]  # token positions fed for each request of `st.rows`
     row_of: torch.Tensor | None = None  # [n] row of `ids` holding each `last` (None: request k in row k)
     tree: object | None = None  # what the decoder layers run with (`run_layer`), None: Nanotron's forward
+
+    @property
+    def last_rows(self) -> torch.Tensor:
+        """[n] row of `ids` holding each `last`."""
+        return torch.arange(self.ids.shape[0]) if self.row_of is None else self.row_of
 
 
 def _slots(rt: Runtime, st: _Decoding) -> int:
@@ -214,6 +219,13 @@ def _decide(rt: Runtime, st: _Decoding, new_tokens: list[int]) -> torch.Tensor:
     return feedback
 
 
+def _every_row_done(st: _Decoding) -> torch.Tensor:
+    """Feedback that ends the pool: no token, every row done."""
+    feedback = torch.full((2, len(st.requests)), _NONE, dtype=torch.long)
+    feedback[1] = 1
+    return feedback
+
+
 def _apply(st: _Decoding, feedback: torch.Tensor) -> None:
     for row, (token, done) in enumerate(zip(feedback[0].tolist(), feedback[1].tolist())):
         if token != _NONE:
@@ -221,15 +233,17 @@ def _apply(st: _Decoding, feedback: torch.Tensor) -> None:
         st.done[row] = bool(done)
 
 
-def _step(rt: Runtime, link: StageLink, st: _Decoding) -> None:
+def _step(rt: Runtime, link: StageLink, st: _Decoding, failed: bool) -> Exception | None:
+    """One step of a pool on this stage. The output stage returns the error that stopped it (this
+    step's after its activation arrived, or `failed`: an earlier one's) instead of raising: it then
+    sends every row of the pool as done, so the other stages, which feed only running rows, stop
+    feeding the pool, and no stage waits on it (see `_local_generations`)."""
     inputs = _inputs(rt, st)
     rows, seq = inputs.ids.shape
-    row_of = torch.arange(rows) if inputs.row_of is None else inputs.row_of
-    select = (inputs.last, row_of) if rt.config.logits_at_targets else None
+    select = (inputs.last, inputs.last_rows) if rt.config.logits_at_targets else None
     mask = torch.ones((rows, seq), dtype=torch.bool, device=rt.device)
-    x = inputs.ids.to(rt.device) if rt.stage.is_first else None
     leading = (seq, rows) if inputs.tree is not None else ()  # activations `[seq, rows, hidden]` (all-reduce form)
-    logits = run_stage(rt.stage, link, x, mask, inputs.tree, select, leading=leading)
+    x = stage_input(rt.stage, link, inputs.ids.to(rt.device), select, leading)
     st.stats.add(
         PlanStats(
             processed_tokens=rows * seq,
@@ -241,23 +255,47 @@ def _step(rt: Runtime, link: StageLink, st: _Decoding) -> None:
     for row, fed in zip(st.rows, inputs.fed):
         st.processed[row] += fed
     st.step += 1
-    if logits is None:
+    if not rt.stage.is_last:
+        run_stage(rt.stage, link, x, mask, inputs.tree, select, leading=leading)
         st.awaiting_feedback = True
-        return
+        return None
+    error = None
+    if not failed:
+        try:
+            logits = run_stage(rt.stage, link, x, mask, inputs.tree, select, leading=leading)
+            feedback = _decide(rt, st, _next_tokens(rt, st, logits, inputs, select))
+        except Exception as caught:  # noqa: BLE001 - raised once the other stages are done (`_local_generations`)
+            if rt.stage.is_first:
+                raise
+            error = caught
+    if failed or error is not None:
+        feedback = _every_row_done(st)
+    link.send_feedback(feedback, [r for r in rt.chain_pp_ranks if r != rt.mesh.pp_rank])
+    _apply(st, feedback)
+    return error
+
+
+def _picked(logits: torch.Tensor, inputs: _Inputs, select: tuple | None) -> torch.Tensor:
+    """The logits `[rows fed, vocab / tp]` that choose each fed row's next token; LayoutError when
+    the output stage's logits do not have this step's shape (`[n, 1]` selected, else `[seq, rows]`)."""
+    expected = (len(inputs.last), 1) if select is not None else tuple(inputs.ids.shape[::-1])
+    check_leading(logits.shape, expected, "The output stage's logits")
     if select is not None:
-        picked = logits[:, 0]
-    else:
-        picked = logits[inputs.last.to(logits.device), row_of.to(logits.device)]
+        return logits[:, 0]
+    return logits[inputs.last.to(logits.device), inputs.last_rows.to(logits.device)]
+
+
+def _next_tokens(rt: Runtime, st: _Decoding, logits: torch.Tensor, inputs: _Inputs, select: tuple | None) -> list[int]:
+    """The token each fed row gets (greedy, or its seeded draw); rows whose logits hold NaN/inf are
+    noted (`non_finite_logits` of their docs)."""
+    picked = _picked(logits, inputs, select)
     tokens, max_logit = greedy_choice(picked, rt.mesh.tp_group)
     st.non_finite.update(st.rows[row] for row in (~torch.isfinite(max_logit)).nonzero().flatten().tolist())
     new_tokens = tokens.tolist()
     sampled = [k for k, i in enumerate(st.rows) if st.requests[i].sampling is not None]
     if sampled:
         _sample(rt, st, picked, sampled, new_tokens)
-    feedback = _decide(rt, st, new_tokens)
-    others = [r for r in rt.chain_pp_ranks if r != rt.mesh.pp_rank]
-    link.send_feedback(feedback, others)
-    _apply(st, feedback)
+    return new_tokens
 
 
 def _sample(rt: Runtime, st: _Decoding, picked: torch.Tensor, rows: list[int], new_tokens: list[int]) -> None:
@@ -274,6 +312,13 @@ Key = tuple[int, int]  # (doc index, sample index)
 
 
 def _local_generations(rt: Runtime, plan: GenerationPlan) -> tuple | None:
+    """This replica's generations on this stage (None on stages that hold no results).
+
+    A failure on the output stage after a step's activation arrived (mis-shaped logits, a
+    tokenizer that cannot decode, ...) ends that pool and every later step of every pool: the
+    output stage still receives what the other stages send and answers each step with all rows
+    done, so every stage leaves this loop with nothing in flight; then it raises (and the run's
+    agreement, `Runtime.agreed`, makes every rank raise together)."""
     if rt.stage is None:
         return None
     link = rt.new_link()
@@ -283,6 +328,7 @@ def _local_generations(rt: Runtime, plan: GenerationPlan) -> tuple | None:
     padded: dict[int, int] = {}
     processed: dict[int, int] = {}  # doc index -> positions fed for all its samples
     stats = PlanStats()
+    failure: Exception | None = None
     while queue:
         st = queue.pop(0)
         if st.awaiting_feedback:
@@ -296,10 +342,12 @@ def _local_generations(rt: Runtime, plan: GenerationPlan) -> tuple | None:
             for request, fed in zip(st.requests, st.processed):
                 processed[request.index] = processed.get(request.index, 0) + fed
             continue
-        _step(rt, link, st)
+        failure = _step(rt, link, st, failure is not None) or failure
         rt.sync_pipeline()
         queue.append(st)
     link.flush()
+    if failure is not None:
+        raise failure
     return (finished, stats, non_finite, padded, processed) if rt.mesh.holds_results else None
 
 
@@ -315,7 +363,7 @@ def _samples(request: GenRequest) -> int:
 def run_generation(rt: Runtime, plan: GenerationPlan) -> list[ModelResponse]:
     """Responses in the order of the plan's docs, one text per sample (`num_samples` when
     sampling, else one); `text` has stop sequences (and after) removed."""
-    payload = _local_generations(rt, plan)
+    payload = rt.agreed(lambda: _local_generations(rt, plan), "generation")
     gathered = rt.mesh.gather(payload, to_all=rt.config.gather_to == "all")
     if gathered is None:
         return []
@@ -348,6 +396,7 @@ def run_generation(rt: Runtime, plan: GenerationPlan) -> list[ModelResponse]:
             truncated_tokens_count=r.truncated_tokens_count,
             padded_tokens_count=plan.padded_tokens_count.get(r.index, 0),
             non_finite_logits=r.index in non_finite,
+            unknown_tokens=[t for g in samples[r.index] for t in g if t >= rt.tokenizer_size],
         )
         for r in plan.requests
     ]

@@ -30,6 +30,8 @@ class GenRequest:
     stop_sequences: tuple[str, ...]
     truncated_tokens_count: int
     num_samples: int = 1
+    capped_new_tokens: int = 0
+    """New tokens asked for (`generation_size`) beyond what the window leaves after one context token."""
     use_logits: bool = False
     sampling: GenerationParameters | None = None
     sample_index: int = 0
@@ -82,6 +84,7 @@ def make_request(
         stop_sequences=tuple(doc.stop_sequences or ()),
         truncated_tokens_count=cut,
         num_samples=num_samples,
+        capped_new_tokens=requested - max_new if requested > max_new else 0,
         use_logits=doc.use_logits,
         sampling=replace(params, seed=params.seed or 0) if params.samples else None,
         doc_stream=(doc.task_name, doc.id),

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence, TypeVar
 
-from lighteval_nanotron.models.abstract_model import LightevalModel
 from lighteval_nanotron.models.engine.config import EngineConfig
 from lighteval_nanotron.models.engine.generation import run_generation
 from lighteval_nanotron.models.engine.generation_plan import (
@@ -24,18 +23,22 @@ from lighteval_nanotron.models.engine.generation_plan import (
     build_generation_plan,
     generation_requests,
 )
+from lighteval_nanotron.models.engine.held_out import HeldOutPlan, build_held_out_plan, run_held_out
 from lighteval_nanotron.models.engine.runtime import Runtime, inference_mode
 from lighteval_nanotron.models.engine.scoring import run_scoring
 from lighteval_nanotron.models.engine.scoring_plan import ScoringPlan, build_batches, loglikelihood_rows, rolling_rows
+from lighteval_nanotron.models.engine.vocabulary import check_token_ids
+from lighteval_nanotron.models.interface import HeldOutModel
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.parallel.tp_mode import all_reduce_form
 from lighteval_nanotron.requests import Doc, ModelResponse
+from lighteval_nanotron.requests.held_out import HeldOutLosses, HeldOutSet
 
-Plan = ScoringPlan | GenerationPlan
+Plan = ScoringPlan | GenerationPlan | HeldOutPlan
 T = TypeVar("T")
 
 
-class NanotronLightevalModel(LightevalModel):
+class NanotronLightevalModel(HeldOutModel):
     """Log-likelihood, rolling log-likelihood and greedy generation on a Nanotron model.
 
     `model` is a training model of a supported family (`models.families`: `LlamaForTraining`,
@@ -55,6 +58,8 @@ class NanotronLightevalModel(LightevalModel):
     ):
         self.config = config or EngineConfig()
         self.runtime = Runtime.build(model, parallel_context, tokenizer, self.config)
+        self.vocab_size = self.runtime.vocab_size
+        """The model's vocabulary (every token id fed or scored must fit it: `engine.vocabulary`)."""
         if prompt_fn is None:
             from lighteval_nanotron.tasks.prompt_manager import PromptManager
 
@@ -64,6 +69,11 @@ class NanotronLightevalModel(LightevalModel):
     @property
     def max_length(self) -> int:
         return self.runtime.max_length
+
+    @property
+    def tokenizer(self) -> Any:
+        """The tokenizer the engine encodes with (held-out text is tokenized with it)."""
+        return self.runtime.tok.tokenizer
 
     @property
     def is_reporting_rank(self) -> bool:
@@ -101,30 +111,54 @@ class NanotronLightevalModel(LightevalModel):
         `doc.unconditioned_query` (for PMI) where the doc has one."""
         rt = self.runtime
         rows, specs, slots, useful = self.computed_once(
-            lambda: loglikelihood_rows(docs, rt.tok, self.prompt_fn, self.config, self.max_length, unconditioned)
+            lambda: self._checked_rows(
+                docs, loglikelihood_rows(docs, rt.tok, self.prompt_fn, self.config, self.max_length, unconditioned)
+            )
         )
         return self._scoring_plan("loglikelihood", rows, specs, slots, useful)
 
     def prepare_rolling(self, docs: Sequence[Doc]) -> ScoringPlan:
         """Plan the rolling log-likelihood of each doc's prompt text (sliding windows)."""
         rows, specs, slots, useful = self.computed_once(
-            lambda: rolling_rows(docs, self.runtime.tok, self.prompt_fn, self.config, self.max_length)
+            lambda: self._checked_rows(
+                docs, rolling_rows(docs, self.runtime.tok, self.prompt_fn, self.config, self.max_length)
+            )
         )
         return self._scoring_plan("rolling", rows, specs, slots, useful)
 
     def prepare_generation(self, docs: Sequence[Doc]) -> GenerationPlan:
         """Plan greedy generation for each doc (its `generation_size` and `stop_sequences`)."""
         mesh = self.runtime.mesh
-        requests = self.computed_once(
-            lambda: generation_requests(docs, self.prompt_fn, self.runtime.tok, self.config, self.max_length)
-        )
+
+        def checked_requests() -> list:
+            requests = generation_requests(docs, self.prompt_fn, self.runtime.tok, self.config, self.max_length)
+            check_token_ids([r.input_ids for r in requests], self.runtime.vocab_size, lambda k: _doc_name(docs[k]))
+            return requests
+
+        requests = self.computed_once(checked_requests)
         pools = mesh.pp_size if self.config.pipeline_overlap else 1
         return build_generation_plan(requests, self.config, mesh.dp_size, mesh.dp_rank, self._min_batches, pools)
 
-    def run(self, plan: Plan) -> list[ModelResponse]:
+    def _checked_rows(self, docs: Sequence[Doc], built: tuple) -> tuple:
+        """`built` (a scoring plan's rows, ...) once every fed and scored id is in the model's vocabulary."""
+        rows = built[0]
+        sequences = [ids for row in rows for ids in (row.input_ids, row.targets)]
+        check_token_ids(sequences, self.runtime.vocab_size, lambda k: _doc_name(docs[rows[k // 2].doc_index]))
+        return built
+
+    def prepare_held_out(self, held_out: HeldOutSet) -> HeldOutPlan:
+        """Plan scoring a held-out domain's windows (every rank passes the same set): this
+        replica's contiguous share, cut into micro-batches of whole windows."""
+        mesh = self.runtime.mesh
+        return build_held_out_plan(held_out, self.config, mesh.dp_size, mesh.dp_rank, self._min_batches)
+
+    def run(self, plan: Plan) -> list[ModelResponse] | list[HeldOutLosses]:
         """Evaluate a prepared plan on the model's current weights (no_grad, eval mode restored;
-        TP linears in all-reduce form, their own TP mode restored: see `parallel.tp_mode`)."""
+        TP linears in all-reduce form, their own TP mode restored: see `parallel.tp_mode`). A
+        held-out plan gives `[HeldOutLosses]` on the ranks that receive results."""
         with inference_mode(self.runtime.inner), all_reduce_form(self.runtime.inner):
+            if isinstance(plan, HeldOutPlan):
+                return run_held_out(self.runtime, plan)
             if isinstance(plan, GenerationPlan):
                 return run_generation(self.runtime, plan)
             return run_scoring(self.runtime, plan)
@@ -135,7 +169,20 @@ class NanotronLightevalModel(LightevalModel):
         its useful tokens (context once plus what is scored or generated)."""
         if isinstance(plan, GenerationPlan):
             return list(plan.doc_processed_tokens), list(plan.doc_useful_tokens)
+        if isinstance(plan, HeldOutPlan):
+            return [float(plan.sequence_length)] * plan.total_windows, [plan.sequence_length] * plan.total_windows
         return [spec.processed_tokens for spec in plan.specs], [spec.useful_tokens for spec in plan.specs]
+
+    def truncation(self, plan: Plan) -> list[tuple[int, int]]:
+        """Per doc of the plan (in order): (context tokens cut from the left to fit `max_length`,
+        continuation tokens left unscored because the continuation alone is longer; generation:
+        new tokens asked for beyond what the window leaves)."""
+        if isinstance(plan, GenerationPlan):
+            return [(r.truncated_tokens_count, r.capped_new_tokens) for r in plan.requests]
+        return [
+            (min(len(spec.input_tokens), spec.truncated_tokens_count), spec.unscored_continuation_tokens)
+            for spec in plan.specs
+        ]
 
     def loglikelihood(self, docs: list[Doc], unconditioned: bool = False) -> list[ModelResponse]:
         return self.run(self.prepare_loglikelihood(docs, unconditioned))
@@ -145,3 +192,7 @@ class NanotronLightevalModel(LightevalModel):
 
     def greedy_until(self, docs: list[Doc]) -> list[ModelResponse]:
         return self.run(self.prepare_generation(docs))
+
+
+def _doc_name(doc: Doc) -> str:
+    return f"task {doc.task_name or '?'}, doc {doc.id!r}"

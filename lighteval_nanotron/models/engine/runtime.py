@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 import torch
 import torch.distributed as dist
 
 from lighteval_nanotron.models.engine.config import EngineConfig
 from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter
+from lighteval_nanotron.models.engine.vocabulary import check_tokenizer_fits, tokenizer_size
 from lighteval_nanotron.models.families import ModelFamily, family_of_model
+from lighteval_nanotron.parallel.agreement import collectively
+from lighteval_nanotron.parallel.deadline import deadline_s
 from lighteval_nanotron.parallel.mesh import Mesh
 from lighteval_nanotron.parallel.stages import LocalStage, StageLink
+
+T = TypeVar("T")
+_TIMEOUT_HINT = (
+    "Raise the failure timeout (eval --failure-timeout-s, the hook's lighteval_nanotron.failure_timeout_s) if the "
+    "evaluation is only slow."
+)
 
 
 def _device(inner: Any) -> torch.device:
@@ -34,6 +43,10 @@ class Runtime:
     tok: TokenizerAdapter
     config: EngineConfig
     max_length: int
+    vocab_size: int
+    """Rows of the model's embedding (its config's `vocab_size`): every id fed or scored is below it."""
+    tokenizer_size: int
+    """Ids the tokenizer knows (<= vocab_size); a generated id at or past it cannot be decoded."""
 
     @classmethod
     def build(cls, model: Any, parallel_context: Any, tokenizer: Any, config: EngineConfig) -> "Runtime":
@@ -47,7 +60,11 @@ class Runtime:
         stage = LocalStage(blocks, mesh.pp_rank, family.decoder_layer) if mesh.pp_rank in chain else None
         max_length = config.max_length or family.max_positions(model_config)
         tok = tokenizer if isinstance(tokenizer, TokenizerAdapter) else TokenizerAdapter(tokenizer)
-        return cls(inner, family, mesh, stage, chain, _device(inner), tok, config, max_length)
+        vocab_size = int(model_config.vocab_size)
+        special = {"BOS": tok.bos_token_id, "EOS": tok.eos_token_id, "padding": tok.pad_token_id}
+        check_tokenizer_fits(tok.tokenizer, special, vocab_size)
+        known = tokenizer_size(tok.tokenizer) or vocab_size
+        return cls(inner, family, mesh, stage, chain, _device(inner), tok, config, max_length, vocab_size, known)
 
     @property
     def kv_cache(self) -> bool:
@@ -61,6 +78,13 @@ class Runtime:
 
     def new_link(self) -> StageLink:
         return StageLink(self.mesh, self.device, 2 * self.config.micro_batches_in_flight)
+
+    def agreed(self, local: Callable[[], T], what: str) -> T:
+        """`local()`, this rank's part of a run (the pipelined forwards), then one flag all-reduce
+        over the world (`collectively`): if it raised on any rank, every rank raises together
+        before the results gather, so no rank is left alone in a collective."""
+        world = self.mesh.world_group
+        return collectively(world, what, local, timeout_hint=_TIMEOUT_HINT, timeout_s=deadline_s(world))
 
     def sync_pipeline(self) -> None:
         """Without pipeline overlap: wait until every stage has finished the current micro-batch."""

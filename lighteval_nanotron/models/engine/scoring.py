@@ -10,7 +10,7 @@ import torch
 from lighteval_nanotron.models.engine.runtime import Runtime
 from lighteval_nanotron.models.engine.scoring_plan import PrefixForward, ResponseSpec, ScoringBatch, ScoringPlan
 from lighteval_nanotron.models.engine.tree_attention import PrefixKeys, TreeAttention, ancestor_mask
-from lighteval_nanotron.parallel.stages import run_stage
+from lighteval_nanotron.parallel.stages import OutputStageFailure, StageLink, check_leading, run_stage, stage_input
 from lighteval_nanotron.parallel.vocab_parallel import target_logprobs
 from lighteval_nanotron.requests import ModelResponse
 
@@ -22,6 +22,7 @@ def _score_batch(
     from the logits `[seq, rows, vocab / tp]` of every position (`logits_at_targets` off)."""
     if batch.targets.numel() == 0:
         return
+    check_leading(logits.shape, tuple(batch.input_ids.shape[::-1]), "The output stage's logits")
     device = logits.device
     picked = logits[batch.positions.to(device), batch.rows.to(device)]  # [n, vocab / tp]
     logprobs, greedy = target_logprobs(picked, batch.targets.to(device), rt.mesh.tp_group)
@@ -74,14 +75,19 @@ def _add_slot_scores(payload: SlotScores, sums: np.ndarray, missed: np.ndarray) 
     np.logical_or.at(missed, slots, np.frombuffer(missed_bytes, dtype=np.uint8).astype(bool))
 
 
-def _run_prefixes(rt: Runtime, link, prefixes: PrefixForward) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+def _run_prefixes(
+    rt: Runtime, link: StageLink, prefixes: PrefixForward, failure: OutputStageFailure
+) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
     """This stage's keys/values of every node of the prefix micro-batches (per layer, flattened
     and concatenated in batch order); no logits are computed."""
     captured: list[dict[int, tuple[torch.Tensor, torch.Tensor]]] = []
     nothing = torch.zeros(0, dtype=torch.long)
     for batch in prefixes.batches:
+        if failure.error is not None:
+            failure.drain()
+            rt.sync_pipeline()
+            continue
         mask = torch.ones(batch.input_ids.shape, dtype=torch.bool, device=rt.device)
-        x = batch.input_ids.to(rt.device) if rt.stage.is_first else None
         capture: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         parents = batch.parents.to(rt.device)
         tree = TreeAttention(
@@ -90,9 +96,13 @@ def _run_prefixes(rt: Runtime, link, prefixes: PrefixForward) -> dict[int, tuple
             capture=capture,
             chunk_tokens=rt.config.chunk_tokens_for(rt.device),
         )
-        run_stage(rt.stage, link, x, mask, tree, (nothing, nothing))
-        captured.append(capture)
+        x = stage_input(rt.stage, link, batch.input_ids.to(rt.device), (nothing, nothing))
+        with failure.guarding():
+            run_stage(rt.stage, link, x, mask, tree, (nothing, nothing))
+            captured.append(capture)
         rt.sync_pipeline()
+    if failure.error is not None:
+        return {}  # the batches are drained, nothing reads it
     if len(captured) == 1:
         return captured[0]
     return {layer: tuple(torch.cat([c[layer][i] for c in captured]) for i in range(2)) for layer in captured[0]}
@@ -115,11 +125,15 @@ def _local_scores(rt: Runtime, plan: ScoringPlan) -> SlotScores | None:
     if rt.stage is None:
         return None
     link = rt.new_link()
+    failure = OutputStageFailure(rt.stage, link)
     select_ok = rt.config.logits_at_targets
-    store = _run_prefixes(rt, link, plan.prefixes) if plan.prefixes.batches else {}
+    store = _run_prefixes(rt, link, plan.prefixes, failure) if plan.prefixes.batches else {}
     for batch in plan.batches:
+        if failure.error is not None:
+            failure.drain()
+            rt.sync_pipeline()
+            continue
         mask = torch.ones(batch.input_ids.shape, dtype=torch.bool, device=rt.device)
-        x = batch.input_ids.to(rt.device) if rt.stage.is_first else None
         tree = None
         if batch.parents is not None:
             parents = batch.parents.to(rt.device)
@@ -132,11 +146,14 @@ def _local_scores(rt: Runtime, plan: ScoringPlan) -> SlotScores | None:
             )
         select = (batch.read_positions, batch.read_rows) if select_ok and batch.read_rows.numel() else None
         consume = _chunk_scorer(rt, batch, sums, misses) if select is not None else None
-        logits = run_stage(rt.stage, link, x, mask, tree, select, consume)
-        if logits is not None:
-            _score_batch(rt, batch, logits, sums, misses)
+        x = stage_input(rt.stage, link, batch.input_ids.to(rt.device), select)
+        with failure.guarding():
+            logits = run_stage(rt.stage, link, x, mask, tree, select, consume)
+            if logits is not None:
+                _score_batch(rt, batch, logits, sums, misses)
         rt.sync_pipeline()
     link.flush()
+    failure.raise_if_failed()
     return slot_scores(plan, sums, misses) if rt.mesh.holds_results else None
 
 
@@ -167,7 +184,7 @@ def _response(spec: ResponseSpec, sums: list[float], greedy: list[bool]) -> Mode
 
 def run_scoring(rt: Runtime, plan: ScoringPlan) -> list[ModelResponse]:
     """Responses in the order of the plan's docs (on every rank, or on the reporting rank only)."""
-    payload = _local_scores(rt, plan)
+    payload = rt.agreed(lambda: _local_scores(rt, plan), "scoring")
     gathered = rt.mesh.gather(payload, to_all=rt.config.gather_to == "all")
     if gathered is None:
         return []

@@ -106,6 +106,8 @@ class ResponseSpec:
     slots: list[int]
     unconditioned_slots: list[int] | None = None
     truncated_tokens_count: int = 0
+    unscored_continuation_tokens: int = 0
+    """Of the longest choice, tokens left unscored because the choice alone is longer than the window."""
     padded_tokens_count: int = 0
     useful_tokens: int = 0
     processed_tokens: float = 0.0
@@ -154,18 +156,19 @@ def _choice_rows(
     doc_index: int,
     cfg: EngineConfig,
     max_length: int,
-) -> tuple[list[ScoredSequence], list[int], list[list[int]], int]:
+) -> tuple[list[ScoredSequence], list[int], list[list[int]], int, int]:
     """One sequence scoring each choice after `context` (sharing happens when rows are built);
-    returns them, the context tokens, the continuation tokens, and the context tokens cut from
-    the left."""
+    returns them, the context tokens, the continuation tokens, the tokens cut from the left, and
+    the continuation tokens left unscored (a choice longer than the window)."""
     choices = [start_space(c, cfg.multichoice_continuations_start_space) for c in choices]
     pairs = [encode_pair(tok, context, c, cfg.add_special_tokens, cfg.pairwise_tokenization) for c in choices]
-    rows, cut = [], 0
+    rows, cut, unscored = [], 0, 0
     for (ctx, cont), slot in zip(pairs, range(first_slot, first_slot + len(choices))):
         window, cut_here = score_window(ctx, cont, max_length)
         rows.append(_row(window, [slot] * len(window.targets), doc_index))
         cut = max(cut, cut_here)
-    return rows, (pairs[0][0] if pairs else []), [cont for _, cont in pairs], cut
+        unscored = max(unscored, len(cont) - len(window.targets))
+    return rows, (pairs[0][0] if pairs else []), [cont for _, cont in pairs], cut, unscored
 
 
 def loglikelihood_rows(
@@ -205,14 +208,16 @@ def _loglikelihood_rows(
     next_slot = 0
     for index, (doc, context) in enumerate(zip(docs, contexts)):
         choices = list(doc.choices or [])
-        doc_rows, ctx_ids, continuations, cut = _choice_rows(tok, context, choices, next_slot, index, cfg, max_length)
+        doc_rows, ctx_ids, continuations, cut, unscored = _choice_rows(
+            tok, context, choices, next_slot, index, cfg, max_length
+        )
         spec = ResponseSpec(
-            context, ctx_ids, continuations, list(range(next_slot, next_slot + len(choices))), None, cut
+            context, ctx_ids, continuations, list(range(next_slot, next_slot + len(choices))), None, cut, unscored
         )
         next_slot += len(choices)
         spec.useful_tokens = useful_tokens(doc_rows)
         if unconditioned and doc.unconditioned_query is not None:
-            extra, _, _, _ = _choice_rows(tok, doc.unconditioned_query, choices, next_slot, index, cfg, max_length)
+            extra, _, _, _, _ = _choice_rows(tok, doc.unconditioned_query, choices, next_slot, index, cfg, max_length)
             spec.useful_tokens += useful_tokens(extra)
             doc_rows += extra
             spec.unconditioned_slots = list(range(next_slot, next_slot + len(choices)))

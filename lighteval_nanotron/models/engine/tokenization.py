@@ -20,6 +20,7 @@ class TokenizerAdapter:
         self._batched: dict[tuple[str, bool], list[int]] = {}
         self.eos_token_id = self._special_id("eos_token_id", ("</s>", "<|endoftext|>", "<eos>", "<|im_end|>"))
         self.bos_token_id = self._special_id("bos_token_id", ("<s>", "<|startoftext|>", "<bos>"))
+        self.pad_token_id = getattr(tokenizer, "pad_token_id", None) if not self._fast else None
 
     def _special_id(self, attribute: str, names: tuple[str, ...]) -> int | None:
         if not self._fast:

@@ -1,13 +1,15 @@
-"""The supported model families and how a model, a model config or recorded fields find theirs.
+"""The supported model families (`FAMILIES`, the one registry) and how a model, a model config,
+recorded fields or a Hugging Face `config.json` find theirs.
 
     family = family_of_model(trainer.model)          # UnsupportedModelError for anything else
     family = family_of_fields(model_config_json)     # from a checkpoint's recorded config
+    family = family_of_hf_config(config_json)        # what `lighteval-nanotron convert` converts
 
 A family the installed Nanotron cannot build (Qwen2 under 0.4) is still recognised, and refused
 with its `unavailable_reason`, naming the Nanotron it needs.
 
-Adding a family: one module here with a `ModelFamily` subclass, listed in `FAMILIES`
-(see docs/engine.md, "Model families").
+Adding a family: one folder here (`family.py` with its `ModelFamily` subclass, `conversion.py`,
+`cpu_needs.py`, `tiny.py`), one line in `FAMILIES` (see docs/engine.md, "Model families").
 """
 
 from __future__ import annotations
@@ -17,13 +19,18 @@ from typing import Any
 
 import torch
 
-from lighteval_nanotron.errors import UnsupportedModelError
-from lighteval_nanotron.models.families.base import ChainBlock, DecoderLayer, ModelFamily, Rotary
+from lighteval_nanotron.errors import CheckpointError, UnsupportedModelError
+from lighteval_nanotron.models.families.base import ChainBlock, CpuNeeds, DecoderLayer, ModelFamily, Rotary
 from lighteval_nanotron.models.families.llama import LlamaFamily
 from lighteval_nanotron.models.families.qwen2 import Qwen2Family
 from lighteval_nanotron.models.families.starcoder2 import Starcoder2Family
 
 FAMILIES: tuple[type[ModelFamily], ...] = (LlamaFamily, Starcoder2Family, Qwen2Family)
+
+
+def available_families() -> list[type[ModelFamily]]:
+    """The families the installed Nanotron can build (not Qwen2 under 0.4)."""
+    return [family for family in FAMILIES if family.unavailable_reason() is None]
 
 
 def supported_description(with_configs: bool = False, for_training: bool = False) -> str:
@@ -110,17 +117,41 @@ def family_of_fields(fields: Mapping[str, Any], where: str = "the model config")
     )
 
 
+def family_of_hf_config(hf_config: Mapping[str, Any]) -> type[ModelFamily]:
+    """The family whose Hugging Face conversion takes `config.json` (a Qwen2 one under Nanotron 0.4 too:
+    the converted config is refused later, with the family's `unavailable_reason`); CheckpointError
+    naming what converts otherwise."""
+    conversions = [(family, family.hf_conversion()) for family in FAMILIES if family.hf_conversion() is not None]
+    for family, conversion in conversions:
+        if conversion.recognises(hf_config):
+            return family
+    titles = _listed([conversion.title for _, conversion in conversions], "and")
+    classes = _listed([name for _, conversion in conversions for name in conversion.architectures], "or")
+    raise CheckpointError(
+        f"Only {titles} checkpoints can be converted, got model_type={hf_config.get('model_type')!r} "
+        f"architectures={hf_config.get('architectures') or []}. Convert a {classes} checkpoint."
+    )
+
+
+def _listed(names: list[str], last: str) -> str:
+    """`a, b and c` (`last` = "and")."""
+    return f"{', '.join(names[:-1])} {last} {names[-1]}" if len(names) > 1 else "".join(names)
+
+
 __all__ = [
     "FAMILIES",
     "ChainBlock",
+    "CpuNeeds",
     "DecoderLayer",
     "LlamaFamily",
     "ModelFamily",
     "Qwen2Family",
     "Rotary",
     "Starcoder2Family",
+    "available_families",
     "family_of_config",
     "family_of_fields",
+    "family_of_hf_config",
     "family_of_model",
     "refuse_untrainable_config",
     "supported_description",

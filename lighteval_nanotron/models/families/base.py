@@ -1,7 +1,9 @@
-"""The model-family interface: what the engine, the builder and the converter know of an architecture.
+"""The model-family interface: what the engine, the builder, the converter and CPU support know of an
+architecture.
 
-A family is one module under `models/families/` with one `ModelFamily` subclass. The engine sees a
-built Nanotron model only through it:
+A family is one folder under `models/families/` (`family.py` with its `ModelFamily` subclass,
+`conversion.py`, `cpu_needs.py`, `tiny.py`), listed once in `FAMILIES`. The engine sees a built
+Nanotron model only through it:
 
 - `chain(model)`: the model's `PipelineBlock`s in forward order (embedding, decoder layers, final
   norm, lm_head, fp32 cast), each with how to call it; the PP schedule runs the slice a rank owns;
@@ -11,7 +13,8 @@ built Nanotron model only through it:
 - `max_positions`, `tp_mode`: the context window and the TP mode.
 
 The builder sees the config side (`config_class`, `training_class`, `layout_sizes`,
-`config_from_fields`). Nothing outside a family module names a family's attribute.
+`config_from_fields`); `lighteval-nanotron convert` the family's `hf_conversion()`; `enable_cpu_support()`
+its `cpu_needs()`. Nothing outside a family's folder names a family's attribute.
 """
 
 from __future__ import annotations
@@ -20,11 +23,14 @@ import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import torch
 
 from lighteval_nanotron.errors import CheckpointError, UnsupportedModelError
+
+if TYPE_CHECKING:
+    from lighteval_nanotron.models.families.hf_conversion import HfConversion
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,23 @@ class DecoderLayer(ABC):
 
     @abstractmethod
     def mlp(self, hidden: torch.Tensor) -> torch.Tensor: ...
+
+
+@dataclass(frozen=True)
+class CpuNeeds:
+    """What a family's Nanotron code needs to run on CPU with gloo: `enable_cpu_support()` applies the
+    needs of every family the installed Nanotron has (`cpu.model_patches`; `trainer_replaced` with the
+    trainer patches), each attribute replaced once and its original recorded."""
+
+    p2p_modules: tuple[Any, ...] = ()
+    """Nanotron modules whose `P2P` (pipeline sends, buffers made on "cuda") becomes the gloo-safe `CpuP2P`."""
+    run_on_cpu: tuple[tuple[Any, str], ...] = ()
+    """(owner, attribute) of functions that make tensors on "cuda": they run with cuda mapped to cpu."""
+    replaced: tuple[tuple[Any, str, Any], ...] = ()
+    """(owner, attribute, value): the family's CPU versions of Nanotron functions, and fixes of upstream
+    bugs that CPU runs meet."""
+    trainer_replaced: tuple[tuple[Any, str, Any], ...] = ()
+    """As `replaced`, for the trainer's code paths (applied only with `enable_cpu_support(trainer=True)`)."""
 
 
 def dataclass_from_fields(config_class: type, fields: Mapping[str, Any], where: str) -> Any:
@@ -189,6 +212,17 @@ class ModelFamily(ABC):
     @classmethod
     def num_layers(cls, config: Any) -> int:
         return int(config.num_hidden_layers)
+
+    @classmethod
+    def hf_conversion(cls) -> type[HfConversion] | None:
+        """How `lighteval-nanotron convert` maps the family's Hugging Face checkpoints (None: it does not)."""
+        return None
+
+    @classmethod
+    def cpu_needs(cls) -> CpuNeeds:
+        """What the family's Nanotron modules need to run on CPU/gloo (imports them: call after
+        `import_nanotron()`, only when `unavailable_reason()` is None)."""
+        return CpuNeeds()
 
     # Built model side ----------------------------------------------------------------------------
 

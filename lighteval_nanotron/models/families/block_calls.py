@@ -2,7 +2,7 @@
 share: each takes `(module, hidden, mask)` and returns the block's tensor (see `ChainBlock.run`).
 
 The `*_with_mask` calls are for Nanotron 0.4's layout (`[seq, batch, hidden]` with a mask), which
-Llama and Starcoder2 use; Qwen2 has its own embedding and layer calls (`families/qwen2.py`).
+Llama and Starcoder2 use; Qwen2 has its own embedding and layer calls (`families/qwen2/family.py`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,115 @@
+"""Which checkpoints of a live training folder are ready to evaluate, and when the training is done.
+
+A checkpoint is ready when it is complete by the integrity rule (`model/` and
+`checkpoint_metadata.json`, see `discovery`) **and** its files have stopped changing: the same
+names, sizes and modification times for `settle_s` seconds. Nanotron's world rank 0 writes the
+metadata before the other ranks have necessarily finished their weight shards (the barrier comes
+after it), and a copy tool may write the metadata first, so completeness alone can name a
+half-written folder; a folder whose files still change is never ready.
+
+The training's last checkpoint is the one at its final step, read from the newest checkpoint's
+`config.yaml`: `tokens.train_steps` when Nanotron saves the final state (current Nanotron's
+`checkpoints.save_final_state`, or `train_steps` a multiple of `checkpoint_interval`), else the
+last multiple of `checkpoint_interval` below it.
+
+Pure file reads and no torch: one rank scans and broadcasts what it found (`watch`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lighteval_nanotron.checkpoint_eval.discovery import CheckpointInfo, checkpoint_info
+from lighteval_nanotron.errors import CheckpointError
+from lighteval_nanotron.models.checkpoint.format import is_complete_checkpoint, read_training_config
+
+Fingerprint = tuple[tuple[str, int, int], ...]
+
+
+def fingerprint(folder: Path) -> Fingerprint:
+    """(relative path, size, modification time in ns) of every file below `folder`, sorted."""
+    entries = []
+    for parent, _, names in os.walk(folder):
+        for name in names:
+            path = Path(parent) / name
+            try:
+                stat = path.stat()
+            except FileNotFoundError:  # removed while listed (a temporary file renamed into place)
+                continue
+            entries.append((str(path.relative_to(folder)), stat.st_size, stat.st_mtime_ns))
+    return tuple(sorted(entries))
+
+
+def last_saved_step(checkpoint: Path) -> int | None:
+    """The step of the training's last checkpoint according to `checkpoint`'s config.yaml (None
+    when it has no training config, e.g. a converted model)."""
+    try:
+        config = read_training_config(checkpoint)
+    except CheckpointError:
+        return None
+    tokens = config.get("tokens") if isinstance(config.get("tokens"), dict) else {}
+    saving = config.get("checkpoints") if isinstance(config.get("checkpoints"), dict) else {}
+    train_steps, interval = tokens.get("train_steps"), saving.get("checkpoint_interval")
+    if not isinstance(train_steps, int) or train_steps < 1:
+        return None
+    if saving.get("save_final_state") or not isinstance(interval, int) or interval < 1:
+        return train_steps
+    return train_steps - train_steps % interval or None
+
+
+@dataclass
+class ArrivalScanner:
+    """Remembers each step folder's files between scans to tell a settled checkpoint from one being written."""
+
+    root: Path
+    settle_s: float
+    _seen: dict[int, tuple[Fingerprint, float]] = field(default_factory=dict)
+
+    def scan(self, now: float, handled: set[int]) -> Scan:
+        """The complete, settled checkpoints not in `handled` (step order), the steps still being
+        written, and the training's last step according to the newest complete checkpoint."""
+        if not self.root.is_dir():
+            raise CheckpointError(
+                f"Checkpoints folder {self.root} does not exist: pass the trainer's checkpoints_path."
+            )
+        folders = sorted((int(p.name), p) for p in self.root.iterdir() if p.is_dir() and p.name.isdigit())
+        ready: list[CheckpointInfo] = []
+        writing: list[int] = []
+        newest_complete: Path | None = None
+        for step, folder in folders:
+            if not is_complete_checkpoint(folder):
+                writing.append(step)
+                continue
+            newest_complete = folder
+            if step in handled:
+                self._seen.pop(step, None)
+                continue
+            if not self._settled(step, folder, now):
+                writing.append(step)
+                continue
+            info = checkpoint_info(folder)
+            ready.append(CheckpointInfo(folder, step, info.consumed_tokens, info.consumed_train_samples))
+        last = last_saved_step(newest_complete) if newest_complete is not None else None
+        return Scan(ready, writing, last)
+
+    def _settled(self, step: int, folder: Path, now: float) -> bool:
+        current = fingerprint(folder)
+        previous = self._seen.get(step)
+        if previous is None or previous[0] != current:
+            self._seen[step] = (current, now)
+            return self.settle_s == 0
+        return now - previous[1] >= self.settle_s
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What one look at the checkpoints folder found."""
+
+    ready: list[CheckpointInfo]
+    """Complete checkpoints whose files have not changed for the settle time, not handled yet."""
+    writing: list[int]
+    """Steps whose folders are incomplete or still changing."""
+    last_step: int | None
+    """The training's last checkpoint step (None: not known from the checkpoints' config)."""

@@ -1,0 +1,176 @@
+"""Start one evaluation and ask how it is doing: local processes in their own session, or a Slurm job.
+
+    launch = launcher.launch(job)    # writes the script, starts it, returns at once
+    launch.poll()                    # None while it runs, then an Outcome (once)
+
+A local evaluation runs `bash eval.sh` in a new session (its own process group: the training's
+process group and its signals are untouched, and the whole evaluation can be stopped at once); it is
+reaped when it ends, so no zombie is left. A Slurm evaluation is `sbatch --parsable eval.sbatch`;
+its state is read with `scontrol show job` (no accounting database needed).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from lighteval_nanotron.checkpoint_eval.launch.job import EvalJob
+from lighteval_nanotron.checkpoint_eval.launch.script import KILL_AFTER_S, local_script, slurm_script
+
+COMMAND_TIMEOUT_S = 60
+"""The longest a Slurm command (sbatch, scontrol) may take before it counts as failed."""
+SLURM_ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a launched evaluation ended, as its launcher sees it (the results file is checked besides)."""
+
+    ok: bool
+    detail: str
+
+
+class Launch(Protocol):
+    job: EvalJob
+    where: str
+    """`pid 1234` or `Slurm job 57`, for the log."""
+
+    def poll(self) -> Outcome | None: ...
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+class LocalLaunch:
+    """One local evaluation: a process group led by `bash eval.sh`."""
+
+    def __init__(self, job: EvalJob, process: subprocess.Popen, log: IO[str], deadline: float, release: Any) -> None:
+        self.job = job
+        self.process = process
+        self.where = f"pid {process.pid}"
+        self._log = log
+        self._deadline = deadline
+        self._release = release
+
+    def poll(self) -> Outcome | None:
+        code = self.process.poll()
+        if code is None:
+            if time.monotonic() < self._deadline:
+                return None
+            self.stop()  # `timeout` in the script should have ended it: the backstop
+            return self._finished(Outcome(False, "still running past its timeout: killed"))
+        if code == 0:
+            return self._finished(Outcome(True, "exit status 0"))
+        detail = f"timed out (exit status {code})" if code in (124, 137) else f"exit status {code}"
+        if code < 0:
+            detail = f"killed by {signal.Signals(-code).name}"
+        return self._finished(Outcome(False, f"{detail} (log: {self._log.name})"))
+
+    def stop(self) -> None:
+        """Kill the evaluation's whole process group and reap its leader."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+
+    def _finished(self, outcome: Outcome) -> Outcome:
+        self._log.close()
+        self._release()
+        return outcome
+
+
+class LocalLauncher:
+    """Evaluations as process groups on this machine, each on its own group of `devices` (or CPU)."""
+
+    def __init__(self, settings: Any) -> None:
+        self.settings = settings
+        devices, size = settings.device_list, settings.world_size
+        groups = [devices[i : i + size] for i in range(0, len(devices), size)]
+        self._free: deque[list[str] | None] = deque(groups or [None] * settings.max_in_flight)
+
+    def script(self, job: EvalJob) -> str:
+        return local_script(job, self.settings)
+
+    def launch(self, job: EvalJob) -> LocalLaunch:
+        group = self._free.popleft()
+        if group is not None:
+            job = replace(job, exports={**job.exports, "CUDA_VISIBLE_DEVICES": ",".join(group)})
+        script = _write(job.scripts_dir / "eval.sh", self.script(job))
+        job.logs_dir.mkdir(parents=True, exist_ok=True)
+        log = open(job.logs_dir / "eval.log", "w")
+        try:
+            process = subprocess.Popen(
+                ["bash", str(script)], cwd=job.workdir, env=job.base_env, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        except OSError:
+            log.close()
+            self._free.appendleft(group)
+            raise
+        deadline = time.monotonic() + self.settings.timeout_s + KILL_AFTER_S + 30
+        return LocalLaunch(job, process, log, deadline, lambda: self._free.append(group))
+
+
+class SlurmLaunch:
+    """One submitted Slurm job."""
+
+    def __init__(self, job: EvalJob, job_id: str) -> None:
+        self.job = job
+        self.job_id = job_id
+        self.where = f"Slurm job {job_id}"
+
+    def poll(self) -> Outcome | None:
+        state, exit_code = slurm_job_state(self.job_id, self.job.base_env)
+        if state in SLURM_ACTIVE:
+            return None
+        if state is None:
+            return Outcome(True, "no longer known to Slurm")  # purged: its results file decides
+        detail = f"Slurm state {state}, exit code {exit_code} (log: {self.job.logs_dir}/slurm-{self.job_id}.out)"
+        return Outcome(state == "COMPLETED", detail)
+
+
+class SlurmLauncher:
+    """Evaluations as `sbatch` jobs."""
+
+    def __init__(self, settings: Any) -> None:
+        self.settings = settings
+
+    def script(self, job: EvalJob) -> str:
+        return slurm_script(job, self.settings)
+
+    def launch(self, job: EvalJob) -> SlurmLaunch:
+        script = _write(job.scripts_dir / "eval.sbatch", self.script(job))
+        job.logs_dir.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            ["sbatch", "--parsable", str(script)], cwd=job.workdir, env=job.base_env, capture_output=True, text=True,
+            timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise OSError(f"sbatch {script} failed (exit status {done.returncode}): {done.stderr.strip()}")
+        return SlurmLaunch(job, done.stdout.strip().split(";")[0])
+
+
+def slurm_job_state(job_id: str, env: dict[str, str]) -> tuple[str | None, str | None]:
+    """(JobState, ExitCode) of a job from `scontrol show job -o`, (None, None) once Slurm forgot it."""
+    done = subprocess.run(
+        ["scontrol", "show", "job", "-o", job_id], env=env, capture_output=True, text=True,
+        timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    if done.returncode != 0:
+        return None, None
+    fields = dict(item.split("=", 1) for item in done.stdout.split() if "=" in item)
+    return fields.get("JobState"), fields.get("ExitCode")
+
+
+def launcher_for(settings: Any) -> LocalLauncher | SlurmLauncher:
+    return SlurmLauncher(settings) if settings.launcher == "slurm" else LocalLauncher(settings)

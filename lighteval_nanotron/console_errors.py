@@ -1,0 +1,61 @@
+"""How a failure ends on the console: one `error:` line, printed once.
+
+- An error of this library (`LightevalNanotronError`: a bad input, a refused checkpoint, an agreed
+  evaluation failure) names the problem and the fix; every rank has it (agreed or computed the same
+  way), so world rank 0 alone prints it. Exit status 2.
+- Anything else (a bug, an error of a library underneath) is printed by each rank that has it,
+  with its rank, type, message and where it was raised. Exit status 1. Its traceback is printed
+  first only when asked for: `LIGHTEVAL_NANOTRON_TRACEBACK=1` (or `lighteval-nanotron -v`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+from lighteval_nanotron.errors import LightevalNanotronError
+
+TRACEBACK_ENV = "LIGHTEVAL_NANOTRON_TRACEBACK"
+USAGE_ERROR = 2
+"""Exit status of a run stopped by one of this library's errors (a problem with a fix)."""
+INTERNAL_ERROR = 1
+"""Exit status of a run stopped by anything else."""
+
+
+def wants_traceback() -> bool:
+    return os.environ.get(TRACEBACK_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _world_rank() -> str:
+    return os.environ.get("RANK", "0")
+
+
+def print_error(message: str) -> None:
+    """`error: <message>` as one line on stderr, on world rank 0 only (RANK unset: this process)."""
+    if _world_rank() == "0":
+        print(f"error: {one_line(message)}", file=sys.stderr, flush=True)
+
+
+def describe(error: BaseException) -> str:
+    """`Type: message (at file:line)` of an exception."""
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(error).__name__}: {error}{where}"
+
+
+def report_exception(error: BaseException) -> int:
+    """Say `error` as the rule above and return the exit status."""
+    if isinstance(error, LightevalNanotronError):
+        print_error(str(error))
+        return USAGE_ERROR
+    if wants_traceback():
+        traceback.print_exception(error, file=sys.stderr)
+    hint = "" if wants_traceback() else f" (set {TRACEBACK_ENV}=1 for the traceback)"
+    rank = f"world rank {_world_rank()}: " if "RANK" in os.environ else ""
+    print(f"error: {rank}{one_line(describe(error))}{hint}", file=sys.stderr, flush=True)
+    return INTERNAL_ERROR

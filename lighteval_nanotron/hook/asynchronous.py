@@ -1,0 +1,293 @@
+"""The hook's asynchronous mode: each saved checkpoint is evaluated by a launched `eval` process
+(local or Slurm, `checkpoint_eval.launch`), while training goes on.
+
+The hook decides *when*: a checkpoint is wanted when `eval_at_checkpoints` is set, when its step is
+a multiple of `eval_interval` (re-read from `eval_interval_file` at each save), or when it is the
+training's last step and `eval_at_end` is set. Only the launching rank (Nanotron's logging rank,
+DP0/TP0 of the last stage, where the W&B run and the loss log live) acts: it queues the checkpoint
+at `post_save_checkpoint` and launches at the next hook call (`post_train_step` or
+`post_training`), after every save of that step is done. No collective runs after setup, so the
+training's process groups never wait for an evaluation; a failed or lost evaluation is recorded
+(`failures`, the log) and never stops training. At the end, local evaluations are waited for (the
+queued ones launched as slots free); Slurm jobs are submitted and left to the batch system.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import torch.distributed as dist
+
+from lighteval_nanotron.checkpoint_eval.launch.job import EvalJob, build_job
+from lighteval_nanotron.checkpoint_eval.launch.launchers import launcher_for
+from lighteval_nanotron.checkpoint_eval.launch.queue import LaunchQueue, LaunchRecord
+from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.hook.config import EvaluationConfig
+from lighteval_nanotron.hook.evaluator import TrainingEvaluator
+from lighteval_nanotron.parallel.deadline import bounded_collectives
+from lighteval_nanotron.setup.finished_steps import finished_steps
+from lighteval_nanotron.setup.naming import model_name
+from lighteval_nanotron.tracking.log_table import format_results_table
+from lighteval_nanotron.tracking.paths import evaluated_tasks_by_step
+
+logger = logging.getLogger(__name__)
+
+
+class AsynchronousEvaluator(TrainingEvaluator):
+    """Launches the evaluation of each wanted checkpoint instead of evaluating in the loop.
+
+    `evaluated`, `failures` and `launches` are kept on the launching rank (empty elsewhere)."""
+
+    def __init__(self, config: EvaluationConfig) -> None:
+        super().__init__(config)
+        self.settings = config.asynchronous
+        self.eval_interval = config.eval_interval
+        self.queue: Optional[LaunchQueue] = None
+        """On the launching rank only."""
+        self.task_names: list[str] = []
+
+    @property
+    def launches(self) -> list[LaunchRecord]:
+        """Every launched evaluation so far, in launch order (launching rank)."""
+        return list(self.queue.records) if self.queue is not None else []
+
+    # Trainer hooks -----------------------------------------------------------------------------
+
+    def pre_training(self, trainer: Any) -> None:
+        self.setup(trainer)
+
+    def post_train_step(self, trainer: Any) -> None:
+        self.step_times.record(trainer)
+        try:
+            if self.queue is not None:
+                self.queue.pump()
+        finally:
+            self.step_times.step_ended()
+
+    def post_save_checkpoint(self, trainer: Any) -> None:
+        try:
+            step = int(trainer.iteration_step)
+            if self.queue is None or step < 1:
+                return
+            if self.config.eval_interval_file is not None:
+                self._read_interval_file(trainer.config.checkpoints.checkpoint_interval)
+            if self._wanted(step, int(trainer.config.tokens.train_steps)) and step not in self.schedule.seen_steps:
+                self.schedule.mark(step)
+                self.queue.add(self._job(trainer, step))
+        finally:
+            self.step_times.step_ended()
+
+    def post_training(self, trainer: Any) -> None:
+        try:
+            if self.queue is not None:
+                self._finish()
+        finally:
+            self.close()
+
+    # Setup ---------------------------------------------------------------------------------------
+
+    def setup(self, trainer: Any) -> None:
+        world = trainer.parallel_context.world_pg
+        general = trainer.config.general
+        self.model_name = model_name(self.config.model_name, general.project, general.run, fallback="nanotron")
+        launching = dist.get_rank(world) == int(trainer.logger_ranks[0])
+
+        def prepare() -> None:
+            if launching:
+                self._prepare(trainer)
+
+        with bounded_collectives(trainer.parallel_context, self.config.failure_timeout_s):
+            self._agreed(world, prepare)
+        if launching:
+            logger.info(
+                "[lighteval_nanotron] asynchronous evaluation (%s launcher, tp=%d pp=%d dp=%d%s, at most %d in "
+                "flight) of %s; already evaluated: %s",
+                self.settings.launcher,
+                self.settings.tp,
+                self.settings.pp,
+                self.settings.dp,
+                ", cpu" if self.settings.cpu else "",
+                self.settings.max_in_flight,
+                self._plan_description(trainer),
+                sorted(self.schedule.seen_steps) or "none",
+            )
+
+    def _prepare(self, trainer: Any) -> None:
+        """On the launching rank: the tasks resolve, the launcher can run, the script renders; then
+        the loss log, the steps already evaluated and the queue."""
+        from lighteval_nanotron.setup.tasks import load_tasks
+
+        self.task_names = list(load_tasks(self.config))
+        probe = self._job(trainer, 0)
+        if self.settings.launcher == "slurm" and shutil.which("sbatch", path=probe.base_env.get("PATH")) is None:
+            raise ConfigError(
+                "lighteval_nanotron.asynchronous.launcher is slurm but `sbatch` is not on the PATH: run the training "
+                "where Slurm's commands are, or use launcher: local."
+            )
+        launcher = launcher_for(self.settings)
+        launcher.script(probe)  # a bad template fails now, not at the first checkpoint
+        if "json" in self.config.loggers:
+            from lighteval_nanotron.tracking.training_loss import TrainingLossLog
+
+            self.loss_log = TrainingLossLog(self.config.output_dir, self.model_name)
+        for step in self._finished_steps():
+            self.schedule.mark(step)
+        self.queue = LaunchQueue(
+            launcher, self.settings.max_in_flight, self.settings.poll_interval_s, self._has_results, self._record
+        )
+
+    def _plan_description(self, trainer: Any) -> str:
+        checkpoints = trainer.config.checkpoints
+        interval = int(checkpoints.checkpoint_interval)
+        train_steps = int(trainer.config.tokens.train_steps)
+        first = (int(self._start_step(trainer)) // interval + 1) * interval
+        steps = [s for s in range(first, train_steps + 1, interval) if self._wanted(s, train_steps)]
+        text = f"the checkpoints at steps {steps}" if steps else "no checkpoint"
+        if self.config.eval_at_end and train_steps % interval and not getattr(checkpoints, "save_final_state", False):
+            text += f" (step {train_steps} has no checkpoint: eval_at_end cannot evaluate it)"
+        return text
+
+    @staticmethod
+    def _start_step(trainer: Any) -> int:
+        from lighteval_nanotron.hook.trainer_state import start_step
+
+        return start_step(trainer)
+
+    # Decisions -------------------------------------------------------------------------------------
+
+    def _wanted(self, step: int, train_steps: int) -> bool:
+        return bool(
+            self.config.eval_at_checkpoints
+            or (self.eval_interval is not None and step % self.eval_interval == 0)
+            or (self.config.eval_at_end and step == train_steps)
+        )
+
+    def _read_interval_file(self, checkpoint_interval: int) -> None:
+        """A new `eval_interval` from `eval_interval_file`, when it holds a valid one."""
+        path = Path(self.config.eval_interval_file)
+        if not path.is_file():
+            return
+        try:
+            value = int(path.read_text().strip())
+        except (OSError, ValueError) as error:
+            logger.warning(
+                "[lighteval_nanotron] eval_interval_file %s unreadable (%s): keeping %s",
+                path,
+                error,
+                self.eval_interval,
+            )
+            return
+        if value == self.eval_interval:
+            return
+        if value < 1 or value % checkpoint_interval:
+            logger.warning(
+                "[lighteval_nanotron] eval_interval_file %s says %d, not a positive multiple of "
+                "checkpoint_interval=%d: keeping eval_interval=%s",
+                path,
+                value,
+                checkpoint_interval,
+                self.eval_interval,
+            )
+            return
+        logger.warning("[lighteval_nanotron] eval_interval %s -> %d (from %s)", self.eval_interval, value, path)
+        self.eval_interval = value
+
+    def _job(self, trainer: Any, step: int) -> EvalJob:
+        checkpoint = Path(trainer.config.checkpoints.checkpoints_path).resolve() / str(step)
+        tokenizer_args = trainer.config.tokenizer
+        name = tokenizer_args.tokenizer_name_or_path if tokenizer_args is not None else None
+        tokenizer = str(name) if name else None
+        return build_job(
+            self.config, self.settings, step, checkpoint, self.model_name, tokenizer, self._wandb_options(step)
+        )
+
+    def _wandb_options(self, step: int) -> dict[str, str]:
+        """The evaluation's W&B run: its own, in the training run's group, named and identified after it."""
+        run = self.wandb_run
+        if run is None:
+            return {}
+        return {
+            "wandb_project": str(run.project),
+            "wandb_group": str(run.group),
+            "wandb_run_name": f"{run.name}-eval-{step}",
+            "wandb_run_id": f"{run.id}-eval-{step}",
+        }
+
+    # Outcomes --------------------------------------------------------------------------------------
+
+    def _finished_steps(self) -> set[int]:
+        """Steps whose results file holds every task (this rank reads the output folder: shared
+        with the evaluations it launches)."""
+        done = evaluated_tasks_by_step(self.config.output_dir, self.model_name)
+        return finished_steps(done, self.task_names, self.config.max_samples)
+
+    def _has_results(self, step: int) -> bool:
+        return step in self._finished_steps()
+
+    def _record(self, record: LaunchRecord) -> None:
+        took = f" {record.finished_at - record.launched_at:.1f}s after launch" if record.finished_at else ""
+        if not record.ok:
+            self.failures.append((record.step, f"{record.where}: {record.detail}"))
+            logger.error(
+                "[lighteval_nanotron] evaluation of step %d FAILED%s, training continues: %s: %s",
+                record.step,
+                took,
+                record.where,
+                record.detail,
+            )
+            return
+        self.evaluated.append(record.step)
+        if "log" in self.config.loggers:
+            logger.info(
+                "[lighteval_nanotron] step %d evaluated%s (%s):\n%s",
+                record.step,
+                took,
+                record.where,
+                format_results_table(self._results_of(record.step)),
+            )
+
+    def _results_of(self, step: int) -> dict:
+        from lighteval_nanotron.tracking.paths import step_results_file
+
+        path = step_results_file(self.config.output_dir, self.model_name, step)
+        content = json.loads(path.read_text()) if path is not None else {}
+        return {task: values for task, values in (content.get("results") or {}).items() if task != "all"}
+
+    def _finish(self) -> None:
+        if self.settings.launcher == "local":
+            waiting = len(self.queue.pending) + len(self.queue.running)
+            if waiting:
+                logger.info("[lighteval_nanotron] training done; waiting for %d local evaluation(s)", waiting)
+            started = time.perf_counter()
+            self.queue.wait_all(poll_s=min(1.0, self.settings.poll_interval_s))
+            if waiting:
+                logger.info("[lighteval_nanotron] local evaluations done after %.1fs", time.perf_counter() - started)
+        else:
+            self.queue.submit_all()
+            running = [f"step {record.step}: {record.where}" for record in self.queue.in_flight]
+            if running:
+                logger.warning(
+                    "[lighteval_nanotron] training done; Slurm evaluations still queued or running (their results go "
+                    "to %s; `eval --checkpoints-dir` evaluates any that fail): %s",
+                    self.config.output_dir,
+                    "; ".join(running),
+                )
+        mean = self.step_times.mean_s
+        logger.info(
+            "[lighteval_nanotron] asynchronous evaluations: %d done %s, %d failed %s; training steps took %s",
+            len(self.evaluated),
+            sorted(self.evaluated),
+            len(self.failures),
+            [step for step, _ in self.failures],
+            "unmeasured" if mean is None else f"{mean:.3f}s on average ({len(self.step_times.seconds)} steps)",
+        )
+
+
+def evaluator_for(config: EvaluationConfig) -> TrainingEvaluator:
+    """The callback for a section: in the loop, or launching evaluations (`asynchronous`)."""
+    return AsynchronousEvaluator(config) if config.asynchronous is not None else TrainingEvaluator(config)

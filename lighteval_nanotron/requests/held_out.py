@@ -1,0 +1,68 @@
+"""Held-out loss: the request (a domain's token windows) and the model's answer (their losses).
+
+A held-out set is a stream of tokens cut into windows of `sequence_length + 1` tokens, as the
+training data loaders cut theirs: a window's first `sequence_length` tokens are the input, its last
+`sequence_length` the targets (the input shifted by one). The model answers with the summed
+negative log-likelihood of each window's targets; `metrics.held_out` turns that into loss,
+perplexity and bits per byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+HELD_OUT_PREFIX = "heldout|"
+"""Results keys of held-out domains are `heldout|<name>` (a task's full name has three `|`-separated
+parts, `suite|task|k`, so the two can never collide); the averages over domains are
+`heldout|_micro` and `heldout|_macro` (a domain name cannot start with `_`)."""
+
+HELD_OUT_METHOD = "HELDOUT"
+"""The `sampling_method` of a held-out window's details row."""
+
+
+def held_out_key(name: str) -> str:
+    """The results key of the held-out domain `name`."""
+    return HELD_OUT_PREFIX + name
+
+
+def is_held_out_key(key: str) -> bool:
+    return key.startswith(HELD_OUT_PREFIX)
+
+
+@dataclass
+class HeldOutSet:
+    """One held-out domain, tokenized once at setup: the windows every evaluation scores."""
+
+    name: str
+    windows: np.ndarray
+    """`[sequences, sequence_length + 1]` int32 token ids."""
+    target_bytes: np.ndarray
+    """`[sequences]` int64: UTF-8 bytes of the text each window's targets stand for
+    (`heldout.windows` says how they are counted for each kind of source)."""
+    description: dict[str, Any] = field(default_factory=dict)
+    """Where the windows come from (source, kind, documents, tokens available, selection,
+    notes): recorded in the results file's `config_tasks` entry of the domain."""
+
+    @property
+    def key(self) -> str:
+        return held_out_key(self.name)
+
+    @property
+    def sequence_length(self) -> int:
+        return int(self.windows.shape[1]) - 1
+
+    @property
+    def target_tokens(self) -> int:
+        return int(self.windows.shape[0]) * self.sequence_length
+
+
+@dataclass
+class HeldOutLosses:
+    """The model's answer for one `HeldOutSet`: per window, the summed negative log-likelihood
+    (nats, float64) of its `sequence_length` targets, in window order."""
+
+    nll: np.ndarray
+    targets_per_window: int

@@ -1,0 +1,133 @@
+"""Held-out sources: text tokenized as the training loader does, bytes of the original text, Nanoset
+folders as datatrove writes them (2- and 4-byte tokens), the fixed subset, and the refusals."""
+
+import json
+
+import numpy as np
+import pytest
+from datasets import Dataset
+
+from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.heldout import HeldOutSpec, build_held_out_set, held_out_specs, parse_held_out_option
+from lighteval_nanotron.heldout.windows import text_stream, token_bytes
+from lighteval_nanotron.hook.training_data.dataloader import token_chunks
+from tests.helpers.tiny_model import VOCAB_SIZE, tiny_tokenizer
+from tests.models.held_out_cases import write_nanoset, write_text_jsonl
+
+LENGTH = 16
+
+
+def _build(path, tokens=10_000, length=LENGTH, **spec):
+    return build_held_out_set(HeldOutSpec("d", str(path), tokens, **spec), tiny_tokenizer(), length, VOCAB_SIZE, 256)
+
+
+def test_text_windows_are_the_training_loaders_rows(tmp_path):
+    source = write_text_jsonl(tmp_path / "web.jsonl", documents=12)
+    held_out = _build(source)
+    texts = [json.loads(line)["text"] for line in source.read_text().splitlines()]
+    rows = token_chunks(Dataset.from_dict({"text": texts}), tiny_tokenizer(), "text", LENGTH)
+    assert held_out.windows.tolist() == rows["input_ids"]
+    assert held_out.description["selection"] == "every document, in order"
+    assert "larger than the data" in held_out.description["notes"][0]
+
+
+def test_bytes_are_the_original_texts_utf8_bytes():
+    tokenizer = tiny_tokenizer()
+    texts = ["Café au lait, naïve — 東京 ✓.", "  leading spaces and trailing  ", "plain ascii"]
+    ids, sizes, documents = text_stream(texts, tokenizer, None)
+    assert documents == 3
+    assert sizes.sum() == sum(len(text.encode("utf-8")) for text in texts)
+    eos = tokenizer.eos_token_id
+    assert all(size == 0 for token, size in zip(ids, sizes) if token == eos)
+    encoding = tokenizer.backend_tokenizer.encode(texts[0])
+    assert token_bytes(texts[0], encoding.offsets, encoding.special_tokens_mask).sum() == len(texts[0].encode())
+
+
+def test_window_bytes_add_up_to_their_targets(tmp_path):
+    source = write_text_jsonl(tmp_path / "web.jsonl", documents=12)
+    held_out = _build(source)
+    total = sum(len(json.loads(line)["text"].encode()) for line in source.read_text().splitlines())
+    assert 0 < held_out.target_bytes.sum() <= total
+    assert (held_out.target_bytes > 0).all()
+
+
+def test_a_budget_smaller_than_the_data_is_a_fixed_subset(tmp_path):
+    source = write_text_jsonl(tmp_path / "web.jsonl", documents=40)
+    first, again = _build(source, tokens=3 * LENGTH), _build(source, tokens=3 * LENGTH)
+    assert first.windows.shape == (3, LENGTH + 1)
+    assert first.windows.tolist() == again.windows.tolist()
+    other_seed = _build(source, tokens=3 * LENGTH, seed=5)
+    assert other_seed.windows.tolist() != first.windows.tolist()
+    assert not first.description["notes"]
+
+
+@pytest.mark.parametrize("token_size", [2, 4])
+def test_nanoset_chunks_in_file_order(tmp_path, token_size):
+    rng = np.random.default_rng(token_size)
+    files = [[rng.integers(0, VOCAB_SIZE, size=int(n)).tolist() for n in (30, 50, 7)] for _ in range(2)]
+    folder = write_nanoset(tmp_path / "ns", files, token_size=token_size)
+    held_out = _build(folder)
+    width = LENGTH + 1
+    expected = []
+    for documents in files:
+        stream = [token for doc in documents for token in doc]
+        expected += [stream[i * width : (i + 1) * width] for i in range(len(stream) // width)]
+    assert held_out.windows.tolist() == expected
+    assert held_out.description["token_size"] == token_size
+    decoded = tiny_tokenizer().decode(expected[0][1:], skip_special_tokens=True)
+    assert held_out.target_bytes[0] == len(decoded.encode("utf-8"))
+
+
+def test_nanoset_without_metadata_reads_two_byte_tokens(tmp_path):
+    folder = write_nanoset(tmp_path / "ns", [[list(range(100))]])
+    for metadata in folder.glob("*.metadata"):
+        metadata.unlink()
+    assert _build(folder).windows[0].tolist() == list(range(LENGTH + 1))
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("odd_size", "not a whole number of 2-byte tokens"),
+        ("beyond_vocabulary", "does not fit the model's vocabulary"),
+        ("beyond_positions", "beyond the model's 256 positions"),
+        ("no_files", r"has no \.jsonl, \.json, \.parquet or \*\.ds files"),
+        ("not_text", "not text"),
+    ],
+)
+def test_refusals(tmp_path, case, message):
+    folder = tmp_path / "src"
+    length = LENGTH
+    if case == "odd_size":
+        write_nanoset(folder, [[list(range(100))]])
+        next(folder.glob("*.ds")).write_bytes(b"\x00" * 101)
+    elif case == "beyond_vocabulary":
+        write_nanoset(folder, [[list(range(1000, 1100))]])
+    elif case == "beyond_positions":
+        folder = write_text_jsonl(tmp_path / "web.jsonl")
+        length = 300
+    elif case == "no_files":
+        folder.mkdir()
+        (folder / "notes.txt").write_text("hello")
+    else:
+        folder.mkdir()
+        (folder / "rows.jsonl").write_text(json.dumps({"text": 3}) + "\n")
+    with pytest.raises(ConfigError, match=message):
+        _build(folder, length=length)
+
+
+def test_specs_from_the_section_and_the_command_line():
+    specs = held_out_specs({"web": "/data/web", "code": {"path": "/data/code", "tokens": 5, "seed": 2}}, tokens=9)
+    assert [(s.name, s.path, s.tokens, s.seed) for s in specs] == [
+        ("web", "/data/web", 9, 0),
+        ("code", "/data/code", 5, 2),
+    ]
+    assert parse_held_out_option("web=/a=b.jsonl").path == "/a=b.jsonl"
+    for bad, message in [
+        ({"_micro": "/x"}, "a name is letters"),
+        ({"web": {"path": "/x", "colour": 1}}, "unknown key"),
+        ({"web": {"path": "/x", "tokens": 0}}, "positive number of tokens"),
+        (["web=/x", "web=/y"], "given twice"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            held_out_specs(bad)

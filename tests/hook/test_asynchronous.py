@@ -1,0 +1,177 @@
+"""The hook's asynchronous mode on real Nanotron training on CPU: each saved checkpoint evaluated by a
+launched `eval` while training goes on, with the in-loop evaluation's results, in the same output
+folder and on the same step axis (TensorBoard, W&B); failures recorded without stopping training;
+Slurm jobs against a real single-node Slurm."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.distributed import run_distributed
+from tests.helpers.slurm_cluster import SLURM_MISSING, missing_binaries, slurm_cluster, wait_for_job
+from tests.helpers.wandb_records import read_run
+from tests.hook.training_runs import (
+    MODEL_NAME,
+    REPO,
+    TASKS,
+    results_files,
+    tensorboard_scalars,
+    train_worker,
+    write_config,
+)
+
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
+
+LOCAL_CPU = {"launcher": "local", "cpu": True, "max_in_flight": 1, "poll_interval_s": 0.2}
+TOLERANCE = 1e-5
+
+
+def _worker(config_path: str, environment: dict) -> dict:
+    """Train with the environment the launched evaluations need (the forkserver's is the session's)."""
+    os.environ.update(environment)
+    os.environ.pop("WANDB_MODE", None)
+    return train_worker(config_path, wandb_mode=None)
+
+
+def _environment(**extra: str) -> dict:
+    return {"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_SILENT": "true", **extra}
+
+
+def _left_behind(children: list) -> list:
+    """Launched evaluations still running, and zombies (W&B's own service process may stay)."""
+    return [child for child in children if "lighteval_nanotron" in child["cmdline"] or child["state"] == "Z"]
+
+
+def _metrics(content: dict) -> dict:
+    return {task: values for task, values in content["results"].items() if task != "all"}
+
+
+def test_checkpoints_evaluated_elsewhere_while_training_goes_on_match_the_in_loop_evaluation(tmp_path):
+    section = {
+        "eval_at_checkpoints": True,
+        "loggers": ["json", "details", "tensorboard", "wandb", "log"],
+        "wandb_mode": "offline",
+        "wandb_project": "async-test",
+        "wandb_run_name": "async-run",
+        "wandb_dir": str(tmp_path),
+        "asynchronous": LOCAL_CPU,
+    }
+    for name in ("async", "loop"):
+        (tmp_path / name).mkdir()
+    config = write_config(tmp_path / "async", pp=2, train_steps=4, checkpoint_interval=2, section=section)
+    reports = run_distributed(_worker, 2, str(config), _environment(), timeout=600)
+    launching = [report for report in reports if report["launches"]]
+    assert len(launching) == 1, "one rank launches"  # Nanotron's logging rank: the last stage
+    report = launching[0]
+    launches = report["launches"]
+    assert [(launch["step"], launch["ok"]) for launch in launches] == [(2, True), (4, True)], launches
+    assert report["evaluated"] == [2, 4] and report["failures"] == []
+    assert len(report["losses"]) == 4
+    assert [_left_behind(r["children"]) for r in reports] == [[], []], [r["children"] for r in reports]
+    # Launched at the step after its checkpoint, while training went on; at most one in flight.
+    assert launches[0]["launched_at"] < report["step_ends"][-1]
+    assert all(later["launched_at"] >= earlier["finished_at"] for earlier, later in zip(launches, launches[1:]))
+    print(f"\nstep seconds with asynchronous evaluation (PP2): {[round(s, 3) for s in report['step_seconds']]}")
+
+    reference = dict(section, loggers=["json", "details"])
+    del reference["asynchronous"]
+    in_loop = write_config(tmp_path / "loop", pp=2, train_steps=4, checkpoint_interval=2, section=reference)
+    reference_reports = run_distributed(_worker, 2, str(in_loop), _environment(), timeout=600)
+    last_stage = reference_reports[reports.index(report)]  # the same rank: the loss lives on the last stage
+    assert last_stage["evaluated"] == [2, 4]
+    assert last_stage["losses"] == report["losses"]  # the same training, undisturbed
+    print(f"step seconds in the loop (PP2): {[round(s, 3) for s in last_stage['step_seconds']]}")
+
+    launched, looped = results_files(tmp_path / "async" / "eval"), results_files(tmp_path / "loop" / "eval")
+    assert sorted(launched) == sorted(looped) == [2, 4]
+    worst = 0.0
+    for step in (2, 4):
+        general, expected = launched[step]["config_general"], looped[step]["config_general"]
+        for key in ("training_step", "consumed_tokens", "consumed_train_samples", "model_name", "max_samples"):
+            assert general[key] == expected[key], (step, key)
+        assert general["parallelism"] == {"tp": 1, "pp": 1, "dp": 1} and general["device"] == "cpu"
+        ours, theirs = _metrics(launched[step]), _metrics(looped[step])
+        assert set(ours) == set(theirs) == set(TASKS)
+        for task in TASKS:
+            assert set(ours[task]) == set(theirs[task])
+            for metric, value in theirs[task].items():
+                assert ours[task][metric] == pytest.approx(value, abs=TOLERANCE), (step, task, metric)
+                worst = max(worst, abs(ours[task][metric] - value))
+    print(f"largest metric difference, launched vs in the loop: {worst:.2e}")
+
+    scalars = tensorboard_scalars(tmp_path / "async" / "eval" / "tensorboard")
+    assert sorted(scalars[f"eval/{TASKS[0]}/acc"]) == [2, 4]
+
+    files = sorted(tmp_path.glob("wandb/offline-run-*/run-*.wandb"))
+    runs = {path.stem.removeprefix("run-"): read_run(path) for path in files}
+    training_id = next(run_id for run_id in runs if "-eval-" not in run_id)
+    assert sorted(runs) == sorted([training_id] + [f"{training_id}-eval-{step}" for step in (2, 4)])
+    training_rows, training_metrics, training_run = runs[training_id]
+    assert training_run["group"] == "async-run"  # the launched evaluations' runs join it
+    losses = [row for row in training_rows if "lm_loss" in row]
+    assert losses and training_metrics["lm_loss"] == "iteration_step"
+    for step in (2, 4):
+        rows, step_metrics, run = runs[f"{training_id}-eval-{step}"]
+        assert (run["group"], run["name"]) == ("async-run", f"async-run-eval-{step}")
+        assert step_metrics["eval/*"] == "train/step"
+        (row,) = [row for row in rows if f"eval/{TASKS[0]}/acc" in row]
+        # One axis: the training step, under the key the training run's loss uses too.
+        assert row["train/step"] == row["iteration_step"] == step
+        assert row[f"eval/{TASKS[0]}/acc"] == pytest.approx(launched[step]["results"][TASKS[0]]["acc"])
+        assert row["train/consumed_tokens"] == launched[step]["config_general"]["consumed_tokens"]
+
+
+def test_failed_evaluations_are_recorded_and_training_goes_on(tmp_path):
+    interval_file = tmp_path / "eval_interval.txt"
+    interval_file.write_text("2\n")  # read at each save: only step 2 is wanted (eval_interval 1 says 1 and 2)
+    section = {
+        "eval_interval": 1,
+        "eval_interval_file": str(interval_file),
+        "eval_at_end": False,
+        "loggers": ["json", "log"],
+        "asynchronous": {**LOCAL_CPU, "timeout_s": 1},  # no evaluation finishes its imports within 1 s
+    }
+    config = write_config(tmp_path, train_steps=2, checkpoint_interval=1, section=section)
+    (report,) = run_distributed(_worker, 1, str(config), _environment(), timeout=300)
+    assert len(report["losses"]) == 2 and report["evaluated"] == [] and _left_behind(report["children"]) == []
+    assert [launch["step"] for launch in report["launches"]] == [2]
+    ((step, failure),) = report["failures"]
+    assert step == 2 and "timed out (exit status 124)" in failure, failure
+    assert "eval.log" in failure and results_files(tmp_path / "eval") == {}
+
+
+def test_slurm_jobs_from_the_hook_against_a_real_slurm(tmp_path):
+    missing = missing_binaries()
+    if missing:
+        pytest.skip(SLURM_MISSING.format(missing=", ".join(missing)))
+    with slurm_cluster(tmp_path / "slurm") as env:
+        section = {
+            "eval_at_checkpoints": True,
+            "loggers": ["json", "details"],
+            "asynchronous": {
+                "launcher": "slurm",
+                "cpu": True,
+                "slurm": {"time": "00:05:00", "env_setup": [f"export PYTHONPATH={REPO}"]},
+            },
+        }
+        config = write_config(tmp_path, train_steps=2, checkpoint_interval=2, section=section)
+        (report,) = run_distributed(_worker, 1, str(config), _environment(SLURM_CONF=env["SLURM_CONF"]), timeout=300)
+        assert len(report["losses"]) == 2 and report["failures"] == []
+        ((launch,),) = [report["launches"]]
+        assert launch["step"] == 2 and launch["where"].startswith("Slurm job ") and launch["ok"] is None
+        job_id = launch["where"].removeprefix("Slurm job ")
+        logs = tmp_path / "eval" / "launches" / MODEL_NAME / "2"
+        assert wait_for_job(job_id, env, timeout=240) == "COMPLETED", [p.read_text() for p in logs.glob("*.out")]
+    script = (logs / "eval.sbatch").read_text().splitlines()
+    assert [line for line in script if line.startswith("#SBATCH")] == [
+        "#SBATCH --job-name=eval-hook-test-2", f"#SBATCH --output={logs}/slurm-%j.out", "#SBATCH --nodes=1",
+        "#SBATCH --ntasks=1", "#SBATCH --time=00:05:00",
+    ]  # fmt: skip
+    (content,) = results_files(tmp_path / "eval").values()
+    general = content["config_general"]
+    assert (general["training_step"], general["consumed_tokens"]) == (2, 2 * 2 * 32)  # 2 samples of 32 per step
+    assert general["checkpoint"] == str(tmp_path / "checkpoints" / "2")
+    assert set(_metrics(content)) == set(TASKS)
+    assert json.loads(json.dumps(content))  # a complete results file

@@ -1,0 +1,94 @@
+"""Files the project reads back may hold anything: a results file that is valid JSON of another
+structure is treated like one that does not parse (nothing done there, moved aside before the step
+is written, skipped by the plots); a byte-order mark is accepted; an unreadable details file costs
+only its chance level. Real files."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from helpers_tracking import TASK_A, make_result
+
+from lighteval_nanotron.tracking import ResultsJsonLogger, evaluated_tasks_by_step, results_path
+from lighteval_nanotron.tracking.overview_plot import chance_levels, plot_overview
+from lighteval_nanotron.tracking.plot import load_history
+from lighteval_nanotron.tracking.results_file import results_file_problem
+
+WRONG = {
+    "a list": [1, 2],
+    "config_general a string": {"config_general": "x", "results": {}},
+    "results a string": {"results": "x"},
+    "scores a list": {"results": {TASK_A: [0.5]}},
+    "a score a string": {"results": {TASK_A: {"acc": "high"}}},
+    "max_samples_by_task a list": {"config_general": {"max_samples_by_task": [4]}, "results": {}},
+    "a summary count a string": {"results": {}, "summary_tasks": {TASK_A: {"truncated": "none"}}},
+    "failed_tasks a list": {"results": {}, "failed_tasks": ["x"]},
+}
+
+
+def test_results_file_problem_names_what_is_wrong():
+    assert results_file_problem(json.loads(json.dumps(make_result().to_dict()))) is None
+    assert results_file_problem({}) is None
+    for name, content in WRONG.items():
+        assert results_file_problem(content), name
+
+
+@pytest.mark.parametrize("name", list(WRONG))
+def test_a_results_file_of_another_structure_is_moved_aside_not_merged_and_not_lost(tmp_path, caplog, name):
+    result = make_result()
+    path = results_path(tmp_path, result)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(WRONG[name]))
+    before = path.read_bytes()
+    assert evaluated_tasks_by_step(tmp_path, "toy-run") == {}  # nothing done there; no crash
+    assert load_history(tmp_path / "results") == {}
+    with caplog.at_level(logging.WARNING, logger="lighteval_nanotron.tracking"):
+        ResultsJsonLogger(tmp_path).log(result)
+    (aside,) = path.parent.glob(f"{path.name}.unreadable-*")
+    assert aside.read_bytes() == before  # kept, byte for byte
+    assert set(json.loads(path.read_text())["results"]) == {*result.results}
+    assert [r.getMessage() for r in caplog.records if "cannot be merged into" in r.getMessage()] != []
+    assert 100 in evaluated_tasks_by_step(tmp_path, "toy-run")
+
+
+def test_a_results_file_with_a_byte_order_mark_is_read_and_merged(tmp_path):
+    first = make_result(acc=0.25)
+    ResultsJsonLogger(tmp_path).log(first)
+    path = results_path(tmp_path, first)
+    path.write_text(path.read_text(), encoding="utf-8-sig")  # saved again by an editor that adds a BOM
+    assert evaluated_tasks_by_step(tmp_path, "toy-run")[100]
+    ResultsJsonLogger(tmp_path).log(make_result(acc=0.75))
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    assert json.loads(path.read_text())["results"][TASK_A]["acc"] == 0.75
+
+
+def test_an_unreadable_details_file_costs_only_its_chance_level(tmp_path):
+    from lighteval_nanotron.tracking import DetailsParquetLogger
+
+    result = make_result()
+    ResultsJsonLogger(tmp_path).log(result)
+    DetailsParquetLogger(tmp_path).log(result)
+    assert chance_levels(tmp_path, "toy-run")[TASK_A] == {"acc*": 0.5}
+    (details,) = (tmp_path / "details").rglob("*.parquet")
+    details.write_bytes(b"not parquet")
+    assert chance_levels(tmp_path, "toy-run") == {}
+    assert plot_overview(tmp_path, "toy-run").is_file()
+
+
+def test_a_loss_log_that_cannot_be_written_never_stops_training(tmp_path, caplog):
+    from lighteval_nanotron.tracking.training_loss import TrainingLossLog, read_training_loss
+
+    log = TrainingLossLog(tmp_path, "run")
+    log.append(1, 64, 2.5)
+    log.path.with_suffix(".jsonl.saved").write_bytes(log.path.read_bytes())
+    log.path.unlink()
+    log.path.mkdir()  # in the way of every later append, as a full disk would be
+    with caplog.at_level(logging.WARNING, logger="lighteval_nanotron.tracking"):
+        log.append(2, 128, 2.25)
+        log.append(3, 192, 2.0)
+    assert len([r for r in caplog.records if "cannot be appended" in r.getMessage()]) == 1  # said once
+    log.path.rmdir()
+    log.path.write_bytes(b"\xef\xbb\xbf" + log.path.with_suffix(".jsonl.saved").read_bytes())  # with a BOM
+    assert read_training_loss(log.path) == [(1, 2.5)]
