@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import multiprocessing
 import os
 import socket
@@ -1002,7 +1003,7 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
                     new = _launch(job, layout, ns.timeout, comparison)
                     for record in new:
                         record["background_load"] = load
-                        record["threads_per_rank"] = max(1, ns.cores // len(layout)) if ns.cores else ns.threads
+                        record["threads_per_rank"] = max(1, ns.cores // math.prod(layout)) if ns.cores else ns.threads
                         if comparison is not None and record["setting"] == "on":
                             _attach_lighteval(record, comparison)
                     records += new

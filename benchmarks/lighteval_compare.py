@@ -241,7 +241,7 @@ def compare_answers(ours: dict[str, list[dict]], theirs: dict[str, list[dict]]) 
     log-probs; the generated text), log-probs within `LOGPROB_TOLERANCE`. Differences listed."""
     absolute, relative = LOGPROB_TOLERANCE
     differences: list[str] = []
-    compared, max_abs, prompts_equal = 0, 0.0, 0
+    compared, max_abs, prompts_equal, generations = 0, 0.0, 0, 0
     for task in sorted(set(ours) | set(theirs)):
         a, b = ours.get(task, []), theirs.get(task, [])
         if len(a) != len(b):
@@ -256,6 +256,7 @@ def compare_answers(ours: dict[str, list[dict]], theirs: dict[str, list[dict]]) 
             if mine["prompt"] != other["prompt"]:
                 differences.append(f"{where}: prompts differ")
             if "text" in mine:
+                generations += 1
                 if mine["text"] != other["text"]:
                     differences.append(f"{where}: generated {mine['text']!r} here, {other['text']!r} in lighteval")
                 continue
@@ -272,6 +273,7 @@ def compare_answers(ours: dict[str, list[dict]], theirs: dict[str, list[dict]]) 
     return {
         "docs_compared": compared,
         "prompts_equal": prompts_equal,
+        "generations_compared": generations,
         "differences": differences,
         "max_abs_logprob_diff": max_abs,
     }

@@ -61,6 +61,7 @@ def hf_copy(checkpoint: Path, folder: Path) -> Path:
     if unexpected or set(missing) - {"lm_head.weight"}:
         raise RuntimeError(f"HF copy of {checkpoint}: missing {missing}, unexpected {unexpected}")
     model.tie_weights()
+    folder.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".partial"))
     model.save_pretrained(partial, safe_serialization=True)
     for name in HF_COPY_FILES:
