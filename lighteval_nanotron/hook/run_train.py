@@ -72,10 +72,11 @@ def train(config_file: str, cpu: bool = False, timeout_s: int = DEFAULT_TIMEOUT_
 
 def _spawned_rank(rank: int, world_size: int, port: int, config_file: str, timeout_s: int, errors: str) -> None:
     os.environ.update(local_rank_env(rank, world_size, port))
-    import torch
     import torch.distributed as dist
 
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    from lighteval_nanotron.cpu.threads import configure_cpu_threads
+
+    configure_cpu_threads()
     try:
         train(config_file, cpu=True, timeout_s=timeout_s)
     except LightevalNanotronError as error:
