@@ -5,6 +5,12 @@ Usage (CPU, this 2-core machine: one thread per rank, a small slice of the mix):
         python benchmarks/bench_eval.py --scale 0.03 --max-new-tokens 64 --out bench_cpu.json
     lighteval-nanotron bench --scale 0.03 --max-new-tokens 64 --out bench_cpu.json     # same thing
 
+Against lighteval's own pipeline (the `lighteval` extra installed: `pip install -e '.[lighteval]'`;
+same docs, same weights as an HF copy, same threads, runs paired; see lighteval_compare.py), quiet
+and with two busy background processes:
+    LIGHTEVAL_NANOTRON_DATA_DIRS=bundled python benchmarks/bench_eval.py --lighteval on --cores 2 \
+        --layouts 1x1x1 --configs on --scale 0.02 --max-new-tokens 32 --background-load 0,2 --out bench_le.json
+
 GPU machine (unchanged; NCCL, one GPU per rank, the full mix):
     LIGHTEVAL_NANOTRON_DATA_DIRS=bundled python benchmarks/bench_eval.py --scale 1 --out bench_gpu.json
 
@@ -718,9 +724,12 @@ def _rank_main(rank: int, world: int, port: int, args: dict, layout: tuple, out_
         MASTER_PORT=str(port),
         OMP_NUM_THREADS=str(args["threads"]),
     )
+    from lighteval_nanotron.parallel.cpu_threads import configure_cpu_threads, prefer_passive_wait
+
+    prefer_passive_wait()  # before torch's first import in this rank (the engine's CPU setting)
     import torch
 
-    torch.set_num_threads(args["threads"])
+    configure_cpu_threads()
     if not torch.cuda.is_available():
         from lighteval_nanotron.cpu import enable_cpu_support
 
@@ -1073,7 +1082,8 @@ def _format_lighteval(record: dict) -> str:
         f"{record['layout']} ({record['threads_per_rank']} thread(s) per rank) against lighteval {side['version']} "
         f"({side['threads']} threads, batch size {side['batch_size']}), background load "
         f"{record['background_load']} busy process(es); seconds: ours = plan preparation + evaluation, "
-        "lighteval = its model calls; ratios lighteval / ours:"
+        "lighteval = its model calls; CPU/s = CPU seconds per wall second (the cores a side got); "
+        "ratios lighteval / ours:"
     )
     rows = lighteval_compare.item_rows(record, side["items"])
     record["lighteval"]["rows"] = rows

@@ -137,9 +137,11 @@ def engine_answers(groups: list, responses: list, prompt_fn: Any) -> dict[str, l
 # ------------------------------------------------------------------ the controller (main process)
 
 
-def _spin() -> None:
-    while True:
-        pass
+def _spin(parent: int) -> None:
+    """One busy process of `--background-load`: spins until stopped, or until its parent is gone."""
+    while os.getppid() == parent:
+        for _ in range(1_000_000):
+            pass
 
 
 class Comparison:
@@ -183,7 +185,7 @@ class Comparison:
         for proc in self.load:
             proc.kill()
             proc.join()
-        self.load = [self.context.Process(target=_spin, daemon=True) for _ in range(processes)]
+        self.load = [self.context.Process(target=_spin, args=(os.getpid(),), daemon=True) for _ in range(processes)]
         for proc in self.load:
             proc.start()
 
@@ -310,6 +312,8 @@ def item_rows(record: dict, lighteval: dict[str, dict]) -> list[dict]:
                 "theirs_mb": theirs["peak_memory_mb"],
                 "ours_docs_per_s": mine["docs"] / seconds,
                 "theirs_docs_per_s": theirs["docs"] / theirs["eval_s"],
+                "ours_cpu_share": cpu / seconds,
+                "theirs_cpu_share": theirs["cpu_s"] / theirs["eval_s"],
                 "ratio_wall": theirs["eval_s"] / seconds,
                 "ratio_cpu": theirs["cpu_s"] / cpu,
                 "load_average": theirs["load_average"],
@@ -352,6 +356,8 @@ def _kind_rows(rows: list[dict]) -> list[dict]:
                 "theirs_mb": max(r["theirs_mb"] for r in members),
                 "ours_docs_per_s": total["docs"] / total["ours_s"],
                 "theirs_docs_per_s": total["docs"] / total["theirs_s"],
+                "ours_cpu_share": total["ours_cpu_s"] / total["ours_s"],
+                "theirs_cpu_share": total["theirs_cpu_s"] / total["theirs_s"],
                 "ratio_wall": total["theirs_s"] / total["ours_s"],
                 "ratio_cpu": total["theirs_cpu_s"] / total["ours_cpu_s"],
                 "load_average": max(r["load_average"] for r in members),
@@ -369,6 +375,8 @@ ROW_COLUMNS = (
     ("theirs_cpu_s", "{:>8.2f}", "LE CPU"),
     ("ours_docs_per_s", "{:>7.2f}", "docs/s"),
     ("theirs_docs_per_s", "{:>7.2f}", "LE d/s"),
+    ("ours_cpu_share", "{:>5.2f}", "CPU/s"),
+    ("theirs_cpu_share", "{:>5.2f}", "LE CPU/s"),
     ("ours_mb", "{:>7.0f}", "MB"),
     ("theirs_mb", "{:>7.0f}", "LE MB"),
     ("ratio_wall", "{:>6.2f}x", "wall"),

@@ -68,7 +68,7 @@ def parallel_context_for(tp: int, pp: int, dp: int, cpu: bool) -> Iterator[Any]:
 def _prepare_backend(cpu: bool) -> str:
     if cpu:
         from lighteval_nanotron.cpu import enable_cpu_support
-        from lighteval_nanotron.cpu.threads import configure_cpu_threads
+        from lighteval_nanotron.parallel.cpu_threads import configure_cpu_threads
 
         enable_cpu_support(trainer=False)  # evaluation only: nanotron.trainer stays unimported
         configure_cpu_threads()

@@ -38,6 +38,7 @@ from lighteval_nanotron.console_errors import (
     wants_traceback,
 )
 from lighteval_nanotron.errors import LightevalNanotronError
+from lighteval_nanotron.parallel.cpu_threads import prefer_passive_wait
 from lighteval_nanotron.parallel.distributed import free_loopback_port, local_rank_env
 from lighteval_nanotron.parallel.launch_env import apply_launcher_env
 
@@ -74,7 +75,7 @@ def _spawned_rank(rank: int, world_size: int, port: int, config_file: str, timeo
     os.environ.update(local_rank_env(rank, world_size, port))
     import torch.distributed as dist
 
-    from lighteval_nanotron.cpu.threads import configure_cpu_threads
+    from lighteval_nanotron.parallel.cpu_threads import configure_cpu_threads
 
     configure_cpu_threads()
     try:
@@ -96,6 +97,7 @@ def launch_cpu(config_file: str, nproc: int, timeout_s: int = DEFAULT_TIMEOUT_S)
 
     port = free_loopback_port()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    prefer_passive_wait()  # the ranks import torch after the spawn: their threads sleep when they wait
     errors = tempfile.TemporaryDirectory(prefix="lighteval_nanotron_errors_")
     # A rank that is killed leaves the semaphores it registered (tqdm's lock) to multiprocessing's
     # resource tracker, which would warn about them after the error line; the tracker starts with
