@@ -312,6 +312,8 @@ def item_rows(record: dict, lighteval: dict[str, dict]) -> list[dict]:
                 "theirs_mb": theirs["peak_memory_mb"],
                 "ours_docs_per_s": mine["docs"] / seconds,
                 "theirs_docs_per_s": theirs["docs"] / theirs["eval_s"],
+                "ours_positions": mine.get("processed_tokens", 0),
+                "theirs_positions": theirs.get("positions", 0) if item != "mix" else 0,  # the mix holds generations
                 "ours_cpu_share": cpu / seconds,
                 "theirs_cpu_share": theirs["cpu_s"] / theirs["eval_s"],
                 "ratio_wall": theirs["eval_s"] / seconds,
@@ -320,6 +322,8 @@ def item_rows(record: dict, lighteval: dict[str, dict]) -> list[dict]:
             }
         )
     rows += _kind_rows(rows)
+    for row in rows:
+        row["positions_ratio"] = row["theirs_positions"] / row["ours_positions"] if row["theirs_positions"] else None
     return rows
 
 
@@ -334,6 +338,9 @@ def _mix_figures(record: dict) -> dict:
     }
 
 
+SUMMED = ("ours_s", "ours_cpu_s", "theirs_s", "theirs_cpu_s", "ours_positions", "theirs_positions")
+
+
 def _kind_rows(rows: list[dict]) -> list[dict]:
     """`all <kind>` rows: seconds summed over the kind's items, memory the largest."""
     kinds: dict[str, list[dict]] = {}
@@ -343,7 +350,8 @@ def _kind_rows(rows: list[dict]) -> list[dict]:
     out = []
     for kind, members in kinds.items():
         total = {
-            key: sum(r[key] for r in members) for key in ("docs", "ours_s", "ours_cpu_s", "theirs_s", "theirs_cpu_s")
+            key: sum(r[key] for r in members)
+            for key in ("docs", *SUMMED)
         }
         out.append(
             {
@@ -351,7 +359,7 @@ def _kind_rows(rows: list[dict]) -> list[dict]:
                 "kind": kind,
                 "docs": total["docs"],
                 "lighteval_docs": sum(r["lighteval_docs"] for r in members),
-                **{key: total[key] for key in ("ours_s", "ours_cpu_s", "theirs_s", "theirs_cpu_s")},
+                **{key: total[key] for key in SUMMED},
                 "ours_mb": max(r["ours_mb"] for r in members),
                 "theirs_mb": max(r["theirs_mb"] for r in members),
                 "ours_docs_per_s": total["docs"] / total["ours_s"],
@@ -379,17 +387,22 @@ ROW_COLUMNS = (
     ("theirs_cpu_share", "{:>5.2f}", "LE CPU/s"),
     ("ours_mb", "{:>7.0f}", "MB"),
     ("theirs_mb", "{:>7.0f}", "LE MB"),
+    ("positions_ratio", "{:>5.2f}x", "LE pos/ours"),
     ("ratio_wall", "{:>6.2f}x", "wall"),
     ("ratio_cpu", "{:>6.2f}x", "CPU"),
     ("load_average", "{:>5.1f}", "load"),
 )
 
 
+def _cell(fmt: str, value: Any) -> str:
+    return "-" if value is None else fmt.format(value)
+
+
 def format_rows(title: str, rows: list[dict], agreement: dict | None) -> str:
-    widths = [max(len(header), len(fmt.format(rows[0][key]))) for key, fmt, header in ROW_COLUMNS] if rows else []
+    widths = [max([len(header)] + [len(_cell(fmt, r[key])) for r in rows]) for key, fmt, header in ROW_COLUMNS]
     lines = [title, " ".join(h.rjust(w) for (_, _, h), w in zip(ROW_COLUMNS, widths))]
     for row in rows:
-        lines.append(" ".join(fmt.format(row[key]).rjust(w) for (key, fmt, _), w in zip(ROW_COLUMNS, widths)))
+        lines.append(" ".join(_cell(fmt, row[key]).rjust(w) for (key, fmt, _), w in zip(ROW_COLUMNS, widths)))
     if agreement is not None:
         lines.append(
             f"per-doc answers of the mix: {agreement['docs_compared']} docs compared, "

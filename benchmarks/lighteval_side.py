@@ -25,6 +25,9 @@ What lighteval runs, and the only places where the benchmark steps in:
 - **lighteval's sample cache** is off (`model._cache = None` once the pipeline is built), so no
   run reads another's results (it would also spend time writing them: left out, in lighteval's
   favour).
+- **Positions**: after the timer, each log-likelihood doc's prompt and choices are tokenized again
+  by lighteval (`tok_encode_pair`) to count the positions its model ran (context + continuation
+  per choice; the padding of its batches not counted: a lower bound).
 - **xxhash >= 4** refuses the `str` lighteval's details logger hashes: it gets the UTF-8 bytes.
 
 Timed: `Pipeline._run_model` (every model call, lighteval's tokenization included), wall and
@@ -323,7 +326,8 @@ class LightevalRunner:
         for method, responses in timing.pop("outputs").items():
             for doc, response in zip(pipeline.sampling_docs[method], responses):
                 answers[_full_name_of_doc(doc, accepts_suite)].append(_answer(doc, response, pipeline))
-        return {**timing, "docs": sum(len(a) for a in answers.values()), "answers": answers}
+        positions = sum(answer["positions"] for task in answers.values() for answer in task)
+        return {**timing, "docs": sum(len(a) for a in answers.values()), "positions": positions, "answers": answers}
 
 
 def _full_name_of_doc(doc: Any, accepts_suite: bool) -> str:
@@ -337,7 +341,12 @@ def _full_name_of_doc(doc: Any, accepts_suite: bool) -> str:
 def _answer(doc: Any, response: Any, pipeline: Any) -> dict:
     """What the comparison reads of one lighteval answer: the doc, its prompt and the model's output."""
     prompt = pipeline.model.prompt_manager.prepare_prompt(doc)
+    positions = 0
+    if not response.text:  # log-likelihood: one row per choice, the context in each (padding not counted)
+        pairs = pipeline.model.tok_encode_pair(prompt, list(doc.choices), pairwise=True)
+        positions = sum(len(context) + len(continuation) for context, continuation in zip(*pairs))
     return {
+        "positions": positions,
         "query": doc.query,
         "choices": list(doc.choices),
         "prompt": prompt if isinstance(prompt, str) else str(prompt),
