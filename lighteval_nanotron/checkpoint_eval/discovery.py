@@ -24,6 +24,7 @@ from lighteval_nanotron.models.checkpoint.format import (
     read_training_config,
     training_config_section,
 )
+from lighteval_nanotron.models.checkpoint.path_hints import checkpoint_path_hint
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +98,8 @@ def find_checkpoints(checkpoints_dir: str | Path) -> list[CheckpointInfo]:
     """Every complete numbered step folder of a training output folder, in step order."""
     root = Path(checkpoints_dir)
     if not root.is_dir():
-        raise CheckpointError(f"Checkpoints folder {root} does not exist: pass the trainer's checkpoints_path.")
+        hint = checkpoint_path_hint(root)
+        raise CheckpointError(hint or f"Checkpoints folder {root} does not exist: pass the trainer's checkpoints_path.")
     found = []
     for folder in sorted((p for p in root.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)):
         if not is_complete_checkpoint(folder):
@@ -107,6 +109,11 @@ def find_checkpoints(checkpoints_dir: str | Path) -> list[CheckpointInfo]:
             continue
         info = checkpoint_info(folder)
         found.append(CheckpointInfo(folder, int(folder.name), info.consumed_tokens, info.consumed_train_samples))
+    if not found and is_complete_checkpoint(root):
+        raise CheckpointError(
+            f"{root} is one checkpoint, not a folder of step folders: pass it without --checkpoints-dir "
+            f"(`lighteval-nanotron eval {root} ...`)."
+        )
     if not found:
         raise CheckpointError(
             f"No checkpoint in {root}: expected numbered step folders (e.g. {root}/1000/) holding "

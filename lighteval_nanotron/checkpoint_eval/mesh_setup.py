@@ -75,6 +75,12 @@ def _prepare_backend(cpu: bool) -> str:
         return "gloo"
     if not torch.cuda.is_available():
         raise ConfigError("No CUDA device is visible: pass --cpu to evaluate on CPU with gloo.")
+    local, devices = int(os.environ.get("LOCAL_WORLD_SIZE", "1")), torch.cuda.device_count()
+    if local > devices:
+        raise ConfigError(
+            f"{local} processes on this node but {devices} CUDA device(s) visible: start one process per GPU "
+            f"(torchrun --nproc-per-node {devices}) with --tp x --pp x --dp to match, or pass --cpu."
+        )
     from lighteval_nanotron.nanotron_compat.imports import ensure_cuda_extensions
 
     ensure_cuda_extensions()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -144,7 +145,11 @@ def with_prepared_inputs(
 
 
 class CheckpointEvaluator:
-    """The model built once for a layout, the requests prepared once; `evaluate(info)` per checkpoint."""
+    """The model built once for a layout, the requests prepared once; `evaluate(info)` per checkpoint.
+
+    The reporting rank adds to each result of a training step the signal across the run, from the
+    run's results in the output folder and the evaluations since, as the training hook does
+    (`analysis.LiveSignal`)."""
 
     def __init__(self, config: CheckpointEvalConfig, parallel_context: Any, setup: EvaluationPlan) -> None:
         from lighteval_nanotron.setup.engine import build_engine
@@ -171,6 +176,8 @@ class CheckpointEvaluator:
         self.setup = setup
         self.pipelines: dict[tuple[str, ...], Any] = {}
         self.loggers = collectively(self.world, "opening the results loggers", self._build_loggers)
+        self.signal = collectively(self.world, "reading the run's results so far", self._open_signal)
+        """The run's signal analysis (`analysis.LiveSignal`) on the reporting rank, None elsewhere."""
 
     def pipeline_for(self, step: int | None) -> Any:
         """The pipeline of the tasks still to evaluate at `step`, prepared once per task set."""
@@ -191,6 +198,7 @@ class CheckpointEvaluator:
                     docs={name: self.setup.docs[name] for name in tasks},
                     sequence_length=self.setup.sequence_length,
                     held_out=list(names),
+                    progress_log=None if sys.stderr.isatty() else _progress_line,
                 ),
             )
         return self.pipelines[names]
@@ -200,6 +208,14 @@ class CheckpointEvaluator:
         from lighteval_nanotron.setup.loggers import open_loggers
 
         return open_loggers(self.engine, self.config)
+
+    def _open_signal(self) -> Any:
+        """The run's results already written, then each new one (reporting rank; None elsewhere)."""
+        if self.loggers is None:
+            return None
+        from lighteval_nanotron.analysis import LiveSignal
+
+        return LiveSignal(self.config.output_dir, self.setup.model_name)
 
     def evaluate(
         self, info: CheckpointInfo, on_result: Callable[[EvaluationResult], None] | None = None
@@ -234,6 +250,8 @@ class CheckpointEvaluator:
             device="cpu" if self.config.cpu else "cuda",
             checkpoint_load_s=load_s,
         )
+        if self.signal is not None:
+            self.signal.attach(result)
         self.loggers.log(result)
         if on_result is not None:
             on_result(result)
@@ -244,6 +262,11 @@ class CheckpointEvaluator:
         if self.loggers is not None:
             self.loggers.close()
             self.loggers = None
+
+
+def _progress_line(line: str) -> None:
+    """A progress line on stderr, where no bar is drawn (a log file, a Slurm job's output)."""
+    print(line, file=sys.stderr, flush=True)
 
 
 @dataclass

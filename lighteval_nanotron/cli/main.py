@@ -3,6 +3,7 @@
 Usage:
     lighteval-nanotron tasks list --suites lighteval,leaderboard
     lighteval-nanotron tasks inspect "lighteval|arc:easy|5" --num-docs 2 --data-dir bundled
+    lighteval-nanotron report runs/demo/eval
 
 Each verb lives in its own module of this package with a `register(subparsers)` function that
 adds its parser and sets `func(args) -> int`; to add a verb, add its module to `COMMANDS`.
@@ -18,17 +19,20 @@ import os
 import sys
 
 from lighteval_nanotron.console_errors import TRACEBACK_ENV, report_exception
+from lighteval_nanotron.nanotron_compat.console import add_verbose_flag, quiet_process, set_verbose
 from lighteval_nanotron.parallel.cpu_threads import prefer_passive_wait
 from lighteval_nanotron.version import __version__
 
 COMMANDS = (
     "lighteval_nanotron.cli.tasks_cmd",
     "lighteval_nanotron.cli.plot_cmd",
+    "lighteval_nanotron.cli.report_cmd",
     "lighteval_nanotron.cli.convert_cmd",
     "lighteval_nanotron.cli.eval_cmd",
     "lighteval_nanotron.cli.options_cmd",
     "lighteval_nanotron.cli.train_cmd",
     "lighteval_nanotron.cli.bench_cmd",
+    "lighteval_nanotron.cli.torchrun_cmd",
 )
 
 
@@ -38,13 +42,29 @@ def build_parser() -> argparse.ArgumentParser:
         description="Evaluate LLMs on benchmarks during Nanotron training, with lighteval's task API.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument(
-        "-v", "--verbose", action="store_true", help="log at INFO level; tracebacks of unexpected errors"
-    )
+    add_verbose_flag(parser)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module_name in COMMANDS:
         importlib.import_module(module_name).register(subparsers)
+    for command in _command_parsers(parser):
+        if "verbose" not in {action.dest for action in command._actions}:
+            add_verbose_flag(command, top_level=False)
     return parser
+
+
+def _command_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every command's parser below `parser` (sub-commands too: `tasks list`, `convert gguf`)."""
+    found = []
+    for action in parser._subparsers._group_actions if parser._subparsers else []:
+        for command in dict.fromkeys(getattr(action, "choices", {}).values()):
+            found += [command, *_command_parsers(command)]
+    return found
+
+
+def command_names() -> list[str]:
+    """The verbs of `lighteval-nanotron` (eval, train, ...)."""
+    (verbs,) = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)]
+    return list(verbs.choices)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,12 +72,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_verb(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if args.command == "torchrun":  # everything after the verb is torchrun's and the command's, in order
+        args.torchrun_args = argv[argv.index("torchrun") + 1 :]
+    elif unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.verbose:
-        os.environ.setdefault(TRACEBACK_ENV, "1")  # spawned ranks inherit it
+        set_verbose(True)  # spawned ranks and torchrun workers inherit it
+        os.environ.setdefault(TRACEBACK_ENV, "1")
+    quiet_process()
+    if args.command != "train":  # Nanotron's trainer installs the training log's handler itself
+        form = "%(levelname)s %(name)s: %(message)s" if args.verbose else "%(levelname)s: %(message)s"
+        logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format=form)
     try:
         return int(args.func(args) or 0)
     except Exception as error:  # noqa: BLE001 - every failure ends in one error line, printed once

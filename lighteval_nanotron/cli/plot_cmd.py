@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from lighteval_nanotron.tracking.plot import plot_results
+from lighteval_nanotron.tracking.plot import History, load_history, plot_history
 
 
 def _csv(value: str) -> list[str]:
@@ -46,14 +46,36 @@ def run(args: argparse.Namespace) -> int:
     output_dir = args.output_dir
     if output_dir is None:
         output_dir = (args.results.parent if args.results.is_file() else args.results) / "plots"
+    history = load_history(args.results)
+    unknown = _unknown_names(history, args.tasks, args.metrics)
+    if unknown:
+        print(f"error: {unknown}", file=sys.stderr)
+        return 2
     try:
-        paths = plot_results(args.results, output_dir, grid=args.grid, tasks=args.tasks, metrics=args.metrics)
+        paths = plot_history(history, output_dir, grid=args.grid, tasks=args.tasks, metrics=args.metrics)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 1
+        return 2
     for path in paths:
         print(path)
     return 0
+
+
+def _unknown_names(history: History, tasks: list[str] | None, metrics: list[str] | None) -> str | None:
+    """What --tasks / --metrics name that no results file holds, with what the files do hold."""
+    found_tasks = sorted({task for model_tasks in history.values() for task in model_tasks})
+    found_metrics = sorted(
+        {metric for model_tasks in history.values() for scores in model_tasks.values() for metric in scores}
+    )
+    if not found_tasks:
+        return "no results file with a training step was found there: pass the evaluation output folder."
+    missing_tasks = [task for task in tasks or [] if task not in found_tasks]
+    if missing_tasks:
+        return f"no results for task(s) {', '.join(missing_tasks)}: the results hold {', '.join(found_tasks)}."
+    missing_metrics = [metric for metric in metrics or [] if metric not in found_metrics]
+    if missing_metrics:
+        return f"no results for metric(s) {', '.join(missing_metrics)}: the results hold {', '.join(found_metrics)}."
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

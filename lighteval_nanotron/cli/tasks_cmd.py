@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 
+from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.tasks import LightevalTask, PromptManager, Registry, get_data_dirs, set_data_dirs
+from lighteval_nanotron.tasks.tables import SUITE_TABLE_MODULES
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -56,8 +58,17 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run_list(args: argparse.Namespace) -> int:
     suites = None
     if args.suites:
-        suites = [s for item in args.suites for s in item.split(",") if s.strip()]
-    Registry(custom_tasks=args.custom_tasks).print_all_tasks(suites)
+        suites = [s.strip() for item in args.suites for s in item.split(",") if s.strip()]
+    registry = Registry(custom_tasks=args.custom_tasks)
+    registry.print_all_tasks(suites)
+    empty = [suite for suite in suites or [] if suite != "all" and not registry.task_names([suite])]
+    if empty:
+        registry.task_names(list(SUITE_TABLE_MODULES))  # every optional suite, to list what exists
+        known = sorted({name.split("|", 1)[0] for name in registry.task_names()})
+        raise ConfigError(
+            f"no task in suite(s) {', '.join(empty)}: the suites with tasks are {', '.join(known)} "
+            "(or --suites all; a suite of lighteval's catalogue needs `pip install 'lighteval-nanotron[lighteval]'`)."
+        )
     return 0
 
 

@@ -11,8 +11,8 @@ from typing import Any, Optional
 
 import torch
 import torch.distributed as dist
-from tqdm import tqdm
 
+from lighteval_nanotron.analysis.report_table import signal_summary
 from lighteval_nanotron.console_errors import wants_traceback
 from lighteval_nanotron.errors import EvaluationError, LightevalNanotronError
 from lighteval_nanotron.hook.config import EvaluationConfig
@@ -20,10 +20,11 @@ from lighteval_nanotron.hook.schedule import EvalSchedule, Moment
 from lighteval_nanotron.hook.state_guard import preserve_training_state
 from lighteval_nanotron.hook.step_times import StepTimes
 from lighteval_nanotron.hook.trainer_state import consumed_train_samples, start_step
+from lighteval_nanotron.nanotron_compat.console import is_verbose
 from lighteval_nanotron.parallel.agreement import Verdict, agree, collectively
 from lighteval_nanotron.parallel.deadline import bounded_collectives, is_timeout
 from lighteval_nanotron.pipeline.result import raise_for_failed_tasks
-from lighteval_nanotron.tracking.log_table import format_cost_table, format_results_table
+from lighteval_nanotron.tracking.log_table import format_cost_table, format_results_line, format_results_table
 from lighteval_nanotron.tracking.scalars import COST_TRAIN_STEPS_KEY
 
 _TIMEOUT_HINT = "Raise lighteval_nanotron.failure_timeout_s if evaluation is just slow."
@@ -58,7 +59,6 @@ class TrainingEvaluator:
         """(step, description) of every evaluation that failed, in order (the same on every rank)."""
         self.last_results: dict = {}
         """`{task: {metric: value}}` of the last successful evaluation, on every rank."""
-        self.progress: Any = None
         self.loss_log: Any = None
         """Where the training loss goes on the reporting rank (`tracking.training_loss`), if anywhere."""
         self.wandb_run: Any = None
@@ -66,6 +66,10 @@ class TrainingEvaluator:
         self.step_times = StepTimes()
         self.last_costs: dict = {}
         """`{task: cost}` (`EvaluationResult.task_costs`) of the last successful evaluation, on every rank."""
+        self.signal: Any = None
+        """The run's signal analysis (`analysis.LiveSignal`), on the reporting rank."""
+        self.last_signal: dict = {}
+        """The signal section of the last successful evaluation (`EvaluationResult.signal`), on every rank."""
 
     # Trainer hooks -----------------------------------------------------------------------------
 
@@ -122,6 +126,10 @@ class TrainingEvaluator:
 
         def open_outputs() -> None:
             self.loggers = open_loggers(self.pipeline.model, self.config, self.wandb_run)
+            if self.loggers is not None:  # the reporting rank
+                from lighteval_nanotron.analysis import LiveSignal
+
+                self.signal = LiveSignal(self.config.output_dir, self.model_name)
             if self.loggers is not None and "json" in self.config.loggers:
                 from lighteval_nanotron.tracking.training_loss import TrainingLossLog
 
@@ -132,19 +140,17 @@ class TrainingEvaluator:
             # rank must have got through the first (tokenizer, tasks) before any rank enters it.
             engine, tasks = self._agreed(world, engine_and_tasks)
             length = int(trainer.config.tokens.sequence_length)
+            progress_log = _progress_line if "log" in self.config.loggers else None
             self.pipeline = self._agreed(
-                world, lambda: prepare_pipeline(engine, tasks, self.config, self.model_name, sequence_length=length)
+                world,
+                lambda: prepare_pipeline(
+                    engine, tasks, self.config, self.model_name, sequence_length=length, progress_log=progress_log
+                ),
             )
             self._agreed(world, open_outputs)
             done = finished_tasks_by_step(self.config.output_dir, self.model_name, world)
         for step in finished_steps(done, self.pipeline.result_names, self.pipeline.max_samples):
             self.schedule.mark(step)
-        self.progress = tqdm(
-            total=len(self._remaining_steps(trainer)),
-            desc="lighteval_nanotron evaluations",
-            unit="eval",
-            disable=None if self.config.progress_bar and dist.get_rank(world) == 0 else True,  # None: off a TTY
-        )
         _log_rank0(
             world,
             logging.INFO,
@@ -195,6 +201,7 @@ class TrainingEvaluator:
                     result = self.pipeline.run(step=step, consumed_tokens=tokens, consumed_train_samples=samples)
                 if result is not None:
                     self._add_cost_in_steps(result)
+                    self.signal.attach(result)
                     self.loggers.log(result)
                     raise_for_failed_tasks(result)
             except Exception as caught:  # noqa: BLE001 - agreed on below, so that no rank hangs
@@ -213,21 +220,25 @@ class TrainingEvaluator:
                 error, world, self.config.failure_timeout_s, f"evaluation at step {step}", timeout_hint=_TIMEOUT_HINT
             )
         wall = time.perf_counter() - started
-        if self.progress is not None:
-            self.progress.update(1)
         if verdict.failed:
             self._fail(world, step, wall, verdict, error)
             return
         self.evaluated.append(step)
-        self.last_results, self.last_costs = _share_results(result, self.pipeline.model)
+        self.last_results, self.last_costs, self.last_signal = _share_results(result, self.pipeline.model)
         if "log" in self.config.loggers:
-            table = format_results_table(self.last_results)
-            if self.last_costs:
-                table += "\n\n" + format_cost_table(self.last_costs)
             in_steps = self.step_times.in_steps(wall)
             cost = "" if in_steps is None else f" = {in_steps:.1f} training steps"
             header = f"[lighteval_nanotron] step {step} ({tokens} tokens), {wall:.1f}s{cost}:"
-            _log_rank0(world, logging.INFO, f"{header}\n{table}")
+            if is_verbose():  # the full tables; else one line, the results files hold everything
+                table = format_results_table(self.last_results)
+                if self.last_costs:
+                    table += "\n\n" + format_cost_table(self.last_costs)
+                summary = signal_summary(self.last_signal)
+                if summary:
+                    table += "\n\nSignal across the run (docs/signal.md):\n" + summary
+                _log_rank0(world, logging.INFO, f"{header}\n{table}")
+            else:
+                _log_rank0(world, logging.INFO, f"{header} {format_results_line(self.last_results)}")
 
     def _add_cost_in_steps(self, result: Any) -> None:
         """The evaluation's seconds over the mean training step, into the result (scalar, JSON)."""
@@ -248,9 +259,6 @@ class TrainingEvaluator:
             raise EvaluationError(message + fix) from error
 
     def close(self) -> None:
-        if self.progress is not None:
-            self.progress.close()
-            self.progress = None
         try:
             if self.loggers is not None:
                 self.loggers.close()
@@ -261,10 +269,10 @@ class TrainingEvaluator:
                 self.wandb_run = None
 
 
-def _share_results(result: Any, engine: Any) -> tuple[dict, dict]:
-    """The reporting rank's `{task: {metric: value}}` and `{task: cost}`, on every rank (for the
-    log and callers)."""
-    return engine.computed_once(lambda: (result.results, result.task_costs))
+def _share_results(result: Any, engine: Any) -> tuple[dict, dict, dict]:
+    """The reporting rank's `{task: {metric: value}}`, `{task: cost}` and signal section, on every
+    rank (for the log and callers)."""
+    return engine.computed_once(lambda: (result.results, result.task_costs, result.signal))
 
 
 def _stalled_peer_error(step: int, timeout_s: float) -> EvaluationError:
@@ -281,6 +289,11 @@ def _setup_failure(what: str, verdict: Verdict, error: Optional[BaseException]) 
         f"lighteval_nanotron could not prepare its evaluation, so training does not start: {verdict.describe()}. "
         "Fix the lighteval_nanotron section (tasks, custom_tasks, data_dirs, max_samples) or remove it."
     )
+
+
+def _progress_line(line: str) -> None:
+    """A progress line of the running evaluation into the training log (the reporting rank's)."""
+    logger.info("[lighteval_nanotron] %s", line)
 
 
 def _log_rank0(world: dist.ProcessGroup, level: int, message: str) -> None:

@@ -2,10 +2,10 @@
 
 Usage:
     # GPUs, one process per GPU:
-    torchrun --nproc_per_node 8 -m lighteval_nanotron.hook.run_train \
+    torchrun --nproc_per_node 8 -m lighteval_nanotron.hook.run_train \\
         --config-file configs/llama_1b_train_with_eval.yaml
     # CPU (gloo), 4 local processes started for you:
-    OMP_NUM_THREADS=1 python -m lighteval_nanotron.hook.run_train \
+    OMP_NUM_THREADS=1 python -m lighteval_nanotron.hook.run_train \\
         --config-file configs/tiny_cpu_train.yaml --cpu --nproc 4
 
 The config is a Nanotron training YAML; its `lighteval_nanotron:` section (see docs/hook.md)
@@ -38,6 +38,7 @@ from lighteval_nanotron.console_errors import (
     wants_traceback,
 )
 from lighteval_nanotron.errors import LightevalNanotronError
+from lighteval_nanotron.nanotron_compat.console import add_verbose_flag, is_verbose, quiet_process, set_verbose
 from lighteval_nanotron.parallel.cpu_threads import prefer_passive_wait
 from lighteval_nanotron.parallel.distributed import free_loopback_port, local_rank_env
 from lighteval_nanotron.parallel.launch_env import apply_launcher_env
@@ -73,6 +74,7 @@ def train(config_file: str, cpu: bool = False, timeout_s: int = DEFAULT_TIMEOUT_
 
 def _spawned_rank(rank: int, world_size: int, port: int, config_file: str, timeout_s: int, errors: str) -> None:
     os.environ.update(local_rank_env(rank, world_size, port))
+    quiet_process()
     import torch.distributed as dist
 
     from lighteval_nanotron.parallel.cpu_threads import configure_cpu_threads
@@ -83,7 +85,11 @@ def _spawned_rank(rank: int, world_size: int, port: int, config_file: str, timeo
     except LightevalNanotronError as error:
         # a file, not a multiprocessing queue: a rank killed later would leave the queue's semaphores
         # to the resource tracker, which complains after the run's error line
-        (Path(errors) / f"rank-{rank}.txt").write_text(str(error), encoding="utf-8")
+        # written whole, then renamed: the parent may read the files while another rank still writes its own
+        message = Path(errors) / f"rank-{rank}.txt"
+        partial = message.with_suffix(".partial")
+        partial.write_text(str(error), encoding="utf-8")
+        partial.replace(message)
         sys.exit(USAGE_ERROR)
     finally:
         if dist.is_initialized():
@@ -118,7 +124,8 @@ def launch_cpu(config_file: str, nproc: int, timeout_s: int = DEFAULT_TIMEOUT_S)
             start_method="spawn",
         )
     except mp.ProcessExitedException as failure:
-        reported = sorted(Path(errors.name).glob("rank-*.txt"))
+        own = Path(errors.name) / f"rank-{failure.error_index}.txt"
+        reported = [own] if own.exists() else sorted(Path(errors.name).glob("rank-*.txt"))
         if failure.exit_code == USAGE_ERROR and reported:
             raise ReportedError(reported[0].read_text(encoding="utf-8")) from failure
         raise ReportedError(_exit_summary(failure), INTERNAL_ERROR) from failure
@@ -160,7 +167,11 @@ def _raised_summary(failure: Any) -> str:
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    parser = parser or argparse.ArgumentParser(prog="python -m lighteval_nanotron.hook.run_train", description=__doc__)
+    parser = parser or argparse.ArgumentParser(
+        prog="python -m lighteval_nanotron.hook.run_train",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--config-file", required=True, help="Nanotron training YAML with a lighteval_nanotron section")
     parser.add_argument("--cpu", action="store_true", help="train on CPU with gloo (patches Nanotron for CPU)")
     parser.add_argument("--nproc", type=int, default=None, help="with --cpu: start this many local processes")
@@ -171,24 +182,35 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 
 def main(argv: List[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    add_verbose_flag(parser)
+    args = parser.parse_args(argv)
+    set_verbose(args.verbose or is_verbose())
+    quiet_process()
     return run(args)
 
 
 def run(args: argparse.Namespace) -> int:
     """Entry point shared with `lighteval-nanotron train`; every torchrun rank calls it."""
     from lighteval_nanotron.hook.config_check import check_training_config
+    from lighteval_nanotron.hook.preflight import check_evaluation_inputs, check_launch
 
     if not os.path.isfile(args.config_file):
         return _usage_error(f"config file {args.config_file} does not exist: pass the path of a training YAML.")
     if args.nproc is not None and not args.cpu:
         return _usage_error("--nproc starts local CPU processes: add --cpu, or launch with torchrun.")
-    world_size = args.nproc if args.nproc is not None else _torchrun_world_size()
     try:
-        check_training_config(args.config_file, world_size)
+        apply_launcher_env()
+        world_size = args.nproc if args.nproc is not None else _torchrun_world_size()
+        config = check_training_config(args.config_file, world_size)
+        check_launch(args.config_file, config, args.cpu, args.nproc)
+        check_evaluation_inputs(config)
         if args.nproc is not None:
             launch_cpu(args.config_file, args.nproc, args.timeout_s)
-        else:
+        elif "WORLD_SIZE" in os.environ:
+            train(args.config_file, cpu=args.cpu, timeout_s=args.timeout_s)
+        else:  # one process, no launcher: a world of one
+            os.environ.update(local_rank_env(0, 1, free_loopback_port()))
             train(args.config_file, cpu=args.cpu, timeout_s=args.timeout_s)
     except ReportedError as error:
         print_error(error.message)

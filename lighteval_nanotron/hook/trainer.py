@@ -27,11 +27,16 @@ from lighteval_nanotron.hook.config import SECTION, EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
 from lighteval_nanotron.hook.training_config import TrainingConfigWithEvaluation
 from lighteval_nanotron.hook.wandb_run import training_wandb
+from lighteval_nanotron.nanotron_compat.console import quiet_loggers, quiet_nanotron
 from lighteval_nanotron.nanotron_compat.imports import ensure_cuda_extensions
+from lighteval_nanotron.tracking import details_logger, json_logger
 
 ensure_cuda_extensions()  # Nanotron's models import flash-attn (main: grouped_gemm too): stand-ins on CPU only
 
 from nanotron.trainer import DistributedTrainer  # noqa: E402
+
+quiet_nanotron()  # Nanotron's weight bars, now that the trainer's modules are imported
+quiet_loggers(json_logger.logger.name, details_logger.logger.name)  # paths: the log line per evaluation is enough
 
 AFTER = ("post_train_step", "post_save_checkpoint", "post_training")
 """Trainer hooks after which the evaluator's method of the same name runs (with the trainer)."""

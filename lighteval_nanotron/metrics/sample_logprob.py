@@ -68,6 +68,10 @@ class LoglikelihoodAcc(Parametrizable):
         )
         return int(ranking(scores)[0] in gold_indices(doc))
 
+    def chance(self, doc: Doc) -> float:
+        """A random ranking picks a gold with probability (number of golds) / (number of choices)."""
+        return len(set(gold_indices(doc))) / len(doc.choices)
+
 
 @dataclass(frozen=True)
 class Recall(Parametrizable):

@@ -12,13 +12,14 @@ from collections.abc import Iterator
 from lighteval_nanotron.errors import MetricError
 from lighteval_nanotron.metrics import corpus
 from lighteval_nanotron.metrics.metric import CorpusLevelMetric, Metric, SampleLevelMetric
-from lighteval_nanotron.metrics.normalizations import gsm8k_normalizer, helm_normalizer
+from lighteval_nanotron.metrics.normalizations import LogProbCharNorm, gsm8k_normalizer, helm_normalizer
 from lighteval_nanotron.metrics.preparators import (
     LoglikelihoodPreparator,
     PerplexityPreparator,
     TargetPerplexityPreparator,
 )
 from lighteval_nanotron.metrics.sample_generative import ExactMatches, F1Score, NumericAnswerMatch
+from lighteval_nanotron.metrics.sample_gold import GoldBitsPerByte, GoldMargin, GoldProbability
 from lighteval_nanotron.metrics.sample_logprob import MRR, AccGoldLikelihood, LoglikelihoodAcc, Recall
 from lighteval_nanotron.metrics.sample_sampling import MajAtK, PassAtK
 from lighteval_nanotron.requests import SamplingMethod
@@ -71,6 +72,13 @@ class Metrics(metaclass=_MetricsTable):
         sample_level_fn=LoglikelihoodAcc(),
         corpus_level_fn=corpus.mean,
     )
+    loglikelihood_acc_norm = SampleLevelMetric(  # "acc_norm": per character (lighteval's name)
+        metric_name="acc_norm",
+        higher_is_better=True,
+        category=LOGPROBS,
+        sample_level_fn=LoglikelihoodAcc(logprob_normalization=LogProbCharNorm()),
+        corpus_level_fn=corpus.mean,
+    )
     acc_golds_likelihood = SampleLevelMetric(  # "acc"
         metric_name="acc",
         higher_is_better=True,
@@ -115,6 +123,37 @@ class Metrics(metaclass=_MetricsTable):
         category=LOGPROBS,
         sample_level_fn=TargetPerplexityPreparator(units_type="tokens"),
         corpus_level_fn=corpus.weighted_perplexity,
+    )
+
+    # LOGPROBS: continuous scores of the gold answer (docs/metrics.md, "Gold-answer metrics").
+    # On a generative task they add one log-likelihood request per doc, scoring its golds.
+    gold_bpb = SampleLevelMetric(  # "gold_bpb": bits per UTF-8 byte of the (best) gold continuation
+        metric_name="gold_bpb",
+        higher_is_better=False,
+        category=LOGPROBS,
+        sample_level_fn=GoldBitsPerByte(),
+        corpus_level_fn=corpus.mean,
+    )
+    normalized_mc_prob = SampleLevelMetric(  # "normalized_mc_prob": p(gold) / sum of p(choice)
+        metric_name="normalized_mc_prob",
+        higher_is_better=True,
+        category=LOGPROBS,
+        sample_level_fn=GoldProbability(),
+        corpus_level_fn=corpus.mean,
+    )
+    normalized_mc_prob_norm = SampleLevelMetric(  # "normalized_mc_prob_norm": the same per character
+        metric_name="normalized_mc_prob_norm",
+        higher_is_better=True,
+        category=LOGPROBS,
+        sample_level_fn=GoldProbability(logprob_normalization=LogProbCharNorm()),
+        corpus_level_fn=corpus.mean,
+    )
+    gold_margin = SampleLevelMetric(  # "gold_margin": best gold log-prob - best wrong one (nats)
+        metric_name="gold_margin",
+        higher_is_better=True,
+        category=LOGPROBS,
+        sample_level_fn=GoldMargin(),
+        corpus_level_fn=corpus.mean,
     )
 
     # GENERATIVE: compare generations with the golds

@@ -76,8 +76,9 @@ class PlanningModel(LightevalModel, Protocol):
         """The plan of `greedy_until(docs)`."""
 
     @abstractmethod
-    def run(self, plan: Any) -> list[ModelResponse]:
-        """The responses of a plan, on the model's current weights."""
+    def run(self, plan: Any, on_micro_batch: Callable[[int, int], None] | None = None) -> list[ModelResponse]:
+        """The responses of a plan, on the model's current weights. `on_micro_batch`, when given, is
+        told `(done, total)` as each of the plan's micro-batches ends on this process (progress)."""
 
     max_length: int | None = None
     """The longest input it takes, named in the truncation warnings (None: not known)."""

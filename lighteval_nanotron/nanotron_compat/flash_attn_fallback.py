@@ -41,6 +41,7 @@ from lighteval_nanotron.nanotron_compat.flash_attn_rotary import RotaryEmbedding
 from lighteval_nanotron.nanotron_compat.stand_ins import (
     FALLBACK_MARKER,
     allowed_here,
+    announce,
     is_stand_in,
     real_package_available,
     register_stand_in,
@@ -153,7 +154,8 @@ def install_flash_attn_fallback(force: bool = False, allow_on_gpu: bool | None =
         if not allowed:
             return False
     _register()
-    logger.warning(
+    announce(
+        logger,
         "flash-attn stand-in in use (%s): Nanotron's attention runs on scaled_dot_product_attention, "
         "rotary and RMSNorm on plain PyTorch (lighteval_nanotron.nanotron_compat.flash_attn_fallback).",
         reason,

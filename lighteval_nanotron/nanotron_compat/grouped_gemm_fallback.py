@@ -28,6 +28,7 @@ import torch
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.nanotron_compat.stand_ins import (
     allowed_here,
+    announce,
     is_stand_in,
     real_package_available,
     register_stand_in,
@@ -110,7 +111,7 @@ def install_grouped_gemm_fallback(force: bool = False, allow_on_gpu: bool | None
             return False
     ops = {"gmm": gmm, "permute": permute, "unpermute": unpermute}
     register_stand_in("grouped_gemm", {"grouped_gemm": {}, "grouped_gemm.ops": ops}, __doc__)
-    logger.warning("grouped_gemm stand-in in use (%s): MoE experts run on plain PyTorch matmuls.", reason)
+    announce(logger, "grouped_gemm stand-in in use (%s): MoE experts run on plain PyTorch matmuls.", reason)
     return True
 
 

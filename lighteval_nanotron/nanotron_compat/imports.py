@@ -24,6 +24,7 @@ import warnings
 from types import ModuleType
 from typing import Optional, Sequence
 
+from lighteval_nanotron.nanotron_compat.console import quiet_nanotron
 from lighteval_nanotron.nanotron_compat.flash_attn_fallback import ensure_flash_attn
 from lighteval_nanotron.nanotron_compat.grouped_gemm_fallback import ensure_grouped_gemm
 from lighteval_nanotron.nanotron_compat.numpy2 import adapt_checkpoint_shapes
@@ -90,6 +91,7 @@ def import_nanotron() -> ModuleType:
         sys.meta_path.remove(finder)
     nanotron_logging = importlib.import_module("nanotron.logging")
     nanotron_logging.LoggingArgs = sys.modules[_CONFIG_MODULE].LoggingArgs
+    quiet_nanotron()
     return config
 
 
@@ -122,4 +124,5 @@ def import_nanotron_trainer(with_wandb: bool = True, with_data_libraries: bool =
     if {"datasets", "transformers"} & set(hidden):
         sys.modules.pop("nanotron.dataloader", None)
         vars(sys.modules["nanotron"]).pop("dataloader", None)
+    quiet_nanotron()  # its bars, now that the modules drawing them are imported
     return trainer

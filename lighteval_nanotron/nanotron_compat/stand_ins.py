@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -42,6 +43,14 @@ def allowed_here(allow_on_gpu: bool | None, env_name: str) -> tuple[bool, str]:
     if allow_on_gpu is None:
         allow_on_gpu = os.environ.get(env_name, "") == "1"
     return allow_on_gpu, f"asked for ({env_name}=1 or allow_on_gpu=True)"
+
+
+def announce(logger: logging.Logger, message: str, *args: Any) -> None:
+    """Say that a stand-in is in use, once per process (each stand-in is installed once): a warning
+    on a CUDA machine, where the real package would be faster (on local rank 0, the others at INFO);
+    INFO where no CUDA device exists, since nothing else can run there (shown with --verbose)."""
+    loud = torch.cuda.is_available() and os.environ.get("LOCAL_RANK", "0") == "0"
+    logger.log(logging.WARNING if loud else logging.INFO, message, *args)
 
 
 def _module(name: str, doc: str, attrs: Mapping[str, Any]) -> ModuleType:

@@ -96,7 +96,13 @@ class EvaluationOptions(TrackingOptions, TokenizationOptions):
     name), so the hook and `eval` of one run write to the same place."""
 
     progress_bar: bool = field(default=True, metadata={"flag": "--no-progress"})
-    """Progress bars on world rank 0 (docs done, docs/s, ETA), shown only when stderr is a terminal."""
+    """Progress of each evaluation on the reporting rank, advanced per micro-batch (docs done of the
+    total, docs/s, time left): a bar that stays on screen when stderr is a terminal, and lines in the
+    log every `progress_interval_s` (the hook with the `log` logger; `eval` when stderr is not a
+    terminal)."""
+
+    progress_interval_s: Union[int, float] = 30
+    """Seconds between two progress lines in the log during one evaluation (none for a shorter one)."""
 
     failure_timeout_s: Union[int, float] = 1800
     """Seconds any wait on another rank may take (a collective, a pipeline transfer, the agreement
@@ -127,6 +133,10 @@ class EvaluationOptions(TrackingOptions, TokenizationOptions):
             raise ConfigError(f"{self.named('generation')}: {error}") from error
         if self.bootstrap_iters is not None and self.bootstrap_iters < 2:
             raise ConfigError(f"{self.named('bootstrap_iters')} is {self.bootstrap_iters}: set it to 2 or more.")
+        if self.progress_interval_s < 0:
+            interval = self.progress_interval_s
+            raise ConfigError(f"{self.named('progress_interval_s')} is {interval}: give 0 seconds or more.")
+        self.progress_interval_s = float(self.progress_interval_s)
         self.check_positive("failure_timeout_s", "(seconds), e.g. 1800", kind="number")
         self.failure_timeout_s = float(self.failure_timeout_s)
 

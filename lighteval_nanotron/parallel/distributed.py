@@ -108,6 +108,8 @@ def build_parallel_context(
     """Build Nanotron's ParallelContext for a (tp, pp, dp) layout, starting the process group if needed.
 
     Without CUDA, call `enable_cpu_support()` first (ParallelContext selects a CUDA device otherwise).
+    TP1/PP1/DP1 in a process that no launcher started (no torchrun or SLURM variables) is a world of
+    one on 127.0.0.1: a plain `python script.py` needs no launcher.
     """
     from lighteval_nanotron.nanotron_compat.imports import import_nanotron
     from lighteval_nanotron.parallel.device import is_cpu_support_enabled
@@ -117,6 +119,10 @@ def build_parallel_context(
             "No CUDA device: call lighteval_nanotron.cpu.enable_cpu_support() before building "
             "a ParallelContext."
         )
+    if not dist.is_initialized() and tp * pp * dp == 1:
+        apply_launcher_env()
+        if not any(name in os.environ for name in TORCHRUN_VARIABLES):
+            os.environ.update(local_rank_env(0, 1, free_loopback_port()))
     init_process_group_from_env(backend=backend, timeout=timeout)
     check_layout(tp, pp, dp, dist.get_world_size())
     if not is_cpu_support_enabled():  # on CPU, ParallelContext takes the launcher's node size (cpu/model_patches)

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lighteval_nanotron.errors import EvaluationError, MetricError
-from lighteval_nanotron.metrics import aggregate_task_metrics, average_over_tasks
+from lighteval_nanotron.metrics import aggregate_task_metrics
+from lighteval_nanotron.pipeline.aggregates import with_aggregates
 from lighteval_nanotron.pipeline.request_groups import METHOD_ORDER, RequestGroup
-from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, SampleDetail
+from lighteval_nanotron.pipeline.result import SampleDetail
 from lighteval_nanotron.requests import Doc, ModelResponse, SamplingMethod
 
 
@@ -158,8 +159,9 @@ def aggregate_results(
     bootstrap_iters: int | None = None,
     failed: dict[str, str] | None = None,
 ) -> dict[str, dict[str, float]]:
-    """`{task: {metric: value, metric_stderr: error}}` in task order, plus the `all` average.
-    A task whose corpus aggregation raises is left out and added to `failed` with the reason."""
+    """`{task: {metric: value, metric_stderr: error}}` in task order, then lighteval's group
+    averages and the `all` average (`aggregates.with_aggregates`). A task whose corpus aggregation
+    raises is left out and added to `failed` with the reason."""
     options = {} if bootstrap_iters is None else {"bootstrap_iters": bootstrap_iters}
     results = {}
     for task, values in sample_values.items():
@@ -169,5 +171,4 @@ def aggregate_results(
             if failed is None:
                 raise
             failed[task] = f"aggregating its metrics failed ({type(error).__name__}: {error})"
-    results[ALL_TASKS_KEY] = average_over_tasks(results)
-    return results
+    return with_aggregates(results)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
+from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.requests import Doc
@@ -23,3 +24,12 @@ def check_gold_indices(task_name: str, docs: Sequence[Doc]) -> None:
                 f"one of its {len(doc.choices)} choices (valid: 0..{len(doc.choices) - 1}). Fix the task's prompt "
                 "function or that dataset row."
             )
+
+
+def check_metric_docs(task_name: str, metrics: Sequence[Any], docs: Sequence[Doc]) -> None:
+    """Let each metric refuse docs it cannot score (its sample-level function's `check_docs`),
+    e.g. a gold probability on a doc without a wrong choice; raises ConfigError."""
+    for metric in metrics:
+        check = getattr(getattr(metric, "sample_level_fn", None), "check_docs", None)
+        if callable(check):
+            check(task_name, docs)

@@ -23,6 +23,7 @@ from lighteval_nanotron.metrics.held_out import (
     micro_scores,
 )
 from lighteval_nanotron.models.interface import HeldOutModel, LightevalModel, missing_members
+from lighteval_nanotron.pipeline.progress import EvaluationProgress
 from lighteval_nanotron.pipeline.result import SampleDetail
 from lighteval_nanotron.requests.held_out import HELD_OUT_METHOD, HeldOutLosses, HeldOutSet, held_out_key
 
@@ -42,6 +43,11 @@ class PreparedHeldOut:
     @property
     def keys(self) -> list[str]:
         return [held_out.key for held_out in self.sets]
+
+    @property
+    def windows(self) -> int:
+        """Windows scored per evaluation, over every domain (progress counts each as a doc)."""
+        return sum(len(held_out.windows) for held_out in self.sets)
 
 
 def prepare_held_out(
@@ -69,12 +75,24 @@ class HeldOutRun:
     seconds: float
 
 
-def run_held_out(model: LightevalModel, prepared: PreparedHeldOut) -> list[HeldOutRun]:
-    """Every domain's losses (on the reporting rank; None elsewhere). Every rank calls it."""
+def run_held_out(
+    model: LightevalModel, prepared: PreparedHeldOut, progress: EvaluationProgress | None = None, docs_before: int = 0
+) -> list[HeldOutRun]:
+    """Every domain's losses (on the reporting rank; None elsewhere). Every rank calls it.
+    `progress` (if any) advances through the windows after `docs_before`, as micro-batches end."""
     runs = []
-    for plan in prepared.plans:
+    for held_out, plan in zip(prepared.sets, prepared.plans, strict=True):
         start = time.perf_counter()
-        answer = model.run(plan)
+        if progress is None:
+            answer = model.run(plan)
+        else:
+
+            def advance(done: int, total: int, base: int = docs_before, size: int = len(held_out.windows)) -> None:
+                progress.advance_to(base + size * done / max(total, 1))
+
+            answer = model.run(plan, on_micro_batch=advance)
+            docs_before += len(held_out.windows)
+            progress.advance_to(docs_before)
         runs.append(HeldOutRun(answer[0] if answer else None, time.perf_counter() - start))
     return runs
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.models.interface import LightevalModel, PlanningModel, missing_members
+from lighteval_nanotron.pipeline.progress import EvaluationProgress
 from lighteval_nanotron.pipeline.request_groups import RequestGroup
 from lighteval_nanotron.pipeline.truncation import report_truncation
 from lighteval_nanotron.requests import ModelResponse, SamplingMethod
@@ -105,16 +106,30 @@ def _doc_tokens(
     return [float(n + r.padded_tokens_count) for n, r in zip(useful, responses)], useful
 
 
-def run_requests(model: LightevalModel, prepared: PreparedRequests, progress: Any = None) -> list[GroupRun]:
+def run_requests(
+    model: LightevalModel, prepared: PreparedRequests, progress: EvaluationProgress | None = None
+) -> list[GroupRun]:
     """The model's responses, one run per group. Every rank must call this together.
-    `progress` (a tqdm bar, if any) advances by each group's docs as the group is done."""
+    `progress` (an `EvaluationProgress`, if any) advances through each group's docs as this rank's
+    micro-batches end (the share of the group's micro-batches done), else when the group is done."""
     runs = []
+    docs_before = 0
     for group, plan in zip(prepared.groups, prepared.plans, strict=True):
         start = time.perf_counter()
-        responses = list(_call(model, group) if plan is None else model.run(plan))
+        if plan is None:
+            responses = list(_call(model, group))
+        elif progress is None:
+            responses = list(model.run(plan))
+        else:
+
+            def advance(done: int, total: int, base: int = docs_before, size: int = len(group.docs)) -> None:
+                progress.advance_to(base + size * done / max(total, 1))
+
+            responses = list(model.run(plan, on_micro_batch=advance))
         seconds = time.perf_counter() - start
         processed, useful = _doc_tokens(model, group, plan, responses) if responses else ([], [])
         runs.append(GroupRun(responses, seconds, processed, useful))
+        docs_before += len(group.docs)
         if progress is not None:
-            progress.update(len(group.docs))
+            progress.advance_to(docs_before)
     return runs

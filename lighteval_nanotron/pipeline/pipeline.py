@@ -14,18 +14,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.metrics.chance import centered_metrics, chance_levels, higher_is_better
 from lighteval_nanotron.models.interface import LightevalModel
+from lighteval_nanotron.pipeline.aggregates import suite_score
 from lighteval_nanotron.pipeline.apply_metrics import aggregate_results, score_groups
-from lighteval_nanotron.pipeline.doc_checks import check_gold_indices
+from lighteval_nanotron.pipeline.doc_checks import check_gold_indices, check_metric_docs
 from lighteval_nanotron.pipeline.held_out import PreparedHeldOut, held_out_results, prepare_held_out, run_held_out
 from lighteval_nanotron.pipeline.model_calls import PreparedRequests, check_model, prepare_requests, run_requests
-from lighteval_nanotron.pipeline.progress import evaluation_progress
+from lighteval_nanotron.pipeline.progress import EvaluationProgress, ProgressLog
 from lighteval_nanotron.pipeline.request_groups import RequestGroup, group_requests
 from lighteval_nanotron.pipeline.result import EvaluationResult
 from lighteval_nanotron.pipeline.summary import summarize
@@ -76,21 +78,41 @@ class TaskDocs:
     effective_num_docs: int
     fewshot_self_draws: int = 0
     fewshot_short_docs: int = 0
+    data_source: dict = field(default_factory=dict)
+    """Where the docs came from, rows available, cap asked and met (`LightevalTask.data_source_record`)."""
 
 
 def build_docs(tasks: Mapping[str, LightevalTask], max_samples: int | None) -> dict[str, TaskDocs]:
-    """Load every task's dataset and build its docs, prompts' few-shot examples included."""
+    """Load every task's dataset and build its docs, prompts' few-shot examples included. A task with
+    fewer docs than `max_samples` asks for is evaluated on all it has, with a warning saying so."""
     built = {}
     for name, task in tasks.items():
         docs = task.get_docs(max_samples)
+        source = task.data_source_record(max_samples)
+        if not source["cap_met"]:
+            logger.warning("%s", cap_note(name, source))
         built[name] = TaskDocs(
             docs,
             task.config.original_num_docs,
             task.config.effective_num_docs,
             task.fewshot_self_draws,
             task.fewshot_short_docs,
+            source,
         )
     return built
+
+
+def cap_note(task_name: str, source: Mapping[str, Any]) -> str:
+    """One line: the cap was not met, and what the docs are a part of."""
+    from lighteval_nanotron.tasks.data_origin import KINDS
+
+    where = KINDS.get(source.get("kind", ""), "its dataset")
+    rows = ", ".join(f"{count} rows of {split}" for split, count in source["rows"].items())
+    part = "; a slice of the benchmark, not the full split" if source["slice"] else ""
+    return (
+        f"Task {task_name}: max_samples {source['max_samples']} asked for, but {where} holds "
+        f"{source['docs_available']} docs ({rows}{part}): all {source['docs_evaluated']} are evaluated."
+    )
 
 
 def share_docs(
@@ -109,6 +131,7 @@ def share_docs(
         task.config.effective_num_docs = docs[name].effective_num_docs
         task.fewshot_self_draws = docs[name].fewshot_self_draws
         task.fewshot_short_docs = docs[name].fewshot_short_docs
+        task.data_source = dict(docs[name].data_source)
     return {name: docs[name].docs for name in tasks}
 
 
@@ -126,6 +149,8 @@ class EvaluationPipeline:
         bootstrap_iters: int | None = None,
         show_progress: bool = False,
         held_out: PreparedHeldOut | None = None,
+        progress_log: ProgressLog | None = None,
+        progress_log_interval_s: float = 30.0,
     ) -> None:
         """Use `EvaluationPipeline.prepare(...)`; this only stores what prepare built."""
         self.model = model
@@ -139,7 +164,18 @@ class EvaluationPipeline:
         self.max_samples = max_samples
         self.bootstrap_iters = bootstrap_iters
         self.show_progress = show_progress
-        self.metrics_by_task = {name: list(task.metrics) for name, task in self.tasks.items()}
+        self.progress_log = progress_log
+        self.progress_log_interval_s = progress_log_interval_s
+        self.metrics_by_task = {
+            name: [*task.metrics, *centered_metrics(task.metrics, self.docs[name])] for name, task in self.tasks.items()
+        }
+        for name, metrics in self.metrics_by_task.items():
+            check_metric_docs(name, metrics, self.docs[name])
+        self.metric_info = {
+            name: {"higher_is_better": higher_is_better(metrics), "chance": chance_levels(metrics, self.docs[name])}
+            for name, metrics in self.metrics_by_task.items()
+        }
+        """Per task, each result key's direction and chance level (`config_tasks`, for the signal analysis)."""
         unconditioned = [
             name
             for name, metrics in self.metrics_by_task.items()
@@ -171,6 +207,8 @@ class EvaluationPipeline:
         show_progress: bool = False,
         held_out: Sequence[HeldOutSpec] = (),
         held_out_sequence_length: int | None = None,
+        progress_log: ProgressLog | None = None,
+        progress_log_interval_s: float = 30.0,
     ) -> EvaluationPipeline:
         """Load tasks and datasets, build docs (with few-shot examples) and let the model plan its
         requests. Every problem with a task (unknown name, missing dataset, bad prompt function)
@@ -191,7 +229,10 @@ class EvaluationPipeline:
             docs: The tasks' docs when already built (`build_docs`), else built here, once for
                 the whole mesh (the model's `computed_once`).
             show_progress: Show a bar per evaluation (docs done, docs/s, ETA) on this process
-                when stderr is a terminal; pass True on one rank only (e.g. world rank 0).
+                when stderr is a terminal, advanced as its micro-batches end; pass True on one
+                rank only (the reporting rank: `model.is_reporting_rank`).
+            progress_log: Where progress lines go (e.g. a logger's `info`), at most one every
+                `progress_log_interval_s` seconds during an evaluation; None: no lines.
             held_out: Held-out domains (`heldout.HeldOutSpec`), read and tokenized here, once for
                 the mesh; `tasks` may then be empty.
             held_out_sequence_length: Tokens per held-out window's input (the training's sequence
@@ -205,9 +246,9 @@ class EvaluationPipeline:
         for task_name, docs_of_task in task_docs.items():
             check_gold_indices(task_name, docs_of_task)
         name = model_name or model.model_name or "model"
-        logger.info(
-            "Prepared %d task(s), %d docs: %s", len(task_docs), sum(map(len, task_docs.values())), ", ".join(task_docs)
-        )
+        if model.is_reporting_rank:  # said once for the mesh
+            docs_count = sum(map(len, task_docs.values()))
+            logger.info("Prepared %d task(s), %d docs: %s", len(task_docs), docs_count, ", ".join(task_docs))
         if prompt_manager is not None:
             render_prompt = prompt_manager.prepare_prompt
         else:
@@ -223,6 +264,8 @@ class EvaluationPipeline:
             bootstrap_iters=bootstrap_iters,
             show_progress=show_progress,
             held_out=prepared_held_out,
+            progress_log=progress_log,
+            progress_log_interval_s=progress_log_interval_s,
         )
 
     def run(
@@ -231,10 +274,12 @@ class EvaluationPipeline:
         """Evaluate the model as it is now. Every rank must call this (the model's forwards are
         collective); the reporting rank gets the `EvaluationResult`, the others None."""
         start_time, start = time.time(), time.perf_counter()
-        total_docs = sum(len(group.docs) for group in self.groups)
-        with evaluation_progress(total_docs, step, self.show_progress) as progress:
+        task_docs = sum(len(group.docs) for group in self.groups)
+        with EvaluationProgress(
+            task_docs + self.held_out.windows, step, self.show_progress, self.progress_log, self.progress_log_interval_s
+        ) as progress:
             runs = run_requests(self.model, self.prepared, progress)
-        held_out_runs = run_held_out(self.model, self.held_out)
+            held_out_runs = run_held_out(self.model, self.held_out, progress, task_docs)
         if not self.model.is_reporting_rank:
             return None
         responses = [run.responses for run in runs]
@@ -267,7 +312,12 @@ class EvaluationPipeline:
             versions={**{name: self.tasks[name].version for name in evaluated}, **dict.fromkeys(held_out.results, 0)},
             config_tasks={
                 **{
-                    name: {**self.tasks[name].config.as_dict(), "fewshot_sampling": self.tasks[name].fewshot_record()}
+                    name: {
+                        **self.tasks[name].config.as_dict(),
+                        "fewshot_sampling": self.tasks[name].fewshot_record(),
+                        "data_source": self.tasks[name].data_source,
+                        **self.metric_info[name],
+                    }
                     for name in evaluated
                 },
                 **held_out.config_tasks,
@@ -284,4 +334,5 @@ class EvaluationPipeline:
             failed_tasks={name: failed[name] for name in self.result_names if name in failed},
             extra_config=dict(self.prompt_settings),
             task_costs={**{name: costs[name].to_dict() for name in evaluated}, **held_out.task_costs},
+            suite_score=suite_score(results),
         )

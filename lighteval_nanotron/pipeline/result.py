@@ -14,6 +14,10 @@ from lighteval_nanotron.version import __version__
 
 ALL_TASKS_KEY = "all"
 TASK_COSTS_KEY = "task_costs"
+GROUP_MARK = ":_average|"
+"""In lighteval's group-average keys, `suite|name:_average|k` (`pipeline.aggregates`)."""
+SUITE_SCORE_KEY = "suite_score"
+SIGNAL_KEY = "signal"
 
 
 @dataclass
@@ -71,11 +75,18 @@ class EvaluationResult:
     task_costs: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per evaluated task: `seconds` (its share of the model calls' time, `pipeline.task_costs`),
     `docs`, `docs_per_s`, `processed_tokens`, `useful_tokens`."""
+    suite_score: dict[str, float] = field(default_factory=dict)
+    """The centered suite score (`pipeline.aggregates.suite_score`): `{m_centered: value,
+    m_centered_stderr: error}` for every centered metric; empty when no task has one."""
+    signal: dict[str, Any] = field(default_factory=dict)
+    """The signal across the run up to this evaluation (`analysis`), when the caller adds it."""
 
     @property
     def task_results(self) -> dict[str, dict[str, float]]:
-        """Per-task scores, without the `"all"` average."""
-        return {name: scores for name, scores in self.results.items() if name != ALL_TASKS_KEY}
+        """Per-task scores, without the `"all"` average and lighteval's group averages."""
+        return {
+            name: scores for name, scores in self.results.items() if name != ALL_TASKS_KEY and GROUP_MARK not in name
+        }
 
     @property
     def config_general(self) -> dict[str, Any]:
@@ -106,7 +117,8 @@ class EvaluationResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The results file content, in lighteval's layout (details are stored separately), plus
-        `task_costs` (what each task cost) and `failed_tasks` when a task failed."""
+        `task_costs` (what each task cost), `suite_score` and `signal` when there are any, and
+        `failed_tasks` when a task failed."""
         content = {
             "config_general": self.config_general,
             "results": self.results,
@@ -117,6 +129,10 @@ class EvaluationResult:
         }
         if self.task_costs:
             content[TASK_COSTS_KEY] = self.task_costs
+        if self.suite_score:
+            content[SUITE_SCORE_KEY] = self.suite_score
+        if self.signal:
+            content[SIGNAL_KEY] = self.signal
         return {**content, "failed_tasks": self.failed_tasks} if self.failed_tasks else content
 
 

@@ -3,7 +3,7 @@ task fails here, before any model work), then prompts, tokens and batch plans on
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch.distributed as dist
@@ -35,16 +35,19 @@ def prepare_pipeline(
     docs: Mapping | None = None,
     sequence_length: int | None = None,
     held_out: list[str] | None = None,
+    progress_log: Callable[[str], None] | None = None,
 ) -> Any:
     """The `EvaluationPipeline` of `tasks` and the options' held-out domains (collective: the
     datasets are opened, the prompts and held-out text tokenized once, then broadcast; `docs` when
     they were already built). Held-out windows are `held_out_sequence_length` long, else
     `sequence_length` (the training's), else the model's positions; `held_out` keeps only those
-    results keys. Progress bars on world rank 0 only."""
+    results keys. Progress on the reporting rank only: a bar on a terminal, and lines to
+    `progress_log` (the caller's log) every `progress_interval_s`, when `progress_bar` is on."""
     from lighteval_nanotron.pipeline import EvaluationPipeline
     from lighteval_nanotron.requests.held_out import held_out_key
 
     specs = [s for s in options.held_out_specs if held_out is None or held_out_key(s.name) in held_out]
+    reporting = options.progress_bar and bool(getattr(engine, "is_reporting_rank", dist.get_rank() == 0))
 
     return EvaluationPipeline.prepare(
         engine,
@@ -53,7 +56,9 @@ def prepare_pipeline(
         model_name=model_name,
         docs=docs,
         bootstrap_iters=options.bootstrap_iters,
-        show_progress=options.progress_bar and dist.get_rank() == 0,
+        show_progress=reporting,
         held_out=specs,
         held_out_sequence_length=options.held_out_sequence_length or sequence_length,
+        progress_log=progress_log if reporting else None,
+        progress_log_interval_s=options.progress_interval_s,
     )

@@ -18,19 +18,26 @@ Every entry must be an existing folder (a path or mapping that does not exist fa
 naming it: the user said where the data is, and a typo must not make a dataset come from elsewhere).
 A dataset found in no data dir is loaded from the Hub by name; when the Hub cannot be reached (and
 `HF_HUB_OFFLINE` / `HF_DATASETS_OFFLINE` do not ask for the Hugging Face cache) that fails at
-once with what was tried, instead of retrying for half a minute.
+once with what was tried, instead of retrying for half a minute. With no data dir set at all, a
+dataset the Hub cannot give comes from the shipped slice when there is one, with a warning. Every
+load says where the data came from (`data_origin.DataOrigin`, recorded with the results).
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
 import re
-import socket
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
+
+from lighteval_nanotron.errors import DatasetLoadError
+from lighteval_nanotron.tasks.data_origin import DataOrigin, LoadedDataset, resolved_revision
+from lighteval_nanotron.tasks.hub_access import DATASETS_OFFLINE_VARS, hub_unreachable, offline_mode
+
+logger = logging.getLogger(__name__)
 
 ENV_VAR = "LIGHTEVAL_NANOTRON_DATA_DIRS"
 BUNDLED = "bundled"
@@ -38,8 +45,6 @@ BUNDLED_ROOT = Path(__file__).resolve().parent.parent / "bundled_data" / "slices
 SPLIT_FILE_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
 SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
 """`<split>-00000-of-00001`: the shard numbering of files the Hub's parquet conversion writes."""
-HUB_PROBE_TIMEOUT_S = 3.0
-OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 
 _data_dirs: list[str] | None = None
 
@@ -143,8 +148,6 @@ def _read_jsonl(path: Path):
                 try:
                     rows.append(json.loads(line))
                 except ValueError as error:
-                    from lighteval_nanotron.errors import DatasetLoadError
-
                     message = f"{path}, line {number}: not a JSON row ({error}): fix or remove the line."
                     raise DatasetLoadError(message) from None
     columns: dict[str, list] = {}
@@ -181,8 +184,6 @@ def check_data_dirs(source: DatasetSource) -> None:
     """Raise DatasetLoadError naming the first data dir (or `HF_REPO=PATH` folder) that is not an
     existing folder: the user said where the data is, so a dataset must not be looked up elsewhere
     by name (the Hub, or a Hugging Face cache that may hold an unrelated copy) because of a typo."""
-    from lighteval_nanotron.errors import DatasetLoadError
-
     for entry in source.data_dirs:
         repo, sep, path = entry.partition("=")
         folder = Path(path.strip()).expanduser() if sep else _root_path(entry)
@@ -201,41 +202,80 @@ def check_data_dirs(source: DatasetSource) -> None:
         )
 
 
-def load_source(source: DatasetSource):
-    """Load all splits of a task's dataset (unfiltered). Raises `DatasetLoadError` with the fix (a data
-    dir that does not exist included: `check_data_dirs`)."""
+def load_source(source: DatasetSource) -> LoadedDataset:
+    """Load all splits of a task's dataset (unfiltered), with where it came from. Raises
+    `DatasetLoadError` with the fix (a data dir that does not exist included: `check_data_dirs`).
+
+    With no data dir set, a dataset the Hub cannot give (unreachable, or offline and not cached)
+    comes from the slice shipped with the package when there is one, with a warning that says so."""
     check_data_dirs(source)
     tried: list[str] = []
-    if source.data_files is not None:
-        return _load_with_datasets(source, source.hf_repo, tried)
+    if source.data_files is not None:  # the task names its files (lighteval's hf_data_files)
+        dataset = _load_with_datasets(source, source.hf_repo, tried)
+        return LoadedDataset(dataset, DataOrigin("data_files", f"{source.hf_repo} {source.data_files}"))
     subset = _subset_dir_name(source.hf_subset)
     for location in candidate_locations(source.hf_repo, source.hf_subset, source.data_dirs):
+        origin = _local_origin(location)
         if is_hub_folder(location):
-            return _load_with_datasets(source, str(location), tried)
+            return LoadedDataset(_load_with_datasets(source, str(location), tried), origin)
         if is_subset_dir(location):
-            return load_subset_dir(location)
+            return LoadedDataset(load_subset_dir(location), origin)
         if is_subset_dir(location / subset):
-            return load_subset_dir(location / subset)
+            return LoadedDataset(load_subset_dir(location / subset), _local_origin(location / subset))
         if location.is_dir() and location.name != subset:  # a `HF_REPO=PATH` mapping to a repo copy
-            return _load_with_datasets(source, str(location), tried)
+            return LoadedDataset(_load_with_datasets(source, str(location), tried), origin)
         tried.append(f"{location} (no split files)" if location.is_dir() else f"{location} (not found)")
 
     repo_path = Path(source.hf_repo).expanduser()
     if repo_path.is_dir():
+        origin = DataOrigin("local_folder", str(repo_path))
         if is_hub_folder(repo_path):
-            return _load_with_datasets(source, str(repo_path), tried)
+            return LoadedDataset(_load_with_datasets(source, str(repo_path), tried), origin)
         if is_subset_dir(repo_path / subset):
-            return load_subset_dir(repo_path / subset)
+            return LoadedDataset(load_subset_dir(repo_path / subset), origin)
     else:
         unreachable = _hub_unreachable()
         if unreachable:
             tried.append(f"the Hub ({unreachable})")
+            shipped = _shipped_slice(source, f"the Hub cannot be reached ({unreachable})")
+            if shipped is not None:
+                return shipped
             raise _load_error(source, "it is in no data dir and the Hub cannot be reached", tried)
-    return _load_with_datasets(source, source.hf_repo, tried)
+    offline = offline_mode(DATASETS_OFFLINE_VARS)
+    try:
+        dataset = _load_with_datasets(source, source.hf_repo, tried)
+    except DatasetLoadError:
+        why = f"{offline} is set and the Hugging Face cache does not hold it"
+        shipped = _shipped_slice(source, why) if offline else None
+        if shipped is None:
+            raise
+        return shipped
+    kind = "hub_cache" if offline else "hub"
+    return LoadedDataset(
+        dataset, DataOrigin(kind, source.hf_repo, source.hf_revision or "main", resolved_revision(dataset))
+    )
 
 
-def _offline() -> bool:
-    return any(os.environ.get(name, "").upper() in ("1", "ON", "YES", "TRUE") for name in OFFLINE_VARS)
+def _local_origin(location: Path) -> DataOrigin:
+    shipped = location.resolve().is_relative_to(BUNDLED_ROOT)
+    return DataOrigin("bundled_slice" if shipped else "data_dir", str(location))
+
+
+def _shipped_slice(source: DatasetSource, why: str) -> LoadedDataset | None:
+    """The slice shipped with the package, when no data dir is set and it holds this dataset."""
+    if source.data_dirs:
+        return None  # the user said where the data is
+    location = candidate_locations(source.hf_repo, source.hf_subset, (BUNDLED,))[0]
+    if not is_subset_dir(location):
+        return None
+    dataset = load_subset_dir(location)
+    rows = ", ".join(f"{len(rows)} rows of {split}" for split, rows in dataset.items())
+    note = (
+        f"no data dir is set and {why}: the slice shipped with the package is used ({rows}), not the full "
+        f"dataset. Set --data-dir (or ${ENV_VAR}) to `bundled` to choose it, or to a folder with the full data"
+    )
+    logger.warning("Task %s: %s.", source.task_name, note)
+    return LoadedDataset(dataset, DataOrigin("bundled_slice", str(location), note=note))
 
 
 def _hub_unreachable() -> str | None:
@@ -243,23 +283,10 @@ def _hub_unreachable() -> str | None:
 
     Offline mode (`HF_HUB_OFFLINE` / `HF_DATASETS_OFFLINE`) means "use the Hugging Face cache":
     nothing is probed then."""
-    if _offline():
-        return None
-    from huggingface_hub import constants
-
-    endpoint = urlparse(constants.ENDPOINT)
-    host = endpoint.hostname or "huggingface.co"
-    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
-    try:
-        socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT_S).close()
-    except OSError as error:
-        return f"{constants.ENDPOINT} unreachable: {error}"
-    return None
+    return None if offline_mode(DATASETS_OFFLINE_VARS) else hub_unreachable()
 
 
 def _load_error(source: DatasetSource, reason: str, tried: list[str]):
-    from lighteval_nanotron.errors import DatasetLoadError
-
     fix = (
         f"set {ENV_VAR}=bundled (benchmark slices shipped with the package), or point it (or --data-dir) at a "
         f"folder holding {source.hf_repo}/{_subset_dir_name(source.hf_subset)}/<split>.jsonl, or "

@@ -21,6 +21,7 @@ from lighteval_nanotron.metrics.normalizations import (
 )
 from lighteval_nanotron.tasks import default_prompts as prompt
 from lighteval_nanotron.tasks.config import LightevalTaskConfig
+from lighteval_nanotron.tasks.formulations import formulation_tasks
 
 MMLU_SUBJECTS = (
     "abstract_algebra", "anatomy", "astronomy", "business_ethics", "clinical_knowledge",
@@ -334,4 +335,6 @@ TASKS_TABLE: list[LightevalTaskConfig] = [
     triviaqa_lighteval,
     gsm8k_leaderboard,
     gsm8k_lighteval,
+    # lighteval|<benchmark>_eng_{cf,mcf}[:subset]: the cloze and letter formulations (formulations.py)
+    *formulation_tasks(MMLU_SUBJECTS),
 ]

@@ -18,6 +18,7 @@ from lighteval_nanotron.errors import ConfigError, DatasetLoadError, PromptFunct
 from lighteval_nanotron.requests import Doc, SamplingMethod
 from lighteval_nanotron.tasks.config import LightevalTaskConfig
 from lighteval_nanotron.tasks.data_dirs import DatasetSource, describe_data_dirs, get_data_dirs, load_source
+from lighteval_nanotron.tasks.data_origin import DataOrigin
 from lighteval_nanotron.tasks.fewshot import FewShotDraws, FewShotSampler
 from lighteval_nanotron.tasks.fewshot_lighteval import (
     DOC_SHUFFLE_SEED,
@@ -74,6 +75,9 @@ class LightevalTask:
         self.dataset_revision = config.hf_revision
         self.dataset_filter = config.hf_filter
         self.dataset: Any = None  # a datasets.DatasetDict, loaded on first use
+        self.data_origin: DataOrigin | None = None  # where `dataset` was read from
+        self.data_source: dict[str, Any] = {}
+        """Where the evaluated docs came from and how many there were (`data_source_record`), for the results."""
         self.evaluation_split = list(config.evaluation_splits)
 
         self.fewshot_split: str | None = config.few_shots_split or self.get_first_possible_fewshot_splits(
@@ -221,6 +225,8 @@ class LightevalTask:
         the first other pool doc in pool order, so the doc still gets `num_fewshots` examples.
         """
         num_fewshots = self.config.num_fewshots
+        if num_fewshots <= 0:  # a 0-shot task never opens its few-shot split
+            return []
         candidates = draws.candidates(rng)
         is_self = self._is_self(doc, key)
         if any(is_self(index) for index in candidates[:num_fewshots]):
@@ -326,6 +332,24 @@ class LightevalTask:
         self.config.effective_num_docs = len(docs)
         return docs
 
+    def data_source_record(self, max_samples: int | None) -> dict[str, Any]:
+        """Where this task's docs came from (`DataOrigin`: data dir, shipped slice, Hub and revision),
+        the rows of its evaluation splits, and the cap asked (`max_samples`) and met. lighteval's
+        `original_num_docs` counts the docs of the splits as loaded: a slice's, not the benchmark's."""
+        origin = self.data_origin.to_dict() if self.data_origin is not None else {}
+        asked = max_samples if max_samples is not None and max_samples > 0 else None
+        return {
+            **origin,
+            "hf_repo": self.dataset_path,
+            "hf_subset": self.dataset_config_name,
+            "slice": bool(self.data_origin is not None and self.data_origin.is_slice),
+            "rows": {split: len(self.dataset[split]) for split in self.evaluation_split if split in self.dataset},
+            "docs_available": self.config.original_num_docs,
+            "max_samples": asked,
+            "docs_evaluated": self.config.effective_num_docs,
+            "cap_met": asked is None or self.config.effective_num_docs >= asked,
+        }
+
     def aggregation(self) -> dict[str, Any]:
         """Metric name -> corpus aggregation function, over all metrics of the task."""
         aggregations: dict[str, Any] = {}
@@ -335,8 +359,11 @@ class LightevalTask:
 
     @staticmethod
     def download_dataset_worker(task: LightevalTask) -> Any:
-        """Load the task's dataset (data dirs, else the Hub), then apply `hf_filter`."""
-        return task._apply_filter(load_source(task._dataset_source()))
+        """Load the task's dataset (data dirs, else the Hub), then apply `hf_filter`; where it came
+        from goes to `task.data_origin`."""
+        loaded = load_source(task._dataset_source())
+        task.data_origin = loaded.origin
+        return task._apply_filter(loaded.dataset)
 
     @staticmethod
     def load_datasets(tasks: dict[str, LightevalTask], dataset_loading_processes: int = 1) -> None:
@@ -353,5 +380,6 @@ class LightevalTask:
             context = multiprocessing.get_context("spawn")  # forking a process with threads is unsafe
             with context.Pool(processes=min(dataset_loading_processes, len(sources))) as pool:
                 datasets = pool.map(load_source, sources, chunksize=1)
-        for task, dataset in zip(pending, datasets):
-            task.dataset = task._apply_filter(dataset)
+        for task, loaded in zip(pending, datasets):
+            task.data_origin = loaded.origin
+            task.dataset = task._apply_filter(loaded.dataset)

@@ -19,6 +19,7 @@ from typing import Any
 from lighteval_nanotron.errors import CustomTasksError, LightevalNanotronError, TaskSpecError, UnknownTaskError
 from lighteval_nanotron.tasks import tables
 from lighteval_nanotron.tasks.config import LightevalTaskConfig
+from lighteval_nanotron.tasks.early_signal import BUILTIN_TASK_GROUPS
 from lighteval_nanotron.tasks.lighteval_task import LightevalTask
 from lighteval_nanotron.tasks.spec import TaskSpec, parse_task_spec, read_task_list
 from lighteval_nanotron.tasks.tables import CORE_SUITES, DEFAULT_SUITES, SUITE_TABLE_MODULES
@@ -64,6 +65,35 @@ def parametrize_metrics(metrics: Iterable[Any], params: dict[str, Any], where: s
     return result
 
 
+EXTRA_METRICS = "extra_metrics"
+"""Spec parameter adding built-in metrics to a task: `suite|task@extra_metrics=gold_bpb+gold_margin|k`."""
+
+
+def extra_metrics(names: Any, metrics: Iterable[Any], where: str) -> list[Any]:
+    """The `Metrics` entries named in `@extra_metrics=a+b`; a name unknown or whose result key the
+    task already has is refused (the results would collide)."""
+    if names is None:
+        return []
+    from lighteval_nanotron.metrics import Metrics
+
+    keys = {name for metric in metrics for name in getattr(metric, "metric_names", [])}
+    added = []
+    for name in (part.strip() for part in str(names).split("+")):
+        if name not in Metrics:
+            known = ", ".join(Metrics)
+            raise TaskSpecError(f"{where}: unknown metric {name!r} in @{EXTRA_METRICS}=. Known metrics: {known}.")
+        metric = Metrics[name]
+        clash = keys.intersection(metric.metric_names)
+        if clash:
+            raise TaskSpecError(
+                f"{where}: the task already has a metric with result key {sorted(clash)[0]!r}; "
+                f"remove {name!r} from @{EXTRA_METRICS}=."
+            )
+        keys.update(metric.metric_names)
+        added.append(metric)
+    return added
+
+
 class Registry:
     """Holds every task config (`suite|name` -> config) and resolves task specs into tasks."""
 
@@ -77,7 +107,8 @@ class Registry:
     ):
         self._custom_tasks = custom_tasks
         self._custom_module = tables.create_custom_tasks_module(custom_tasks) if custom_tasks is not None else None
-        self._task_groups = tables.task_groups_of(self._custom_module) if self._custom_module else {}
+        custom_groups = tables.task_groups_of(self._custom_module) if self._custom_module else {}
+        self._task_groups = {**BUILTIN_TASK_GROUPS, **custom_groups}
         self._loaded_suites: set[str] = set()
         self._task_registry: dict[str, LightevalTaskConfig] = {}
         self._tables: dict[str, list[LightevalTaskConfig]] = {}  # "default" or an optional suite -> table
@@ -308,10 +339,13 @@ class Registry:
     def _configure(self, key: str, spec: TaskSpec) -> LightevalTaskConfig:
         base = self._task_registry[key]
         suite = key.split("|", 1)[0]
+        where = f"Task spec {spec.text!r} ({key})"
+        params = dict(spec.metric_params)
+        metrics = [*base.metrics, *extra_metrics(params.pop(EXTRA_METRICS, None), base.metrics, where)]
         changes: dict[str, Any] = {
             "suite": [suite, *(s for s in base.suite if s != suite)],
             "num_fewshots": spec.num_fewshots,
-            "metrics": parametrize_metrics(base.metrics, spec.metric_params, f"Task spec {spec.text!r} ({key})"),
+            "metrics": parametrize_metrics(metrics, params, where),
         }
         if spec.truncate_fewshots is not None:
             changes["truncate_fewshots"] = spec.truncate_fewshots

@@ -4,7 +4,9 @@ then one panel per task, on a shared step axis.
 Each task panel shows its main metric (the first one its results list) against the training step,
 with a ± one standard error band and, where it is known, the chance level as a dashed line:
 1 / number of choices (averaged over docs, read from the details files) for accuracy metrics of
-multiple-choice tasks, or a value passed in `chance`.
+multiple-choice tasks, or a value passed in `chance`. A task that reports the gold answer's bits per
+byte (`gold_bpb`) gets a second panel with it, beside the first. lighteval's group averages and
+`all` are left out (their tasks are shown).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, GROUP_MARK
 from lighteval_nanotron.requests.held_out import HELD_OUT_PREFIX, is_held_out_key
 from lighteval_nanotron.tracking.paths import results_dir, step_details_dir, step_details_root
-from lighteval_nanotron.tracking.plot import History, _new_figure, load_history
+from lighteval_nanotron.tracking.plot import History, load_history, new_figure
 from lighteval_nanotron.tracking.training_loss import read_training_loss, training_loss_path
 
 logger = logging.getLogger(__name__)
@@ -25,6 +28,7 @@ Chance = dict[str, dict[str, float]]
 """task -> metric -> chance level."""
 
 OVERVIEW_NAME = "overview.png"
+GOLD_BPB = "gold_bpb"
 
 
 def chance_levels(output_dir: str | Path, model_name: str) -> Chance:
@@ -57,11 +61,16 @@ def _chance_for(chance: Chance, task: str, metric: str) -> float | None:
 
 
 def _main_metrics(history: History, model: str) -> list[tuple[str, str]]:
-    return [
-        (task, next(iter(metrics)))
-        for task, metrics in history[model].items()
-        if task != "all" and not is_held_out_key(task) and metrics
-    ]
+    """(task, metric) panels: each task's first metric, and its gold bits per byte when it has them."""
+    panels = []
+    for task, metrics in history[model].items():
+        if task == ALL_TASKS_KEY or GROUP_MARK in task or is_held_out_key(task) or not metrics:
+            continue
+        first = next(iter(metrics))
+        panels.append((task, first))
+        if GOLD_BPB in metrics and first != GOLD_BPB:
+            panels.append((task, GOLD_BPB))
+    return panels
 
 
 def _held_out_losses(history: History, model: str) -> dict[str, Any]:
@@ -96,9 +105,9 @@ def plot_overview(
     held_out = _held_out_losses(history, model)
     panels = _main_metrics(history, model)
     count = len(panels) + (1 if loss or held_out else 0)
-    cols = min(3, count)
+    cols = min(4 if any(metric == GOLD_BPB for _, metric in panels) else 3, count)
     rows = math.ceil(count / cols)
-    figure, axes = _new_figure(rows, cols, (4.2, 3.0))
+    figure, axes = new_figure(rows, cols, (4.2, 3.0))
     flat = [axes[row][col] for row in range(rows) for col in range(cols)]
     if loss or held_out:
         _draw_loss(flat[0], loss, held_out)

@@ -29,7 +29,7 @@ class CurvePoint:
     stderr: float | None
 
 
-def _step_of(path: Path, content: dict) -> int | None:
+def step_of(path: Path, content: dict) -> int | None:
     """`config_general.training_step`, else the step folder the file sits in (lighteval's
     Nanotron layout, `results/<run>/<step>/results_<date>.json`)."""
     step = (content.get("config_general") or {}).get("training_step")
@@ -38,7 +38,7 @@ def _step_of(path: Path, content: dict) -> int | None:
     return int(path.parent.name) if path.parent.name.isdigit() else None
 
 
-def _model_of(path: Path, content: dict, step: int) -> str:
+def model_of(path: Path, content: dict, step: int) -> str:
     """The model's name; lighteval's Nanotron runs name it `<run>/<step>`: the run is the model."""
     general = content.get("config_general") or {}
     name = general.get("model_name")
@@ -58,11 +58,11 @@ def load_history(results_path: str | Path) -> History:
         if content is None:
             logger.warning("Skipping %s: not a readable results file (%s)", path, problem)
             continue
-        step = _step_of(path, content)
+        step = step_of(path, content)
         if step is None:
             logger.warning("Skipping %s: it records no training step", path)
             continue
-        model = _model_of(path, content, step)
+        model = model_of(path, content, step)
         for task, scores in (content.get("results") or {}).items():
             for metric, value in scores.items():
                 if metric.endswith(STDERR_SUFFIX) or not isinstance(value, (int, float)):
@@ -109,7 +109,7 @@ def _draw(axes, history: History, task: str, metric: str) -> None:
         axes.legend(fontsize=7)
 
 
-def _new_figure(rows: int, cols: int, panel_size: tuple[float, float]):
+def new_figure(rows: int, cols: int, panel_size: tuple[float, float]):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -143,7 +143,7 @@ def plot_history(
     if grid:
         cols = math.ceil(math.sqrt(len(panels)))
         rows = math.ceil(len(panels) / cols)
-        figure, axes = _new_figure(rows, cols, (4.0, 3.0))
+        figure, axes = new_figure(rows, cols, (4.0, 3.0))
         for index, (task, metric) in enumerate(panels):
             _draw(axes[index // cols][index % cols], history, task, metric)
         for index in range(len(panels), rows * cols):
@@ -156,7 +156,7 @@ def plot_history(
     for task, metric in panels:
         by_task[task].append(metric)
     for task, task_metrics in by_task.items():
-        figure, axes = _new_figure(1, len(task_metrics), (4.0, 3.0))
+        figure, axes = new_figure(1, len(task_metrics), (4.0, 3.0))
         for column, metric in enumerate(task_metrics):
             _draw(axes[0][column], history, task, metric)
         path = output_dir / f"{safe_filename(task)}.png"

@@ -2,7 +2,8 @@
 
 A step is evaluated per (task with its few-shot count, max_samples): a later run with other tasks
 adds them to the step's file, and a task evaluated again replaces only its own entries. The
-`all` average and `summary_general` are recomputed over the merged tasks. Non-finite numbers (a NaN standard error of a
+aggregates (`all`, lighteval's group averages, the suite score) and `summary_general` are
+recomputed over the merged tasks. Non-finite numbers (a NaN standard error of a
 one-doc task, say) are written as `null` and listed under `config_general.non_finite_values`, so
 strict JSON parsers read the file.
 """
@@ -13,8 +14,8 @@ import json
 import math
 from typing import Any
 
-from lighteval_nanotron.metrics import average_over_tasks
-from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, TASK_COSTS_KEY
+from lighteval_nanotron.pipeline.aggregates import is_aggregate_key, suite_score, with_aggregates
+from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, SIGNAL_KEY, SUITE_SCORE_KEY, TASK_COSTS_KEY
 from lighteval_nanotron.pipeline.summary import general_summary
 
 PER_TASK_SECTIONS = ("results", "versions", "config_tasks", "summary_tasks", TASK_COSTS_KEY)
@@ -63,7 +64,7 @@ def _task_max_samples(content: dict[str, Any]) -> dict[str, int | None]:
     recorded = general.get(MAX_SAMPLES_BY_TASK)
     if isinstance(recorded, dict):
         return dict(recorded)
-    tasks = [name for name in (content.get("results") or {}) if name != ALL_TASKS_KEY]
+    tasks = [name for name in (content.get("results") or {}) if not is_aggregate_key(name)]
     return {name: general.get("max_samples") for name in tasks}
 
 
@@ -87,8 +88,18 @@ def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any
         merged[FAILED_TASKS_KEY] = failed
     samples = {**_task_max_samples(earlier), **_task_max_samples(new)}
     merged["config_general"] = {**(new.get("config_general") or {}), MAX_SAMPLES_BY_TASK: samples}
-    task_results = {task: scores for task, scores in merged["results"].items() if isinstance(scores, dict)}
-    merged["results"] = {**task_results, ALL_TASKS_KEY: average_over_tasks(_as_numbers(task_results))}
+    task_results = {
+        task: scores
+        for task, scores in merged["results"].items()
+        if isinstance(scores, dict) and not is_aggregate_key(task)
+    }
+    merged["results"] = with_aggregates(_as_numbers(task_results))
+    merged.pop(SUITE_SCORE_KEY, None)
+    if SIGNAL_KEY not in new:  # an earlier signal was computed from the scores replaced here
+        merged.pop(SIGNAL_KEY, None)
+    score = suite_score(merged["results"])
+    if score:
+        merged[SUITE_SCORE_KEY] = score
     summaries = {task: summary for task, summary in merged["summary_tasks"].items() if isinstance(summary, dict)}
     merged["summary_general"] = general_summary(summaries)
     return merged

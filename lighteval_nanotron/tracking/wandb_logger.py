@@ -91,6 +91,7 @@ class WandbLogger(EvaluationLogger):
         run.define_metric(TOKENS_KEY, step_metric=STEP_KEY)
         run.define_metric(f"{prefix}/*", step_metric=STEP_KEY)
         run.define_metric(f"{prefix}_time/*", step_metric=STEP_KEY)  # each task's seconds
+        run.define_metric(f"{prefix}_signal/*", step_metric=STEP_KEY)  # the signal across the run
 
     def log(self, result: EvaluationResult) -> None:
         row = result_scalars(result, self.prefix)

@@ -50,6 +50,30 @@ def test_find_checkpoints_errors(tmp_path):
         find_checkpoints(tmp_path)
 
 
+def test_what_is_not_a_checkpoint_is_named_with_the_command_that_makes_one(tmp_path):
+    gguf = tmp_path / "SmolLM2.Q4_1.gguf"
+    gguf.write_bytes(b"GGUF")
+    with pytest.raises(CheckpointError, match=r"is a GGUF file.*`lighteval-nanotron convert gguf .*SmolLM2.Q4_1.gguf"):
+        checkpoint_info(gguf)
+    with pytest.raises(CheckpointError, match="is a GGUF file.*convert gguf"):
+        find_checkpoints(gguf)
+    hf = tmp_path / "hf_llama"
+    hf.mkdir()
+    (hf / "config.json").write_text("{}")
+    (hf / "model.safetensors").write_bytes(b"")
+    with pytest.raises(CheckpointError, match=r"Hugging Face model folder.*`lighteval-nanotron convert hf "):
+        checkpoint_info(hf)
+    run = tmp_path / "checkpoints"
+    for step in (10, 20):
+        _checkpoint(run / str(step))
+    with pytest.raises(CheckpointError, match=r"holds the step folders of a training run \(10, 20\).*--checkpoints-"):
+        checkpoint_info(run)
+    with pytest.raises(CheckpointError, match="is one checkpoint, not a folder of step folders: pass it without"):
+        find_checkpoints(run / "20")
+    with pytest.raises(CheckpointError, match="is a file: pass the checkpoint folder"):
+        checkpoint_info(run / "20" / "checkpoint_metadata.json")
+
+
 def test_checkpoint_info_reads_step_and_consumed_tokens(tmp_path):
     trained = _checkpoint(
         tmp_path / "run" / "300",

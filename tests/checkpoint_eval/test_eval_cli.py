@@ -56,7 +56,8 @@ def test_torchrun_tp2_matches_transformers(tiny_converted, tmp_path):
     ]  # fmt: skip
     done = subprocess.run(command, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.count("| lighteval|arc:easy|0") == 3  # acc, acc_norm and its cost row, from one rank
+    # acc, acc_norm, their centered values and the cost row, from one rank
+    assert done.stdout.count("| lighteval|arc:easy|0") == 5
     (results_file,) = (tmp_path / "out" / "results" / "converted" / "nanotron").rglob("results_*.json")
     results = json.loads(results_file.read_text())
     assert set(results["results"]) == {"lighteval|arc:easy|0", "leaderboard|mmlu:abstract_algebra|0", "all"}
@@ -142,6 +143,10 @@ def test_backfill_evaluates_missing_steps_in_order_and_reloads_weights(tiny_conv
     written = results_files_by_step(out, "tiny")
     assert sorted(written) == [10, 20, 30] and written[10] == done_file
     assert json.loads(written[30].read_text())["config_general"]["training_step"] == 30
+    # each backfilled step carries the signal across the run so far: step 10's file, then 20, then 30
+    task = TASKS.split(",")[0]
+    evaluations = [json.loads(written[s].read_text())["signal"]["series"][task]["acc"]["evaluations"] for s in (20, 30)]
+    assert evaluations == [2, 3]
     details_root = out / "details" / "tiny"
     assert sorted(p.name for p in details_root.iterdir()) == ["20", "30"]
     assert max_logprob_difference(model_a, read_details(details_root / "20")) < TOLERANCE
@@ -150,3 +155,7 @@ def test_backfill_evaluates_missing_steps_in_order_and_reloads_weights(tiny_conv
     stamps = {p: p.stat().st_mtime_ns for p in (out / "results").rglob("*.json")}
     assert run_distributed(_cli_main, 2, argv, timeout=240) == [0, 0]  # nothing left to do
     assert {p: p.stat().st_mtime_ns for p in (out / "results").rglob("*.json")} == stamps
+
+    # the signal across the backfilled steps (the hand-written step 10 has no step key: its folder says it)
+    assert _cli_main(["report", str(out)]) == 0
+    assert (out / "plots" / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -32,7 +32,7 @@ def test_eval_with_lighteval_task_files_matches_ours(tiny_converted, tmp_path):
     ours, _ = _eval(checkpoint, tmp_path / "ours", HERE / "capitals_tasks.py", "custom|capitals|0")
     v011, _ = _eval(checkpoint, tmp_path / "v011", HERE / "capitals_lighteval_tasks.py", "custom|capitals|0")
     assert v011["custom|capitals|0"] == ours["custom|capitals|0"]
-    assert set(ours["custom|capitals|0"]) == {"acc", "acc_stderr"}
+    assert set(ours["custom|capitals|0"]) == {"acc", "acc_stderr", "acc_centered", "acc_centered_stderr"}
     if installed_version().release[:2] < (0, 12):
         pytest.skip("the lighteval 0.13 file needs lighteval >= 0.12 (inspect-ai fields)")
     v013, stderr = _eval(checkpoint, tmp_path / "v013", HERE / "capitals_lighteval013_tasks.py", "capitals|0")

@@ -2,6 +2,7 @@
 checkpoints copied in slowly, half-written first, are each evaluated once, on the complete
 weights; a restart resumes; SIGTERM and a stop file end it cleanly."""
 
+import json
 import os
 import shutil
 import signal
@@ -148,5 +149,9 @@ def test_watch_resumes_after_a_restart_and_stops_on_sigterm_and_a_stop_file(
     assert f"watch: stopped: stop file {stop_file} exists" in log
     written = results_files_by_step(out, "tiny")
     assert sorted(written) == [10, 20] and written[10].stat().st_mtime_ns == stamp
+    # the signal across the run, as the hook computes it: the restarted watch read step 10 from disk
+    signals = {step: json.loads(written[step].read_text())["signal"]["series"] for step in written}
+    assert [signals[step]["lighteval|arc:easy|0"]["acc"]["evaluations"] for step in (10, 20)] == [1, 2]
+    assert signals[20]["lighteval|arc:easy|0"]["acc"]["step"] == 20
     assert max_logprob_difference(model_b, read_details(out / "details" / "tiny" / "20")) < TOLERANCE
     assert not _hidden_files(out)

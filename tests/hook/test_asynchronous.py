@@ -103,6 +103,11 @@ def test_checkpoints_evaluated_elsewhere_while_training_goes_on_match_the_in_loo
 
     scalars = tensorboard_scalars(tmp_path / "async" / "eval" / "tensorboard")
     assert sorted(scalars[f"eval/{TASKS[0]}/acc"]) == [2, 4]
+    # the signal across the run, as in the loop (from the results written when each one ends)
+    assert sorted(scalars[f"eval_signal/{TASKS[0]}/acc/trend"]) == [2, 4]
+    for step in (2, 4):
+        signal = launched[step]["signal"]["series"][TASKS[0]]["acc"]
+        assert signal["step"] == step and 1 <= signal["evaluations"] <= step // 2
 
     files = sorted(tmp_path.glob("wandb/offline-run-*/run-*.wandb"))
     runs = {path.stem.removeprefix("run-"): read_run(path) for path in files}

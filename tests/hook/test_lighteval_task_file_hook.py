@@ -28,7 +28,7 @@ def test_hook_with_lighteval_task_files_matches_ours(tmp_path):
 
     ours = _train(tmp_path / "ours", str(CHECKPOINT_EVAL / "capitals_tasks.py"))
     v011 = _train(tmp_path / "v011", str(CHECKPOINT_EVAL / "capitals_lighteval_tasks.py"))
-    assert v011 == ours and set(v011) == {"acc", "acc_stderr"}
+    assert v011 == ours and set(v011) == {"acc", "acc_stderr", "acc_centered", "acc_centered_stderr"}
     if installed_version().release[:2] < (0, 12):
         pytest.skip("the lighteval 0.13 file needs lighteval >= 0.12 (inspect-ai fields)")
     v013 = _train(tmp_path / "v013", str(CHECKPOINT_EVAL / "capitals_lighteval013_tasks.py"), spec="capitals|0")

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from lighteval_nanotron.hook import run_train
@@ -92,10 +93,86 @@ def test_layout_not_matching_the_process_count(tmp_path, capsys, monkeypatch):
     assert "needs 4 processes but 8 are started" in _error_lines(capsys.readouterr().err)[0]
 
 
+LAUNCH_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@pytest.fixture
+def no_launcher(monkeypatch):
+    for name in (*LAUNCH_VARIABLES, "SLURM_PROCID", "TORCHELASTIC_RUN_ID"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_no_launcher_for_a_multi_process_config_names_both_ways_to_start_it(tmp_path, capsys, no_launcher):
+    config = write_config(tmp_path, tp=2, pp=2)
+    assert run_train.main(["--config-file", str(config), "--cpu"]) == 2
+    err = capsys.readouterr().err
+    (line,) = _error_lines(err)
+    assert "parallelism needs 4 processes and no launcher started them" in line, line
+    assert f"`lighteval-nanotron train --config-file {config} --cpu --nproc 4` on CPU" in line
+    assert f"`torchrun --nproc-per-node 4 -m lighteval_nanotron train --config-file {config}` on GPUs" in line
+    assert "WORLD_SIZE" not in err and "Traceback" not in err
+
+
+def test_nproc_under_a_launcher_is_refused(tmp_path, capsys, no_launcher, monkeypatch):
+    config = write_config(tmp_path, tp=2, pp=2)
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("RANK", "0")
+    assert run_train.main(["--config-file", str(config), "--cpu", "--nproc", "4"]) == 2
+    (line,) = _error_lines(capsys.readouterr().err)
+    assert "--nproc starts the processes itself" in line and "drop --nproc under torchrun or srun" in line
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the message of a machine without CUDA devices")
+def test_a_gpu_config_without_a_cuda_device_is_one_line_under_torchrun(tmp_path):
+    """torchrun, 2 processes, no --cpu, no GPU: every rank finds it before touching CUDA; world rank 0
+    prints it (the other waits for it to), not each rank's `_cuda_setDevice` traceback."""
+    config = write_config(tmp_path, tp=2)
+    env = {key: value for key, value in os.environ.items() if key not in LAUNCH_VARIABLES}
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "lighteval_nanotron", "train",
+         "--config-file", str(config)],
+        cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode != 0
+    lines = _error_lines(done.stderr)
+    assert len(lines) == 1, done.stderr[-3000:]
+    assert lines[0].startswith("error: No CUDA device is visible") and "add --cpu" in lines[0]
+    assert f"--config-file {config} --cpu --nproc 2" in lines[0]
+    assert "_cuda_setDevice" not in done.stderr and "AttributeError" not in done.stderr
+
+
+def test_a_misspelt_task_is_reported_before_any_process_starts(tmp_path, capsys, no_launcher, monkeypatch):
+    config = write_config(tmp_path, tp=2, pp=2, section={"tasks": "lighteval|arc:eazy|0"})
+
+    def must_not_start(*args, **kwargs):
+        raise AssertionError("the training processes were started")
+
+    monkeypatch.setattr(run_train, "launch_cpu", must_not_start)
+    assert run_train.main(["--config-file", str(config), "--cpu", "--nproc", "4"]) == 2
+    (line,) = _error_lines(capsys.readouterr().err)
+    assert "Unknown task 'lighteval|arc:eazy'" in line and "Did you mean: lighteval|arc:easy" in line
+
+
+def test_a_training_tokenizer_that_resolves_nowhere_is_reported_before_any_process_starts(
+    tmp_path, capsys, no_launcher, monkeypatch
+):
+    config = _edit(
+        write_config(tmp_path, tp=2, pp=2), lambda c: c["tokenizer"].update(tokenizer_name_or_path=str(tmp_path / "x"))
+    )
+    monkeypatch.setattr(run_train, "launch_cpu", lambda *args, **kwargs: pytest.fail("processes were started"))
+    assert run_train.main(["--config-file", str(config), "--cpu", "--nproc", "4"]) == 2
+    (line,) = _error_lines(capsys.readouterr().err)
+    assert f"The tokenizer folder {tmp_path / 'x'} does not exist" in line
+    assert "Set tokenizer.tokenizer_name_or_path in the training config to a folder" in line
+
+
 @pytest.mark.slow
 def test_error_raised_on_the_ranks_is_printed_once(tmp_path):
-    """A task that cannot be prepared fails on every spawned rank: one line, exit 2, no traceback."""
-    config = write_config(tmp_path, dp=2, section={"tasks": "lighteval|no_such_task|0"})
+    """A task whose dataset is in no data dir fails on every spawned rank: one line, exit 2, no traceback."""
+    (tmp_path / "no_data").mkdir()
+    section = {"tasks": "lighteval|arc:easy|0", "data_dirs": [str(tmp_path / "no_data")]}
+    config = write_config(tmp_path, dp=2, section=section)
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     done = subprocess.run(
         [sys.executable, "-m", "lighteval_nanotron", "train", "--config-file", str(config), "--cpu", "--nproc", "2"],
@@ -109,7 +186,7 @@ def test_error_raised_on_the_ranks_is_printed_once(tmp_path):
     assert done.returncode == 2, done.stderr[-3000:]
     lines = _error_lines(done.stderr)
     assert len(lines) == 1, done.stderr[-3000:]
-    assert "no_such_task" in lines[0] and "could not prepare its evaluation" in lines[0]
+    assert "cannot load dataset 'ai2_arc'" in lines[0] and "could not prepare its evaluation" in lines[0]
     assert "Traceback" not in done.stderr
 
 

@@ -69,12 +69,15 @@ def test_wandb_offline_evaluations_on_the_training_step_axis(tmp_path):
     assert len(files) == 1, files  # one run: Nanotron's training scalars and the evaluations together
     rows, step_metrics, run = read_run(files[0])
     assert run == {"project": "axis-test", "name": "axis-run", "group": "", "tags": ["cpu", "tiny"]}
-    assert step_metrics["eval/*"] == step_metrics["eval_time/*"] == "train/step"
+    assert step_metrics["eval/*"] == step_metrics["eval_time/*"] == step_metrics["eval_signal/*"] == "train/step"
     assert step_metrics["lm_loss"] == "iteration_step"
 
     evals = [row for row in rows if "eval/lighteval|piqa|0/acc" in row]
     assert [row["train/step"] for row in evals] == [row["iteration_step"] for row in evals] == [2, 4, 6]
     assert all(row["eval_time/lighteval|piqa|0"] > 0 and row["eval/cost_train_steps"] > 0 for row in evals)
+    # the signal across the run, in the same rows: 1, 2, 3 evaluations so far, too few for a verdict
+    assert [row["eval_signal/lighteval|piqa|0/acc/verdict_code"] for row in evals] == [0, 0, 0]
+    assert all(row["eval_signal/lighteval|piqa|0/acc/trend"] == row["eval/lighteval|piqa|0/acc"] for row in evals[:2])
     tokens_per_step = 2 * 32  # micro_batch_size 2, one accumulation, sequence_length 32
     assert [row["train/consumed_tokens"] for row in evals] == [
         2 * tokens_per_step,

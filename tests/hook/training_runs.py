@@ -179,6 +179,7 @@ def train_worker(config_path: str, wandb_mode: Optional[str] = "disabled") -> Di
         "setup_counts": dict(setup_counts),
         "reporting": bool(evaluator and evaluator.pipeline and evaluator.pipeline.model.is_reporting_rank),
         "eval_log": [message for message in info.messages if message.startswith("[lighteval_nanotron] step ")],
+        "progress_log": [m for m in info.messages if m.startswith("[lighteval_nanotron] evaluation at step ")],
         "last_costs": dict(evaluator.last_costs) if evaluator else {},
     }
 

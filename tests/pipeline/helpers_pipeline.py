@@ -136,14 +136,17 @@ class PlanningBigramLM(BigramLM, PlanningModel):
         self.calls.append("prepare_generation")
         return ("generation", list(docs), False)
 
-    def run(self, plan: tuple) -> list[ModelResponse]:
+    def run(self, plan: tuple, on_micro_batch=None) -> list[ModelResponse]:
+        """Each doc is its own micro-batch (`on_micro_batch` told after each)."""
         kind, docs, unconditioned = plan
         self.calls.append(f"run:{kind}")
-        if kind == "choices":
-            return [self._choices(doc, unconditioned) for doc in docs]
-        if kind == "rolling":
-            return [self._rolling(doc) for doc in docs]
-        return [self._generation(doc) for doc in docs]
+        answer = {"choices": lambda doc: self._choices(doc, unconditioned), "rolling": self._rolling}
+        responses = []
+        for done, doc in enumerate(docs, start=1):
+            responses.append(answer.get(kind, self._generation)(doc))
+            if on_micro_batch is not None:
+                on_micro_batch(done, len(docs))
+        return responses
 
 
 # --- small local tasks: rows written as jsonl under a data dir, prompt functions below ---

@@ -71,7 +71,8 @@ def _our_twin() -> types.ModuleType:
 def _normalized_key(results: dict, prefix: str) -> str:
     """The result key of an `acc` with a log-prob normalization: lighteval 0.11 names it
     `acc_with_logprob_normalization`, 0.12+ `acc:logprob_normalization=<the normalization>`."""
-    (key,) = [k for k in results if k.startswith(prefix) and "logprob_normalization" in k and "_stderr" not in k]
+    suffixes = ("_stderr", "_centered")
+    (key,) = [k for k in results if k.startswith(prefix) and "logprob_normalization" in k and not k.endswith(suffixes)]
     return key
 
 
@@ -96,6 +97,10 @@ def test_lighteval_task_files_give_the_same_results_as_ours(toy_data, task_file)
     for key in ("word_perplexity", "bits_per_byte"):
         _same(theirs[PPL], ours[PPL], key, key)
     _same(theirs[PMI], ours[PMI], _normalized_key(theirs[PMI], "acc"), "acc_with_logprob_normalization")
+    # lighteval's accuracy has this project's chance level: the same centered values
+    for task, key in ((MC, "acc"), (PMI, _normalized_key(theirs[PMI], "acc"))):
+        our_key = key if task == MC else "acc_with_logprob_normalization"
+        _same(theirs[task], ours[task], key + "_centered", our_key + "_centered")
     if task_file == V013:  # the row its prompt function skips is not evaluated, as in ours
         assert theirs[SKIP] == ours[SKIP] and theirs[SKIP]["acc"] == 1.0
 

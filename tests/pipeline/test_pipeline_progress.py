@@ -1,11 +1,13 @@
-"""The per-evaluation progress bar: docs done, docs/s and ETA, only on a terminal and when asked."""
+"""The per-evaluation progress: a bar (docs done, docs/s and ETA) only on a terminal and when asked,
+advanced per micro-batch for a planning model; lines to a log function at a bounded rate."""
 
 import io
+import re
 import sys
 
 import helpers_pipeline
 import pytest
-from helpers_pipeline import ALL_TOY_TASKS, BigramLM
+from helpers_pipeline import ALL_TOY_TASKS, BigramLM, PlanningBigramLM
 
 from lighteval_nanotron.pipeline import EvaluationPipeline
 
@@ -15,10 +17,10 @@ class _Terminal(io.StringIO):
         return True
 
 
-def _run(monkeypatch, stream, show_progress):
+def _run(monkeypatch, stream, show_progress, model=None, **progress_log):
     monkeypatch.setattr(sys, "stderr", stream)
     pipeline = EvaluationPipeline.prepare(
-        BigramLM(), ALL_TOY_TASKS, custom_tasks=helpers_pipeline, show_progress=show_progress
+        model or BigramLM(), ALL_TOY_TASKS, custom_tasks=helpers_pipeline, show_progress=show_progress, **progress_log
     )
     total = sum(len(group.docs) for group in pipeline.groups)
     result = pipeline.run(step=7)
@@ -44,3 +46,47 @@ def test_bar_counts_every_doc_on_a_terminal(toy_data, monkeypatch):
 def test_quiet_off_a_terminal_or_when_disabled(toy_data, monkeypatch, stream, show):
     _, _, shown = _run(monkeypatch, stream, show_progress=show)
     assert shown == ""
+
+
+def _draw_every_update(monkeypatch):
+    from functools import partial
+
+    from tqdm import tqdm
+
+    from lighteval_nanotron.pipeline import progress
+
+    monkeypatch.setattr(progress, "tqdm", partial(tqdm, mininterval=0, miniters=1))
+
+
+def test_a_planning_model_advances_the_bar_per_micro_batch(toy_data, monkeypatch):
+    """PlanningBigramLM tells the end of each doc (its micro-batch): every count is drawn, not one per group."""
+    _draw_every_update(monkeypatch)
+    result, total, shown = _run(monkeypatch, _Terminal(), show_progress=True, model=PlanningBigramLM())
+    assert result is not None
+    counts = {int(n) for n in re.findall(rf"\| *(\d+)/{total} ", shown)}
+    assert counts == set(range(total + 1)), counts
+    assert shown.rstrip("\n").rsplit("\r", 1)[-1].startswith("evaluation at step 7: 100%")  # left on screen
+
+
+def test_progress_lines_go_to_the_log_function(toy_data, monkeypatch):
+    lines = []
+    _, total, shown = _run(
+        monkeypatch,
+        io.StringIO(),
+        show_progress=True,
+        model=PlanningBigramLM(),
+        progress_log=lines.append,
+        progress_log_interval_s=0,
+    )
+    assert shown == ""  # no bar into a file
+    pattern = re.compile(rf"evaluation at step 7: (\d+)/{total} docs \(\d+%\), [\d.]+ docs/s, [\d:?]+ left")
+    assert lines and all(pattern.fullmatch(line) for line in lines), lines
+    done = [int(pattern.fullmatch(line).group(1)) for line in lines]
+    assert done == sorted(done) and len(set(done)) > 4 and done[-1] == total
+
+
+def test_no_progress_lines_for_an_evaluation_shorter_than_the_interval(toy_data, monkeypatch):
+    lines = []
+    model = PlanningBigramLM()
+    _run(monkeypatch, io.StringIO(), True, model=model, progress_log=lines.append, progress_log_interval_s=3600)
+    assert lines == []

@@ -54,6 +54,7 @@ def test_every_task_gets_its_cost_in_json_table_and_scalars(toy_data):
         assert cost["processed_tokens"] >= cost["useful_tokens"] > 0
     assert costs[PPL]["useful_tokens"] == sum(len(model.tokenizer.encode(row["text"])) for row in PPL_ROWS)
     table = format_results_table(result)
+    assert "| suite_score" in table.split("\n\n")[0]  # the centered suite score has its rows
     assert "| Task" in table.split("\n\n")[1] and f"{costs[GEN]['seconds']:.2f}" in table.split("\n\n")[1]
     scalars = result_scalars(result)
     assert {tag: value for tag, value in scalars.items() if tag.startswith("eval_time/")} == {
@@ -81,6 +82,7 @@ def test_results_dict_has_lighteval_layout(toy_data):
         "summary_tasks",
         "summary_general",
         "task_costs",
+        "suite_score",
     ]
     general = content["config_general"]
     assert general["model_name"] == "toy-bigram"
@@ -88,6 +90,15 @@ def test_results_dict_has_lighteval_layout(toy_data):
     assert general["wall_time_s"] >= 0 and general["end_time"] >= general["start_time"]
     assert content["versions"] == {MC: 0, GEN: 0, PPL: 0, PMI: 0}
     assert content["config_tasks"][GEN]["metrics"] == ["em", "acc"]
+    # each result key's direction and chance level, for the signal analysis; GEN's one-choice docs
+    # are always right (chance 1), so its accuracy gets no centered value
+    assert content["config_tasks"][GEN]["higher_is_better"] == {"em": True, "acc": True}
+    assert content["config_tasks"][GEN]["chance"] == {"acc": 1.0}
+    assert content["config_tasks"][MC]["chance"] == {"acc": 0.5, "acc_centered": 0.0}
+    assert content["results"][MC]["acc_centered"] == pytest.approx(2 * content["results"][MC]["acc"] - 1)
+    assert "acc_centered" not in content["results"][GEN]
+    centered = {"acc_centered", "acc_with_logprob_normalization_centered"}  # MC, and PMI's accuracy
+    assert set(content["suite_score"]) == centered | {name + "_stderr" for name in centered}
     assert content["config_tasks"][GEN]["effective_num_docs"] == 3
     assert content["config_tasks"][GEN]["fewshot_sampling"] == {
         "draws": "per_doc",  # a custom task: per-doc draws unless asked
@@ -196,3 +207,22 @@ def test_model_seconds_are_split_by_token_positions_and_add_up():
     assert costs["a"].seconds == pytest.approx(0.5) and costs["c"].seconds == pytest.approx(2.0)
     assert costs["b"].seconds == pytest.approx(1.5 + 1.0) and costs["b"].docs_per_s == pytest.approx(3 / 2.5)
     assert (costs["b"].processed_tokens, costs["b"].useful_tokens) == (65, 45)
+
+
+def test_every_task_records_its_data_source_and_an_unmet_cap_is_said(toy_data, caplog):
+    result = _prepare(BigramLM(), max_samples=4).run()
+    sources = {task: config["data_source"] for task, config in result.to_dict()["config_tasks"].items()}
+    for task, source in sources.items():
+        assert source["kind"] == "data_dir" and source["location"].startswith(str(toy_data)) and not source["slice"]
+        assert source["docs_available"] == result.to_dict()["config_tasks"][task]["original_num_docs"]
+        assert source["max_samples"] == 4 and source["docs_evaluated"] == min(4, source["docs_available"])
+        assert source["cap_met"] == (source["docs_available"] >= 4)
+    assert sources[MC]["rows"] == {"test": 4} and sources[MC]["cap_met"]
+    assert sources[GEN]["rows"] == {"test": 3} and not sources[GEN]["cap_met"]
+    notes = [r.getMessage() for r in caplog.records if "max_samples 4 asked" in r.getMessage()]
+    assert notes == [
+        f"Task {GEN}: max_samples 4 asked for, but a data dir holds 3 docs (3 rows of test): all 3 are evaluated.",
+        f"Task {PPL}: max_samples 4 asked for, but a data dir holds 3 docs (3 rows of test): all 3 are evaluated.",
+    ]
+    unlimited = _prepare(BigramLM()).run().to_dict()["config_tasks"][MC]["data_source"]
+    assert unlimited["max_samples"] is None and unlimited["cap_met"]

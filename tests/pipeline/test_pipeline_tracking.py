@@ -56,6 +56,13 @@ def test_evaluate_once_and_write(toy_data, tmp_path):
     assert result.results[MC]["acc"] == 0.75
     assert results_file(tmp_path, "run-a", 5).is_file()
     assert details_file(tmp_path, "run-a", 5, PPL).is_file()
+    # called again at a later step, it continues the run's signal from the folder (docs/signal.md)
+    later = evaluate(
+        BigramLM(), tasks=MC, custom_tasks=helpers_pipeline, output_dir=tmp_path, step=9, model_name="run-a"
+    )
+    assert later.signal["series"][MC]["acc"]["evaluations"] == 2
+    written = json.loads(results_file(tmp_path, "run-a", 9).read_text())
+    assert written["signal"]["series"][MC]["acc"]["step"] == 9
 
 
 def test_as_engine_needs_a_model_interface_or_a_nanotron_model_with_its_mesh():

@@ -15,6 +15,13 @@ def test_tasks_list(capsys):
     assert "- toy:\n  - toy|toy_mc:train_fs" in out and "custom|toy_gen" in out
 
 
+def test_tasks_list_of_a_suite_without_tasks_exits_2_naming_the_suites_there_are(capsys):
+    assert main(["tasks", "list", "--suites", "toy,tyo", "--custom-tasks", str(TOY_TASKS)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: no task in suite(s) tyo: the suites with tasks are ")
+    assert ", toy," in error and "lighteval" in error and "\n" not in error
+
+
 def test_tasks_inspect_prints_full_context_choices_and_golds(capsys):
     code = main(
         [

@@ -115,3 +115,14 @@ def test_results_table_lists_values_and_errors():
     assert [TASK_B, "ppl", "12.5000", "± 1.5000"] in rows
     assert ["all", "acc", "0.5000", "± 0.1000"] in rows
     assert len({len(line) for line in lines[1:]}) == 1  # aligned columns
+    assert format_results_table(make_result(step=None)).splitlines()[0] == "Evaluation of toy-run (1.2s)"
+
+
+def test_cost_table_says_what_its_token_columns_count():
+    from lighteval_nanotron.tracking.log_table import format_cost_table
+
+    cost = {"seconds": 0.5, "docs": 4, "docs_per_s": 8.0, "processed_tokens": 118, "useful_tokens": 435}
+    lines = format_cost_table({TASK_A: cost}).splitlines()
+    assert [cell.strip() for cell in lines[0].strip("|").split("|")][-2:] == ["Computed tokens", "Useful tokens"]
+    assert [cell.strip() for cell in lines[2].strip("|").split("|")][-2:] == ["118", "435"]
+    assert lines[-1].startswith("Computed: token positions the model ran") and "Useful: per doc" in lines[-1]

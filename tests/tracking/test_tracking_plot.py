@@ -55,9 +55,18 @@ def test_plot_command(tmp_path, capsys):
     assert written == [str(tmp_path / "plots" / "metrics_grid.png")]
     assert imread(written[0]).shape[2] == 4
 
-    assert plot_main(["plot", str(tmp_path), "--tasks", "custom|nope|0"]) == 1
-    assert "Nothing to plot" in capsys.readouterr().err
     assert plot_main(["plot", str(tmp_path / "missing")]) == 2
+
+
+def test_a_misspelt_task_or_metric_exits_2_listing_what_the_results_hold(tmp_path, capsys):
+    _write_run(tmp_path)
+    assert plot_main(["plot", str(tmp_path), "--tasks", "custom|toy_mc:|0"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: no results for task(s) custom|toy_mc:|0: the results hold ")
+    assert TASK_A in error and TASK_B in error and error.count("\n") == 1
+    assert plot_main(["plot", str(tmp_path), "--metrics", "acc,accuracy"]) == 2
+    assert "no results for metric(s) accuracy: the results hold acc, ppl" in capsys.readouterr().err
+    assert not (tmp_path / "plots").exists()
 
 
 def test_lighteval_nanotron_results_are_one_curve_per_run(tmp_path):

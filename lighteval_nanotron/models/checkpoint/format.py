@@ -33,6 +33,7 @@ import torch
 import yaml
 
 from lighteval_nanotron.errors import CheckpointError
+from lighteval_nanotron.models.checkpoint.path_hints import checkpoint_path_hint
 from lighteval_nanotron.models.families import ModelFamily, family_of_config, family_of_fields
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron
 
@@ -132,10 +133,13 @@ def is_complete_checkpoint(path: str | Path) -> bool:
 def check_complete_checkpoint(path: str | Path) -> None:
     """Raise CheckpointError naming what is missing when `path` is not a complete checkpoint folder."""
     path = Path(path)
+    hint = checkpoint_path_hint(path)
     if not path.is_dir():
-        raise CheckpointError(f"Checkpoint folder {path} does not exist: check the path.")
+        raise CheckpointError(hint or f"Checkpoint folder {path} does not exist: check the path.")
     for required in (WEIGHTS_FOLDER, METADATA_FILE):
         if not (path / required).exists():
+            if hint:
+                raise CheckpointError(hint)
             raise CheckpointError(
                 f"Checkpoint {path} has no {required}: it is not a complete Nanotron checkpoint. Point at a folder "
                 "written by Nanotron (e.g. checkpoints/<step>) or by `lighteval-nanotron convert`."

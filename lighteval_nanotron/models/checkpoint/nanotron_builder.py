@@ -39,6 +39,7 @@ from lighteval_nanotron.models.checkpoint.format import (
 from lighteval_nanotron.models.checkpoint.integrity import check_checkpoint_integrity, model_weight_shapes
 from lighteval_nanotron.models.checkpoint.no_init import random_init_skipped
 from lighteval_nanotron.models.families import family_of_config
+from lighteval_nanotron.nanotron_compat.console import quiet_nanotron
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron
 from lighteval_nanotron.nanotron_compat.variant import installed_nanotron
 from lighteval_nanotron.parallel.device import default_device
@@ -170,6 +171,8 @@ def save_nanotron_checkpoint(
     import_nanotron()
     from nanotron.serialize.weights import save_weights
 
+    quiet_nanotron()  # its weight bars: on a terminal only
+
     root = Path(path)
     if dist.get_rank(parallel_context.world_pg) == 0:
         root.mkdir(parents=True, exist_ok=True)
@@ -228,6 +231,8 @@ def load_checkpoint_weights(
     check_weight_shapes(model, path)
     check_weight_content(path, parallel_context.world_pg)
     from nanotron.serialize.weights import load_weights
+
+    quiet_nanotron()  # its weight bars: on a terminal only
 
     try:
         load_weights(model=model, parallel_context=parallel_context, root_folder=Path(path))

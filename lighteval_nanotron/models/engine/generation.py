@@ -335,6 +335,7 @@ def _local_generations(rt: Runtime, plan: GenerationPlan) -> tuple | None:
             _apply(st, link.recv_feedback((2, len(st.requests)), rt.mesh.output_pp_rank))
             st.awaiting_feedback = False
         if all(st.done):
+            rt.micro_batch_done(len(plan.batches) - len(queue), len(plan.batches))
             finished.update({(r.index, r.sample_index): g for r, g in zip(st.requests, st.generated)})
             non_finite.update(st.requests[row].index for row in st.non_finite)
             stats.add(st.stats)

@@ -107,7 +107,7 @@ def _local_sums(rt: Runtime, plan: HeldOutPlan) -> torch.Tensor | None:
     link = rt.new_link()
     failure = OutputStageFailure(rt.stage, link)
     chunk = rt.config.chunk_tokens_for(rt.device)
-    for first, last in plan.batches:
+    for done, (first, last) in enumerate(plan.batches, start=1):
         if failure.error is not None:
             failure.drain()
             rt.sync_pipeline()
@@ -124,6 +124,7 @@ def _local_sums(rt: Runtime, plan: HeldOutPlan) -> torch.Tensor | None:
         with failure.guarding():
             run_stage(rt.stage, link, x, mask, attention, select, consume)
         rt.sync_pipeline()
+        rt.micro_batch_done(done, len(plan.batches))
     link.flush()
     failure.raise_if_failed()
     return sums

@@ -152,16 +152,24 @@ class NanotronLightevalModel(HeldOutModel):
         mesh = self.runtime.mesh
         return build_held_out_plan(held_out, self.config, mesh.dp_size, mesh.dp_rank, self._min_batches)
 
-    def run(self, plan: Plan) -> list[ModelResponse] | list[HeldOutLosses]:
+    def run(
+        self, plan: Plan, on_micro_batch: Callable[[int, int], None] | None = None
+    ) -> list[ModelResponse] | list[HeldOutLosses]:
         """Evaluate a prepared plan on the model's current weights (no_grad, eval mode restored;
         TP linears in all-reduce form, their own TP mode restored: see `parallel.tp_mode`). A
-        held-out plan gives `[HeldOutLosses]` on the ranks that receive results."""
-        with inference_mode(self.runtime.inner), all_reduce_form(self.runtime.inner):
-            if isinstance(plan, HeldOutPlan):
-                return run_held_out(self.runtime, plan)
-            if isinstance(plan, GenerationPlan):
-                return run_generation(self.runtime, plan)
-            return run_scoring(self.runtime, plan)
+        held-out plan gives `[HeldOutLosses]` on the ranks that receive results. `on_micro_batch`
+        is told `(done, total)` as each of this rank's micro-batches ends (progress)."""
+        rt = self.runtime
+        rt.on_micro_batch = on_micro_batch
+        try:
+            with inference_mode(rt.inner), all_reduce_form(rt.inner):
+                if isinstance(plan, HeldOutPlan):
+                    return run_held_out(rt, plan)
+                if isinstance(plan, GenerationPlan):
+                    return run_generation(rt, plan)
+                return run_scoring(rt, plan)
+        finally:
+            rt.on_micro_batch = None
 
     def doc_tokens(self, plan: Plan) -> tuple[list[float], list[int]]:
         """Per doc of the plan (in order), after `run(plan)`: the token positions computed for it

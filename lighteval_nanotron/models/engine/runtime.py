@@ -47,6 +47,8 @@ class Runtime:
     """Rows of the model's embedding (its config's `vocab_size`): every id fed or scored is below it."""
     tokenizer_size: int
     """Ids the tokenizer knows (<= vocab_size); a generated id at or past it cannot be decoded."""
+    on_micro_batch: Callable[[int, int], None] | None = None
+    """Told `(done, total)` as each of this rank's micro-batches of the running plan ends (progress)."""
 
     @classmethod
     def build(cls, model: Any, parallel_context: Any, tokenizer: Any, config: EngineConfig) -> "Runtime":
@@ -78,6 +80,11 @@ class Runtime:
 
     def new_link(self) -> StageLink:
         return StageLink(self.mesh, self.device, 2 * self.config.micro_batches_in_flight)
+
+    def micro_batch_done(self, done: int, total: int) -> None:
+        """Report that `done` of this rank's `total` micro-batches of the running plan have ended."""
+        if self.on_micro_batch is not None:
+            self.on_micro_batch(done, total)
 
     def agreed(self, local: Callable[[], T], what: str) -> T:
         """`local()`, this rank's part of a run (the pipelined forwards), then one flag all-reduce

@@ -76,13 +76,14 @@ def _add_slot_scores(payload: SlotScores, sums: np.ndarray, missed: np.ndarray) 
 
 
 def _run_prefixes(
-    rt: Runtime, link: StageLink, prefixes: PrefixForward, failure: OutputStageFailure
+    rt: Runtime, link: StageLink, prefixes: PrefixForward, failure: OutputStageFailure, total: int
 ) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
     """This stage's keys/values of every node of the prefix micro-batches (per layer, flattened
-    and concatenated in batch order); no logits are computed."""
+    and concatenated in batch order); no logits are computed. They are the first of the plan's
+    `total` micro-batches (progress)."""
     captured: list[dict[int, tuple[torch.Tensor, torch.Tensor]]] = []
     nothing = torch.zeros(0, dtype=torch.long)
-    for batch in prefixes.batches:
+    for done, batch in enumerate(prefixes.batches, start=1):
         if failure.error is not None:
             failure.drain()
             rt.sync_pipeline()
@@ -101,6 +102,7 @@ def _run_prefixes(
             run_stage(rt.stage, link, x, mask, tree, (nothing, nothing))
             captured.append(capture)
         rt.sync_pipeline()
+        rt.micro_batch_done(done, total)
     if failure.error is not None:
         return {}  # the batches are drained, nothing reads it
     if len(captured) == 1:
@@ -127,8 +129,10 @@ def _local_scores(rt: Runtime, plan: ScoringPlan) -> SlotScores | None:
     link = rt.new_link()
     failure = OutputStageFailure(rt.stage, link)
     select_ok = rt.config.logits_at_targets
-    store = _run_prefixes(rt, link, plan.prefixes, failure) if plan.prefixes.batches else {}
-    for batch in plan.batches:
+    first = len(plan.prefixes.batches)
+    total = first + len(plan.batches)
+    store = _run_prefixes(rt, link, plan.prefixes, failure, total) if plan.prefixes.batches else {}
+    for done, batch in enumerate(plan.batches, start=first + 1):
         if failure.error is not None:
             failure.drain()
             rt.sync_pipeline()
@@ -152,6 +156,7 @@ def _local_scores(rt: Runtime, plan: ScoringPlan) -> SlotScores | None:
             if logits is not None:
                 _score_batch(rt, batch, logits, sums, misses)
         rt.sync_pipeline()
+        rt.micro_batch_done(done, total)
     link.flush()
     failure.raise_if_failed()
     return slot_scores(plan, sums, misses) if rt.mesh.holds_results else None

@@ -34,6 +34,7 @@ from lighteval_nanotron.metrics.metric import (
     SampleLevelMetric,
     SampleLevelMetricGrouping,
 )
+from lighteval_nanotron.metrics.sample_logprob import LoglikelihoodAcc
 from lighteval_nanotron.requests import Doc, ModelResponse, SamplingMethod
 from lighteval_nanotron.tasks.lighteval_adapter.installed import Lighteval, import_lighteval
 
@@ -95,6 +96,21 @@ class LightevalSampleFn:
         return values[self.metric.metric_name]
 
 
+@dataclasses.dataclass(frozen=True)
+class LightevalAccuracyFn(LightevalSampleFn):
+    """lighteval's log-likelihood accuracy (any normalization): its chance level on a doc is this
+    project's accuracy's, golds / choices, so it gets a centered value too (`metrics.chance`)."""
+
+    def chance(self, doc: Doc) -> float:
+        return LoglikelihoodAcc().chance(doc)
+
+
+def _sample_fn(metric: Any, grouping: bool) -> LightevalSampleFn:
+    fn = metric.sample_level_fn
+    accuracy = type(fn).__name__ == "LoglikelihoodAcc" and type(fn).__module__.startswith("lighteval.")
+    return LightevalAccuracyFn(metric) if accuracy and not grouping else LightevalSampleFn(metric)
+
+
 def _refusal(metric: Any, lighteval: Lighteval) -> str | None:
     fn = metric.sample_level_fn
     if isinstance(fn, lighteval.metrics_sample.JudgeLLM):
@@ -144,6 +160,6 @@ def adapt_metric(metric: Any, where: str) -> Metric:
         metric_name=metric.metric_name,
         higher_is_better=metric.higher_is_better,
         category=SamplingMethod(metric.category.value),
-        sample_level_fn=LightevalSampleFn(metric),
+        sample_level_fn=_sample_fn(metric, grouping),
         corpus_level_fn=aggregations if grouping else aggregations[metric.metric_name],
     )

@@ -1,0 +1,123 @@
+"""Runs read back from results folders, compared beyond noise, and the `report` command on them."""
+
+import json
+
+import numpy as np
+import pytest
+
+from lighteval_nanotron.analysis import compare_runs, load_runs
+from lighteval_nanotron.analysis.compare import DIFFERENT_TASKS
+from lighteval_nanotron.analysis.signal import INFORMATIVE, NOT_ABOVE_CHANCE
+from lighteval_nanotron.cli.main import main
+from lighteval_nanotron.pipeline.aggregates import suite_score, with_aggregates
+
+STEPS = list(range(0, 1100, 100))
+ARC, MMLU_A, MMLU_B = (
+    "lighteval|arc_eng_cf:easy|0",
+    "lighteval|mmlu_eng_cf:anatomy|0",
+    "lighteval|mmlu_eng_cf:virology|0",
+)
+CONFIG = {
+    "higher_is_better": {"acc": True, "gold_bpb": False, "acc_centered": True},
+    "chance": {"acc": 0.25, "acc_centered": 0.0},
+}
+
+
+def write_run(output_dir, model, bpb_drop, seed):
+    """A run evaluated every 100 steps: accuracy at chance (noise only), gold bits per byte falling
+    by `bpb_drop` over the run (plus noise)."""
+    rng = np.random.default_rng(seed)
+    for index, step in enumerate(STEPS):
+        tasks = {}
+        for task in (ARC, MMLU_A, MMLU_B):
+            acc = 0.25 + rng.normal(0, 0.01)
+            tasks[task] = {
+                "acc": acc,
+                "acc_stderr": 0.03,
+                "acc_centered": (acc - 0.25) / 0.75,
+                "acc_centered_stderr": 0.04,
+                "gold_bpb": 3.0 - bpb_drop * index / (len(STEPS) - 1) + rng.normal(0, 0.005),
+                "gold_bpb_stderr": 0.05,
+            }
+        content = {
+            "config_general": {"model_name": model, "training_step": step},
+            "results": with_aggregates(tasks),
+            "config_tasks": {task: CONFIG for task in tasks},
+            "suite_score": suite_score(tasks),
+        }
+        path = output_dir / "results" / model / str(step) / "results_2025-01-01T00-00-00.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(content))
+    return output_dir
+
+
+def test_history_reads_entries_directions_and_chance(tmp_path):
+    (run,) = load_runs(write_run(tmp_path / "a", "team/a", 1.0, seed=1)).values()
+    assert run.name == "team/a"
+    group = "lighteval|mmlu_eng_cf:_average|0"
+    assert run.entries() == [ARC, group, "suite_score"]  # the group stands for its subjects
+    assert [p.step for p in run.series[(ARC, "acc")].points] == STEPS
+    assert run.series[(group, "gold_bpb")].higher_is_better is False
+    assert run.series[(group, "acc")].chance == 0.25
+    assert run.series[("suite_score", "acc_centered")].chance == 0.0
+    assert run.series[(ARC, "gold_bpb")].chance is None
+
+
+def test_run_ahead_beyond_noise_and_within_noise(tmp_path):
+    fast = load_runs(write_run(tmp_path / "fast", "fast", 1.0, seed=2))["fast"]
+    slow = load_runs(write_run(tmp_path / "slow", "slow", 0.3, seed=3))["slow"]
+    comparisons = {(c.entry, c.metric): c for c in compare_runs([fast, slow])}
+    bpb = comparisons[(ARC, "gold_bpb")]
+    assert bpb.step == 1000 and bpb.leader == "fast" and bpb.difference > 0  # lower bits per byte is better
+    assert bpb.separations > 2
+    acc = comparisons[(ARC, "acc")]
+    assert acc.leader is None and acc.note == "within noise"
+
+
+def test_report_command_on_one_and_two_runs(tmp_path, capsys):
+    first = write_run(tmp_path / "fast", "fast", 1.0, seed=2)
+    second = write_run(tmp_path / "slow", "slow", 0.3, seed=3)
+    assert main(["report", str(first)]) == 0
+    out = capsys.readouterr().out
+
+    def row(task, metric):
+        (line,) = [line for line in out.splitlines() if line.startswith(f"| {task} ") and f" {metric} " in line]
+        return line.rstrip(" |")
+
+    assert row(ARC, "gold_bpb").endswith(INFORMATIVE)
+    assert row(ARC, "acc").endswith(NOT_ABOVE_CHANCE)
+    image = first / "plots" / "report.png"
+    assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"Report image: {image}" in out
+
+    output = tmp_path / "two.png"
+    assert main(["report", str(first), str(second), "--output", str(output)]) == 0
+    out = capsys.readouterr().out
+    assert "fast ahead" in out and "within noise" in out
+    assert output.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_errors_are_one_line(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+    (tmp_path / "empty").mkdir()
+    assert main(["report", str(tmp_path / "empty")]) == 2
+    assert "no results file" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["report"])
+
+
+def test_aggregates_over_other_tasks_are_not_compared(tmp_path):
+    """A suite score or group average over other tasks in each run is another quantity: no verdict."""
+    full = load_runs(write_run(tmp_path / "full", "full", 1.0, seed=2))["full"]
+    fewer = tmp_path / "fewer"
+    write_run(fewer, "fewer", 0.3, seed=3)
+    for path in fewer.rglob("results_*.json"):  # the same run without one MMLU subject
+        content = json.loads(path.read_text())
+        tasks = {k: v for k, v in content["results"].items() if k in (ARC, MMLU_A)}
+        content.update(results=with_aggregates(tasks), suite_score=suite_score(tasks))
+        path.write_text(json.dumps(content))
+    comparisons = {(c.entry, c.metric): c for c in compare_runs([full, load_runs(fewer)["fewer"]])}
+    score = comparisons[("suite_score", "acc_centered")]
+    assert score.note == DIFFERENT_TASKS and score.leader is None and score.difference is None
+    assert comparisons[(ARC, "gold_bpb")].leader == "full"  # the tasks themselves still are
+    assert ("lighteval|mmlu_eng_cf:_average|0", "gold_bpb") not in comparisons  # one subject: no group
