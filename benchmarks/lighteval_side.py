@@ -174,7 +174,7 @@ def _lighteval_reads_our_tasks(configs: list[Any], counts: dict[str, int]) -> It
             hf_revision=task.dataset_revision,
             data_dirs=tuple(get_data_dirs()),
         )
-        dataset = load_source(source)
+        dataset = load_source(source).dataset
         return dataset if task.dataset_filter is None else dataset.filter(task.dataset_filter)
 
     original_get_docs = LightevalTask.get_docs
