@@ -7,9 +7,13 @@ Usage (CPU, this 2-core machine: one thread per rank, a small slice of the mix):
 
 Against lighteval's own pipeline (the `lighteval` extra installed: `pip install -e '.[lighteval]'`;
 same docs, same weights as an HF copy, same threads, runs paired; see lighteval_compare.py), quiet
-and with two busy background processes:
+and with two busy background processes (docs/performance.md, "Against lighteval"); the mix, then
+GSM8K 5-shot alone (`--tasks` replaces the mix):
     LIGHTEVAL_NANOTRON_DATA_DIRS=bundled python benchmarks/bench_eval.py --lighteval on --cores 2 \
-        --layouts 1x1x1 --configs on --scale 0.02 --max-new-tokens 32 --background-load 0,2 --out bench_le.json
+        --layouts 1x1x1 --configs on --scale 0.04 --max-new-tokens 32 --background-load 0,2 --out bench_le.json
+    LIGHTEVAL_NANOTRON_DATA_DIRS=bundled python benchmarks/bench_eval.py --lighteval on --cores 2 \
+        --layouts 1x1x1 --configs on --tasks 'lighteval|gsm8k|5=10' --max-new-tokens 256 --no-per-task \
+        --background-load 0,2 --out bench_le_gsm8k.json
 
 GPU machine (unchanged; NCCL, one GPU per rank, the full mix):
     LIGHTEVAL_NANOTRON_DATA_DIRS=bundled python benchmarks/bench_eval.py --scale 1 --out bench_gpu.json
@@ -39,7 +43,9 @@ task to 1e-6, same generations, log-probs within 1e-4 relative: fp32 kernels of 
 round differently; the largest difference is reported). For the `on` setting it then evaluates
 each task alone (MMLU subjects together) and prints the per-task table: seconds, docs/s, tokens,
 useful fraction, FLOP/s and its ratio to the peak per task and per task kind (`--no-per-task`
-skips it).
+skips it). Generative items also get their decode steps against the decode roofline: the weights
+and cached keys/values each step reads (`DecodeCost`) over the memory bandwidth measured in the
+same run (`memory_bandwidth`).
 """
 
 from __future__ import annotations
