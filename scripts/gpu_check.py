@@ -373,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     ns.remaining = lambda: ns.budget - (time.perf_counter() - started)
     ns.out, ns.carry = ns.out.resolve(), ns.carry.resolve()
+    os.environ["GPU_CARRY"] = str(ns.carry)  # the check's tasks file reads its counting docs there
     ns.work = (ns.work or Path(tempfile.mkdtemp(prefix="gpu_check_"))).resolve()
     profile = PROFILES["dry" if ns.dry else "gpu"]
     env = environment(ns.dry)

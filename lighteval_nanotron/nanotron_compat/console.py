@@ -11,6 +11,7 @@ inherited by spawned ranks and torchrun workers):
 - Nanotron's tqdm bars (saving and loading weights) are drawn on a terminal only, never into a log.
 - Python warnings (deprecations and notes of torch and the libraries under Nanotron) and the
   `datasets` progress bars, in the processes of this project's commands.
+- nltk's failed downloads when lighteval's modules are imported offline (`tasks.lighteval_adapter`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import sys
 import warnings
 from functools import partial
 
-VERBOSE_ENV = "LIGHTEVAL_NANOTRON_VERBOSE"
+from lighteval_nanotron.console_errors import VERBOSE_ENV, is_verbose, set_verbose  # noqa: F401  (the switch's users import it here)
+
 NANOTRON_LOGGERS = ("nanotron.trainer", "nanotron.models.base", "nanotron.helpers", "nanotron.serialize.main")
 """The Nanotron loggers whose restating INFO records are left out (a logger's filter sees the records
 logged on it); `quiet_loggers` adds others (the hook: the results writers', whose paths the training
@@ -42,18 +44,6 @@ RESTATING = (
 """Starts of those records: dumps of the YAML the user wrote, build steps, per-evaluation file paths."""
 MEMORY = "Memory usage:"
 TQDM_MODULES = ("nanotron.serialize.weights", "nanotron.serialize.optimizer", "nanotron.optim.zero")
-
-
-def is_verbose() -> bool:
-    return os.environ.get(VERBOSE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def set_verbose(on: bool) -> None:
-    """Verbose (or not) for this process and every process it starts."""
-    if on:
-        os.environ[VERBOSE_ENV] = "1"
-    else:
-        os.environ.pop(VERBOSE_ENV, None)
 
 
 def add_verbose_flag(parser: argparse.ArgumentParser, top_level: bool = True) -> None:
@@ -93,9 +83,14 @@ def _tqdm_on_a_terminal(tqdm_class, *args, disable: bool | None = False, **kwarg
 
 
 def quiet_loggers(*names: str) -> None:
-    """Leave out the restating INFO records of these loggers unless verbose (idempotent)."""
+    """Leave out the restating INFO records of these loggers unless verbose (idempotent). A logger
+    not created yet is left alone: Nanotron's `get_logger` turns propagation off only on a logger it
+    creates, so creating one here would print each of its records twice; the next call, after its
+    module is imported, quiets it."""
     for name in names:
-        quieted = logging.getLogger(name)
+        quieted = logging.root.manager.loggerDict.get(name)
+        if not isinstance(quieted, logging.Logger):
+            continue
         if not any(isinstance(f, _QuietNanotron) for f in quieted.filters):
             quieted.addFilter(_QuietNanotron())
 

@@ -138,6 +138,19 @@ def test_catalogue_tasks_evaluate_on_local_data(tiny_converted, tmp_path):
         assert values and all(0 <= value <= 1 for value in values), (task, results[task])
     if lighteval.suiteless:
         assert "suite 'helm' has no task 'mmlu:astronomy'" in done.stderr
+    assert "[nltk_data]" not in done.stdout + done.stderr  # lighteval's offline nltk downloads, quiet
+
+
+def test_catalogue_loads_without_nltk_download_noise(tmp_path):
+    """lighteval's modules call nltk.download when imported; offline (CI, this machine) each failure
+    printed four lines before the answer. Quiet by default, shown with --verbose."""
+    _installed()
+    env = {**_env(), "NLTK_DATA": str(tmp_path / "nltk_data"), "HOME": str(tmp_path)}
+    command = [sys.executable, "-m", "lighteval_nanotron", "tasks", "inspect", "lighteval|arcc:easy|0"]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    printed = (done.stdout + done.stderr).strip().splitlines()
+    assert len(printed) == 1 and printed[0].startswith("error: Unknown task 'lighteval|arcc:easy'"), printed
 
 
 def test_tasks_list_all_shows_the_installed_catalogue(capsys):

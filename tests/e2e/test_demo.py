@@ -32,6 +32,10 @@ def test_demo_gold_bpb_is_informative_while_accuracy_stays_at_chance(tmp_path):
         timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    printed = (done.stdout + done.stderr).splitlines()
+    assert len(printed) < 80, "\n".join(printed)  # a newcomer's first command reads on one screen or two
+    messages = [line.split("]: ", 1)[-1] for line in printed if line.strip()]
+    assert len(messages) == len(set(messages)), "a line printed twice"
     results = results_files_by_step(run_dir / "eval", MODEL)
     config = yaml.safe_load(shipped_config("demo_train.yaml").read_text())  # the installed Nanotron's schema
     steps, interval = config["tokens"]["train_steps"], config["lighteval_nanotron"]["eval_interval"]

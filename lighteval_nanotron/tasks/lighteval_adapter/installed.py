@@ -8,14 +8,17 @@ would import every task of its catalogue, some of which fail to import or reach 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import importlib.metadata
 import importlib.util
+import io
 from dataclasses import dataclass
 from types import ModuleType
 
 from packaging.version import Version
 
+from lighteval_nanotron.console_errors import is_verbose
 from lighteval_nanotron.errors import CustomTasksError
 
 INSTALL_HINT = "pip install 'lighteval-nanotron[lighteval]'"
@@ -73,11 +76,27 @@ class Lighteval:
 _LOADED: Lighteval | None = None
 
 
+def quiet_nltk_downloads() -> None:
+    """Unless verbose, nltk's downloads report nothing. lighteval's metric and task modules call
+    `nltk.download(...)` when they are imported; without network each call prints its failure
+    (four `[nltk_data]` lines) whatever `quiet` says. Nothing else changes: a metric that needs
+    the missing data still fails, with nltk's own message, when it runs."""
+    if is_verbose():
+        return
+    try:
+        import nltk
+    except ImportError:
+        return
+    if not isinstance(nltk.download, functools.partial):
+        nltk.download = functools.partial(nltk.download, quiet=True, print_error_to=io.StringIO())
+
+
 def import_lighteval() -> Lighteval:
     """The installed lighteval, checked (CustomTasksError naming the extra to install otherwise)."""
     global _LOADED
     if _LOADED is None:
         version = check_version(installed_version())
+        quiet_nltk_downloads()  # before lighteval's modules bind `nltk.download`
         names = {
             "lighteval_task": "lighteval.tasks.lighteval_task",
             "requests": "lighteval.tasks.requests",

@@ -80,7 +80,7 @@ def test_a_dataset_stage_records_and_resumes_under_its_dataset_name():
     import_nanotron()
     from nanotron.serialize.metadata import DataStageMetadata, TrainingMetadata
 
-    source = "examples/data/counting_train"
+    source = "examples/data/real_text"
     stage = DataStageMetadata(
         name="counting", start_training_step=1, consumed_train_samples=0, sequence_length=SEQUENCE
     )
