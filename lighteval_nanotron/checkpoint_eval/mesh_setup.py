@@ -68,8 +68,10 @@ def parallel_context_for(tp: int, pp: int, dp: int, cpu: bool) -> Iterator[Any]:
 def _prepare_backend(cpu: bool) -> str:
     if cpu:
         from lighteval_nanotron.cpu import enable_cpu_support
+        from lighteval_nanotron.parallel.cpu_threads import configure_cpu_threads
 
         enable_cpu_support(trainer=False)  # evaluation only: nanotron.trainer stays unimported
+        configure_cpu_threads()
         return "gloo"
     if not torch.cuda.is_available():
         raise ConfigError("No CUDA device is visible: pass --cpu to evaluate on CPU with gloo.")

@@ -20,6 +20,7 @@ import sys
 
 from lighteval_nanotron.console_errors import TRACEBACK_ENV, report_exception
 from lighteval_nanotron.nanotron_compat.console import add_verbose_flag, quiet_process, set_verbose
+from lighteval_nanotron.parallel.cpu_threads import prefer_passive_wait
 from lighteval_nanotron.version import __version__
 
 COMMANDS = (
@@ -100,7 +101,9 @@ def run(argv: list[str] | None = None) -> int:
     Frozen last: everything, so that the interpreter's exit, which collects every object it
     tracks while it tears its modules down, does not walk them again (0.3-0.4 s of CPU after an
     `eval` run, for memory the OS takes back anyway); atexit handlers still run and the loggers
-    are closed before. Library code and tests call `main`, which leaves the collector alone."""
+    are closed before. Library code and tests call `main`, which leaves the collector alone.
+    Before anything imports torch: CPU threads that sleep when they wait (`prefer_passive_wait`)."""
+    prefer_passive_wait()
     parser = build_parser()
     gc.freeze()
     code = _run_verb(parser, argv)

@@ -39,6 +39,7 @@ from lighteval_nanotron.console_errors import (
 )
 from lighteval_nanotron.errors import LightevalNanotronError
 from lighteval_nanotron.nanotron_compat.console import add_verbose_flag, is_verbose, quiet_process, set_verbose
+from lighteval_nanotron.parallel.cpu_threads import prefer_passive_wait
 from lighteval_nanotron.parallel.distributed import free_loopback_port, local_rank_env
 from lighteval_nanotron.parallel.launch_env import apply_launcher_env
 
@@ -74,10 +75,11 @@ def train(config_file: str, cpu: bool = False, timeout_s: int = DEFAULT_TIMEOUT_
 def _spawned_rank(rank: int, world_size: int, port: int, config_file: str, timeout_s: int, errors: str) -> None:
     os.environ.update(local_rank_env(rank, world_size, port))
     quiet_process()
-    import torch
     import torch.distributed as dist
 
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    from lighteval_nanotron.parallel.cpu_threads import configure_cpu_threads
+
+    configure_cpu_threads()
     try:
         train(config_file, cpu=True, timeout_s=timeout_s)
     except LightevalNanotronError as error:
@@ -101,6 +103,7 @@ def launch_cpu(config_file: str, nproc: int, timeout_s: int = DEFAULT_TIMEOUT_S)
 
     port = free_loopback_port()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    prefer_passive_wait()  # the ranks import torch after the spawn: their threads sleep when they wait
     errors = tempfile.TemporaryDirectory(prefix="lighteval_nanotron_errors_")
     # A rank that is killed leaves the semaphores it registered (tqdm's lock) to multiprocessing's
     # resource tracker, which would warn about them after the error line; the tracker starts with

@@ -171,6 +171,9 @@ def test_generation_stops_early_and_drops_finished_rows(tiny_checkpoint, baselin
     stats = baseline["generation_stats"]
     assert stats.processed_tokens - stats.padding_tokens == sum(contexts) + fed
     assert stats.useful_tokens == sum(contexts) + fed
+    longest = max(len(r.output_tokens[0]) for r in baseline["generation"])
+    assert longest > 1 and stats.decode_steps >= longest - 1  # decode steps counted (the benchmark's roofline)
+    assert stats.decode_cache_positions >= stats.decode_steps and stats.decode_seconds > 0
     kept = _run(tiny_checkpoint, 1, 1, 1, drop_finished_rows=False, max_rows_per_batch=8)[0]["generation_stats"]
     assert kept.processed_tokens > stats.processed_tokens
     sizes = [d.generation_size for d in engine_docs()]

@@ -21,6 +21,7 @@ incremental: only the newest tokens' text is searched.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import torch
@@ -143,7 +144,8 @@ def _decode_step(rt: Runtime, st: _Decoding) -> _Inputs:
     last = [(st.generated[i] or list(st.requests[i].input_ids))[-1] for i in st.rows]
     tree = CachedDecode.build(st.cache)
     st.cache.lengths = st.cache.lengths + 1
-    st.stats.add(PlanStats(attention_pairs=int(tree.lengths.sum()) + len(st.rows)))
+    cached = int(tree.lengths.sum())
+    st.stats.add(PlanStats(attention_pairs=cached + len(st.rows), decode_steps=1, decode_cache_positions=cached))
     ids = torch.tensor(last, dtype=torch.long)[:, None]
     return _Inputs(ids, torch.zeros(len(last), dtype=torch.long), [1] * len(last), tree=tree)
 
@@ -238,7 +240,9 @@ def _step(rt: Runtime, link: StageLink, st: _Decoding, failed: bool) -> Exceptio
     step's after its activation arrived, or `failed`: an earlier one's) instead of raising: it then
     sends every row of the pool as done, so the other stages, which feed only running rows, stop
     feeding the pool, and no stage waits on it (see `_local_generations`)."""
+    started = time.perf_counter()
     inputs = _inputs(rt, st)
+    decoding = isinstance(inputs.tree, CachedDecode)
     rows, seq = inputs.ids.shape
     select = (inputs.last, inputs.last_rows) if rt.config.logits_at_targets else None
     mask = torch.ones((rows, seq), dtype=torch.bool, device=rt.device)
@@ -258,6 +262,7 @@ def _step(rt: Runtime, link: StageLink, st: _Decoding, failed: bool) -> Exceptio
     if not rt.stage.is_last:
         run_stage(rt.stage, link, x, mask, inputs.tree, select, leading=leading)
         st.awaiting_feedback = True
+        st.stats.decode_seconds += (time.perf_counter() - started) * decoding
         return None
     error = None
     if not failed:
@@ -272,6 +277,7 @@ def _step(rt: Runtime, link: StageLink, st: _Decoding, failed: bool) -> Exceptio
         feedback = _every_row_done(st)
     link.send_feedback(feedback, [r for r in rt.chain_pp_ranks if r != rt.mesh.pp_rank])
     _apply(st, feedback)
+    st.stats.decode_seconds += (time.perf_counter() - started) * decoding
     return error
 
 

@@ -90,6 +90,12 @@ class PlanStats:
     """Positions of those prefixes processed (once per evaluation and replica, in `processed_tokens`)."""
     shared_prefix_reads: int = 0
     """Positions of those prefixes read from their keys/values instead of being recomputed."""
+    decode_steps: int = 0
+    """Generation steps that fed one new token per running row against the KV cache (per stage)."""
+    decode_cache_positions: int = 0
+    """Cached positions those steps' attention read: every running row's length, summed over the steps."""
+    decode_seconds: float = 0.0
+    """Wall seconds of those steps on the stage that ran them (measured by the run)."""
 
     def add(self, other: "PlanStats") -> None:
         for name in self.__dataclass_fields__:
