@@ -139,3 +139,13 @@ def test_every_module_keeps_the_specific_rules():
                 if _named(imported, f"{ROOT}.{forbidden}" if forbidden in LAYER_OF else forbidden):
                     broken.append(f"{module} imports {imported}: {room} never imports {forbidden}")
     assert not broken, "\n".join(broken)
+
+
+def test_no_test_package_shadows_a_folder_of_the_repository():
+    """pytest imports a test folder that has an `__init__.py` as a top-level package of its own
+    name: `tests/benchmarks/__init__.py` made `benchmarks` the tests' folder for the whole run, and
+    `lighteval-nanotron bench` (which imports `benchmarks.bench_eval`) failed in every later test."""
+    tests = Path(__file__).resolve().parent
+    packages = {init.parent.name for init in tests.rglob("__init__.py")}
+    repository = {path.name for path in tests.parent.iterdir() if path.is_dir()}
+    assert not packages & repository, sorted(packages & repository)
