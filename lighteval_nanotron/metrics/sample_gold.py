@@ -20,36 +20,15 @@ called before any model call, refusing docs the metric cannot score.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
 
 from lighteval_nanotron.errors import ConfigError, MetricError
-from lighteval_nanotron.metrics.normalizations import (
-    LogProbNormalization,
-    LogProbPMINorm,
-    normalize_log_probs,
-    parse_logprob_normalization,
-)
 from lighteval_nanotron.metrics.params import Parametrizable
-from lighteval_nanotron.metrics.sample_logprob import choice_logprobs, gold_indices
+from lighteval_nanotron.metrics.sample_logprob import ChoiceScoresMetric, choice_logprobs, gold_indices
 from lighteval_nanotron.requests import Doc, ModelResponse
 
 LN_2 = math.log(2.0)
-
-
-def _normalized_scores(
-    normalization: LogProbNormalization | None, doc: Doc, model_response: ModelResponse
-) -> list[float]:
-    n_choices = len(doc.choices)
-    unconditioned = model_response.unconditioned_logprobs
-    return normalize_log_probs(
-        normalization,
-        choice_logprobs(doc, model_response),
-        doc.choices,
-        model_response.output_tokens[:n_choices],
-        None if unconditioned is None else list(unconditioned[:n_choices]),
-    )
 
 
 def _refuse_docs(task_name: str, docs: Sequence[Doc], metric: str, needs: str, bad: Callable[[Doc], bool]) -> None:
@@ -85,26 +64,15 @@ class GoldBitsPerByte(Parametrizable):
 
 
 @dataclass(frozen=True)
-class GoldProbability(Parametrizable):
+class GoldProbability(ChoiceScoresMetric):
     """p(gold) / sum over the choices of p(choice), p from the (normalized) log-probs.
 
     Computed as a softmax over the choices' scores (no underflow for long continuations, unlike
     exponentiating each log-prob); with several golds the largest gold probability (lighteval's
     default aggregation)."""
 
-    logprob_normalization: LogProbNormalization | None = None
-
-    param_parsers: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"logprob_normalization": parse_logprob_normalization}
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "logprob_normalization", parse_logprob_normalization(self.logprob_normalization))
-
-    @property
-    def requires_unconditioned_logprobs(self) -> bool:
-        return isinstance(self.logprob_normalization, LogProbPMINorm)
-
     def __call__(self, doc: Doc, model_response: ModelResponse) -> float:
-        scores = _normalized_scores(self.logprob_normalization, doc, model_response)
+        scores = self.scores(doc, model_response)
         top = max(scores)
         weights = [math.exp(score - top) for score in scores]
         return max(weights[g] for g in gold_indices(doc)) / sum(weights)
@@ -118,22 +86,11 @@ class GoldProbability(Parametrizable):
 
 
 @dataclass(frozen=True)
-class GoldMargin(Parametrizable):
+class GoldMargin(ChoiceScoresMetric):
     """Best gold's (normalized) log-prob minus the best wrong choice's, in nats (> 0: gold ahead)."""
 
-    logprob_normalization: LogProbNormalization | None = None
-
-    param_parsers: ClassVar[Mapping[str, Callable[[Any], Any]]] = {"logprob_normalization": parse_logprob_normalization}
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "logprob_normalization", parse_logprob_normalization(self.logprob_normalization))
-
-    @property
-    def requires_unconditioned_logprobs(self) -> bool:
-        return isinstance(self.logprob_normalization, LogProbPMINorm)
-
     def __call__(self, doc: Doc, model_response: ModelResponse) -> float:
-        scores = _normalized_scores(self.logprob_normalization, doc, model_response)
+        scores = self.scores(doc, model_response)
         golds = set(gold_indices(doc))
         wrong = [score for index, score in enumerate(scores) if index not in golds]
         if not wrong:

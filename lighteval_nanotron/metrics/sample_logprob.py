@@ -41,9 +41,25 @@ def ranking(scores: list[float]) -> list[int]:
     return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
 
 
+def normalized_choice_scores(
+    normalization: LogProbNormalization | None, doc: Doc, model_response: ModelResponse
+) -> list[float]:
+    """Each choice's log-probability under `normalization` (PMI reads the unconditioned log-probs)."""
+    n_choices = len(doc.choices)
+    unconditioned = model_response.unconditioned_logprobs
+    return normalize_log_probs(
+        normalization,
+        choice_logprobs(doc, model_response),
+        doc.choices,
+        model_response.output_tokens[:n_choices],
+        None if unconditioned is None else list(unconditioned[:n_choices]),
+    )
+
+
 @dataclass(frozen=True)
-class LoglikelihoodAcc(Parametrizable):
-    """1 if the choice with the highest (normalized) log-probability is a gold, else 0."""
+class ChoiceScoresMetric(Parametrizable):
+    """A metric of the choices' (normalized) log-probabilities: the `logprob_normalization`
+    parameter (settable per task), what it needs from the engine, and the scores."""
 
     logprob_normalization: LogProbNormalization | None = None
 
@@ -56,17 +72,16 @@ class LoglikelihoodAcc(Parametrizable):
     def requires_unconditioned_logprobs(self) -> bool:
         return isinstance(self.logprob_normalization, LogProbPMINorm)
 
+    def scores(self, doc: Doc, model_response: ModelResponse) -> list[float]:
+        return normalized_choice_scores(self.logprob_normalization, doc, model_response)
+
+
+@dataclass(frozen=True)
+class LoglikelihoodAcc(ChoiceScoresMetric):
+    """1 if the choice with the highest (normalized) log-probability is a gold, else 0."""
+
     def __call__(self, doc: Doc, model_response: ModelResponse) -> int:
-        n_choices = len(doc.choices)
-        unconditioned = model_response.unconditioned_logprobs
-        scores = normalize_log_probs(
-            self.logprob_normalization,
-            choice_logprobs(doc, model_response),
-            doc.choices,
-            model_response.output_tokens[:n_choices],
-            None if unconditioned is None else list(unconditioned[:n_choices]),
-        )
-        return int(ranking(scores)[0] in gold_indices(doc))
+        return int(ranking(self.scores(doc, model_response))[0] in gold_indices(doc))
 
     def chance(self, doc: Doc) -> float:
         """A random ranking picks a gold with probability (number of golds) / (number of choices)."""
