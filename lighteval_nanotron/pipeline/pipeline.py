@@ -32,7 +32,7 @@ from lighteval_nanotron.pipeline.request_groups import RequestGroup, group_reque
 from lighteval_nanotron.pipeline.result import EvaluationResult
 from lighteval_nanotron.pipeline.summary import summarize
 from lighteval_nanotron.pipeline.task_costs import task_costs
-from lighteval_nanotron.requests import Doc
+from lighteval_nanotron.requests import Doc, GenerationParameters
 from lighteval_nanotron.tasks import LightevalTask, PromptManager, Registry
 
 if TYPE_CHECKING:
@@ -158,8 +158,14 @@ class EvaluationPipeline:
         self.docs = dict(docs)
         self.render_prompt = render_prompt
         owner = getattr(render_prompt, "__self__", None)
-        self.prompt_settings = owner.settings() if isinstance(owner, PromptManager) else {}
-        """How prompts were rendered (chat template, system prompt), recorded in `config_general`."""
+        generation = getattr(getattr(model, "config", None), "generation", None)
+        self.settings = {
+            **(owner.settings() if isinstance(owner, PromptManager) else {}),
+            "generation_parameters": generation.as_dict() if isinstance(generation, GenerationParameters) else {},
+        }
+        """How prompts were rendered (chat template, system prompt) and generations decoded (the
+        model's defaults, which a task's own `generation_parameters` override), recorded in
+        `config_general`."""
         self.model_name = model_name
         self.max_samples = max_samples
         self.bootstrap_iters = bootstrap_iters
@@ -332,7 +338,7 @@ class EvaluationPipeline:
             consumed_train_samples=consumed_train_samples,
             max_samples=self.max_samples,
             failed_tasks={name: failed[name] for name in self.result_names if name in failed},
-            extra_config=dict(self.prompt_settings),
+            extra_config=dict(self.settings),
             task_costs={**{name: costs[name].to_dict() for name in evaluated}, **held_out.task_costs},
             suite_score=suite_score(results),
         )

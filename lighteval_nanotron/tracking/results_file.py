@@ -1,7 +1,9 @@
 """The content of one step's results file: strict JSON, merged with what an earlier run wrote.
 
 A step is evaluated per (task with its few-shot count, max_samples): a later run with other tasks
-adds them to the step's file, and a task evaluated again replaces only its own entries. The
+adds them to the step's file, and a task evaluated again replaces only its own entries; a run
+whose settings that change scores (`SCORE_SETTINGS`: dtype, chat template, system prompt,
+generation parameters) differ from the kept tasks' is refused (`settings_conflict`). The
 aggregates (`all`, lighteval's group averages, the suite score) and `summary_general` are
 recomputed over the merged tasks. Non-finite numbers (a NaN standard error of a
 one-doc task, say) are written as `null` and listed under `config_general.non_finite_values`, so
@@ -12,8 +14,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from typing import Any
 
+from lighteval_nanotron.errors import TrackingError
 from lighteval_nanotron.pipeline.aggregates import is_aggregate_key, suite_score, with_aggregates
 from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, SIGNAL_KEY, SUITE_SCORE_KEY, TASK_COSTS_KEY
 from lighteval_nanotron.pipeline.summary import general_summary
@@ -22,6 +26,9 @@ PER_TASK_SECTIONS = ("results", "versions", "config_tasks", "summary_tasks", TAS
 MAX_SAMPLES_BY_TASK = "max_samples_by_task"
 NON_FINITE_KEY = "non_finite_values"
 FAILED_TASKS_KEY = "failed_tasks"
+VERSION_KEY = "lighteval_nanotron_version"
+SCORE_SETTINGS = ("dtype", "use_chat_template", "system_prompt", "chat_template_sha256", "generation_parameters")
+"""`config_general` keys whose value changes a task's scores: a step's file holds one value of each."""
 
 
 _SECTIONS = ("config_general", *PER_TASK_SECTIONS, "summary_general", FAILED_TASKS_KEY)
@@ -64,8 +71,7 @@ def _task_max_samples(content: dict[str, Any]) -> dict[str, int | None]:
     recorded = general.get(MAX_SAMPLES_BY_TASK)
     if isinstance(recorded, dict):
         return dict(recorded)
-    tasks = [name for name in (content.get("results") or {}) if not is_aggregate_key(name)]
-    return {name: general.get("max_samples") for name in tasks}
+    return {name: general.get("max_samples") for name in evaluated_names(content)}
 
 
 def evaluated_tasks(content: dict[str, Any]) -> set[tuple[str, int | None]]:
@@ -74,9 +80,41 @@ def evaluated_tasks(content: dict[str, Any]) -> set[tuple[str, int | None]]:
     return {(task, samples) for task, samples in _task_max_samples(content).items() if task in results}
 
 
+def settings_conflict(earlier: dict[str, Any], settings: dict[str, Any], evaluated: Iterable[str]) -> str | None:
+    """Why a run with `settings` (its `config_general`, or the `SCORE_SETTINGS` it will record)
+    that evaluates the tasks `evaluated` cannot be merged into `earlier` (a step's results file of
+    this package): it would keep tasks of `earlier` that were scored with another value of a
+    setting both record, under the run's `config_general`. None when it can."""
+    recorded = earlier.get("config_general") or {}
+    if VERSION_KEY not in recorded:  # lighteval's own results file records its settings otherwise
+        return None
+    kept = sorted(task for task in evaluated_names(earlier) if task not in set(evaluated))
+    differing = [
+        f"{key} {recorded[key]!r} there, {settings[key]!r} now"
+        for key in SCORE_SETTINGS
+        if key in recorded and key in settings and recorded[key] != settings[key]
+    ]
+    if not kept or not differing:
+        return None
+    return (
+        f"the step's results file holds {', '.join(kept)} scored with other settings ({'; '.join(differing)}): "
+        "one step's file describes one set of settings. Evaluate with the same settings, add those tasks to this "
+        "run to score them again, or write to another output folder (or model name)."
+    )
+
+
+def evaluated_names(content: dict[str, Any]) -> list[str]:
+    """The tasks (and held-out domains) a results file holds scores for, aggregates left out."""
+    return [name for name in (content.get("results") or {}) if not is_aggregate_key(name)]
+
+
 def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """`new` (one evaluation's results dict) over `earlier` (the file's content): every task of
-    `earlier` that `new` did not evaluate is kept; `config_general` is the newest run's."""
+    `earlier` that `new` did not evaluate is kept; `config_general` is the newest run's, so a run
+    whose score-changing settings differ from the kept tasks' is a `TrackingError`."""
+    conflict = settings_conflict(earlier, new.get("config_general") or {}, evaluated_names(new))
+    if conflict is not None:
+        raise TrackingError(f"Results not written: {conflict}")
     merged = {**earlier, **new}  # keys of the earlier file that this layout does not know are kept
     for section in PER_TASK_SECTIONS:
         kept = {k: v for k, v in (earlier.get(section) or {}).items() if k != ALL_TASKS_KEY}
