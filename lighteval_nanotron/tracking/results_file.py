@@ -65,7 +65,7 @@ def results_file_problem(content: Any) -> str | None:
     return None
 
 
-def _task_max_samples(content: dict[str, Any]) -> dict[str, int | None]:
+def task_max_samples(content: dict[str, Any]) -> dict[str, int | None]:
     """`{task: max_samples}` of a results file (files without the per-task record: the run's)."""
     general = content.get("config_general") or {}
     recorded = general.get(MAX_SAMPLES_BY_TASK)
@@ -77,7 +77,7 @@ def _task_max_samples(content: dict[str, Any]) -> dict[str, int | None]:
 def evaluated_tasks(content: dict[str, Any]) -> set[tuple[str, int | None]]:
     """The (task, max_samples) pairs a results file holds results for."""
     results = content.get("results") or {}
-    return {(task, samples) for task, samples in _task_max_samples(content).items() if task in results}
+    return {(task, samples) for task, samples in task_max_samples(content).items() if task in results}
 
 
 def settings_conflict(earlier: dict[str, Any], settings: dict[str, Any], evaluated: Iterable[str]) -> str | None:
@@ -124,7 +124,7 @@ def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any
     merged.pop(FAILED_TASKS_KEY, None)
     if failed:
         merged[FAILED_TASKS_KEY] = failed
-    samples = {**_task_max_samples(earlier), **_task_max_samples(new)}
+    samples = {**task_max_samples(earlier), **task_max_samples(new)}
     merged["config_general"] = {**(new.get("config_general") or {}), MAX_SAMPLES_BY_TASK: samples}
     task_results = {
         task: scores
@@ -154,7 +154,7 @@ def _as_numbers(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float
 def with_max_samples(content: dict[str, Any]) -> dict[str, Any]:
     """Record each task's max_samples in `config_general` (the key of a done task)."""
     general = dict(content.get("config_general") or {})
-    general[MAX_SAMPLES_BY_TASK] = _task_max_samples(content)
+    general[MAX_SAMPLES_BY_TASK] = task_max_samples(content)
     return {**content, "config_general": general}
 
 
