@@ -91,3 +91,29 @@ def test_the_transformers_baseline_refuses_to_time_another_model():
     with pytest.raises(RuntimeError, match="RoPE base 10000.0"):
         other = SimpleNamespace(config=SimpleNamespace(rope_parameters={"rope_theta": 10000.0}))
         check_same_model(other, config, SimpleNamespace(missing_keys=[], unexpected_keys=[]))
+
+
+def test_bf16_choices_are_bounded_on_decisive_docs_only():
+    """A near-tie that bf16 rounding reorders passes; a doc whose CPU fp32 choice leads by more than
+    twice the error bound must keep its choice, whatever the accuracy does."""
+    from device_check.evaluations import compare_bf16, decisive_choices
+
+    cpu = {0: {"logprobs": [-5.0, -5.01]}, 1: {"logprobs": [-2.0, -9.0]}, 2: {"logprobs": [-3.0, -3.5]}}
+    near_tie_flipped = {0: {"logprobs": [-5.02, -5.0]}, 1: {"logprobs": [-2.1, -9.1]}, 2: {"logprobs": [-3.0, -3.5]}}
+    assert decisive_choices(cpu, near_tie_flipped, bound=0.1) == (2, [])
+    decisive_flipped = {**near_tie_flipped, 1: {"logprobs": [-9.0, -2.0]}}
+    assert decisive_choices(cpu, decisive_flipped, bound=0.1) == (2, [1])
+    assert decisive_choices(cpu, decisive_flipped, bound=4.0) == (0, [])  # nothing leads by 8 nats
+
+    def run(details, acc):
+        rows = {doc: {**row, "cont_tokens": [[1]] * 2, "predictions": None} for doc, row in details.items()}
+        return {"details": {"t": rows}, "results": {"t": {"acc": acc}}}
+
+    bf16_rounded = {0: {"logprobs": [-5.05, -5.0]}, 1: {"logprobs": [-2.05, -9.05]}, 2: {"logprobs": [-3.0, -3.45]}}
+    cpu_bf16 = run(bf16_rounded, 0.5)
+    passed = compare_bf16(run(cpu, 0.5), cpu_bf16, run(near_tie_flipped, 0.9), "random bf16", "random")
+    assert passed["failures"] == [] and passed["tasks"]["t"]["decisive_docs"] >= 1
+    failed = compare_bf16(run(cpu, 0.5), cpu_bf16, run(decisive_flipped, 0.5), "random bf16", "random")
+    assert any("docs [1] pick another choice" in f for f in failed["failures"])
+    trained = compare_bf16(run(cpu, 0.5), cpu_bf16, run(near_tie_flipped, 0.9), "trained bf16", "trained")
+    assert any("accuracy 0.900 vs CPU bf16 0.500" in f for f in trained["failures"])
