@@ -153,6 +153,32 @@ def _origin(module: str) -> str | None:
     return None if spec is None else str(spec.origin)
 
 
+def unmet_requirements(packages: tuple[str, ...]) -> list[str]:
+    """`"datasets: pyarrow>=24.0.0 (found 23.0.1)"` for each requirement of the carried packages that
+    the installed versions do not meet: they are installed with --no-deps over the image's own
+    packages, so nothing else checks; a mismatch is reported (gpu_check.json, summary NOTE lines),
+    not refused, since the code paths the check uses may not care."""
+    from packaging.requirements import Requirement
+
+    unmet = []
+    for name in packages:
+        try:
+            requires = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for text in requires:
+            requirement = Requirement(text)
+            if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+                continue
+            try:
+                found = importlib.metadata.version(requirement.name)
+            except importlib.metadata.PackageNotFoundError:
+                found = None
+            if found is None or not requirement.specifier.contains(found, prereleases=True):
+                unmet.append(f"{name}: {requirement} (found {found or 'none'})")
+    return unmet
+
+
 def environment(dry: bool) -> dict[str, Any]:
     import torch
 
@@ -173,6 +199,7 @@ def environment(dry: bool) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "packages": versions,
         "carried_from": {name: _origin(name) for name in CARRIED_PACKAGES},
+        "unmet_requirements": unmet_requirements(CARRIED_PACKAGES),
         "attention": "flash-attn" if importlib.util.find_spec("flash_attn") else "SDPA stand-in",
     }
 
@@ -416,6 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         report["step_seconds"][name] = time.perf_counter() - step_started
         failures += more
     report["failures"] = failures
+    report["budget"] = ns.budget
     report["seconds"] = time.perf_counter() - started
     (ns.out / "gpu_check.json").write_text(json.dumps(report, indent=2, default=str))
     lines = summary_lines(report)

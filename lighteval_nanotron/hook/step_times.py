@@ -7,12 +7,25 @@ stamp (it times iterations with its own timers): there a step's time is measured
 of the hook's previous call (`step_ended`) to this `post_train_step`, so it also holds Nanotron's
 logging and checkpointing of the previous step, never an evaluation. The first step
 (compilation, allocator and data-loader warm-up) is left out of the mean once there is another.
+
+On a GPU `post_train_step` runs when the step's kernels are queued, not done (Nanotron synchronises
+only later, in its step logs): the device is synchronised before the step's end is read, so a step
+is its own time, and not its forward alone while its backward and optimizer step run on into the
+next step or into the evaluation.
 """
 
 from __future__ import annotations
 
 import time
 from typing import Any, Optional
+
+import torch
+
+
+def _device_settled() -> None:
+    """Wait for the work queued on the CUDA device, if this process has used one."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 class StepTimes:
@@ -27,6 +40,7 @@ class StepTimes:
         if not isinstance(started, (int, float)):
             started = self._last_end
         if started is not None:
+            _device_settled()
             self.seconds.append(time.time() - float(started))
 
     def step_ended(self) -> None:

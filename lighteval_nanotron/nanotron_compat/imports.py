@@ -95,6 +95,19 @@ def import_nanotron() -> ModuleType:
     return config
 
 
+def import_nanotron_models() -> ModuleType:
+    """`import_nanotron()`, with flash-attn importable before any of Nanotron's model modules is:
+    Nanotron 0.4's `models/llama.py` and `nn/layer_norm.py` import it at module level (current
+    Nanotron already needs it for `nanotron.config`, which `import_nanotron` sees to). The real
+    package, or the stand-in where its policy allows (`ensure_cuda_extensions`): so a GPU process
+    that never enables CPU support (the engine on CUDA, `eval`, the benchmark) can build a model.
+    Raises ConfigError on a CUDA machine without flash-attn unless the stand-in is asked for
+    (`LIGHTEVAL_NANOTRON_FLASH_ATTN_FALLBACK=1`). Returns the `nanotron.config` module."""
+    config = import_nanotron()
+    ensure_cuda_extensions()
+    return config
+
+
 def import_nanotron_trainer(with_wandb: bool = True, with_data_libraries: bool = True) -> ModuleType:
     """`nanotron.trainer` (the model builder needs its `mark_tied_parameters`); idempotent.
 
@@ -107,7 +120,7 @@ def import_nanotron_trainer(with_wandb: bool = True, with_data_libraries: bool =
     `nanotron.dataloader`, imported without them, is dropped so that a later import of it runs
     whole.
     """
-    import_nanotron()
+    import_nanotron_models()  # nanotron.trainer imports the models (flash-attn)
     if "nanotron.trainer" in sys.modules:
         return sys.modules["nanotron.trainer"]
     wanted = {"wandb": with_wandb, "datasets": with_data_libraries, "transformers": with_data_libraries}

@@ -33,9 +33,24 @@ def _model(checkpoint: Path, dtype: Any, device: Any) -> Any:
 
     hf_config, weights = nanotron_to_hf(checkpoint)
     model = LlamaForCausalLM(LlamaConfig(**hf_config))
-    model.load_state_dict(weights, strict=False)
+    check_same_model(model, hf_config, model.load_state_dict(weights, strict=False))
     model.tie_weights()
     return model.to(device=device, dtype=dtype).eval()
+
+
+def check_same_model(model: Any, hf_config: dict[str, Any], loaded: Any) -> None:
+    """RuntimeError unless transformers' model holds every converted weight (the tied `lm_head`
+    excepted) and rotates with the checkpoint's RoPE base: otherwise it would time another model
+    (its own random init, transformers 5's `rope_parameters` at a default base) without a word."""
+    tied = {"lm_head.weight"} if hf_config.get("tie_word_embeddings") else set()
+    missing = sorted(set(loaded.missing_keys) - tied)
+    if missing or loaded.unexpected_keys:
+        unknown = list(loaded.unexpected_keys)
+        raise RuntimeError(f"transformers baseline: weights not loaded {missing}, unknown {unknown}")
+    config = model.config
+    theta = (getattr(config, "rope_parameters", None) or {}).get("rope_theta", getattr(config, "rope_theta", None))
+    if "rope_theta" in hf_config and theta != hf_config["rope_theta"]:
+        raise RuntimeError(f"transformers baseline: RoPE base {theta}, the checkpoint's is {hf_config['rope_theta']}")
 
 
 def _score(model: Any, sequences: list[tuple[list[int], list[int]]], device: Any) -> list[float]:

@@ -78,8 +78,48 @@ def _figure_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _seconds(value: Any) -> str:
+    return f"{value:.0f} s" if isinstance(value, (int, float)) else "?"
+
+
+def _step_lines(report: dict[str, Any]) -> list[str]:
+    """Where the time went: each step, and inside it each process, to size a rerun (`--skip`, `--budget`)."""
+    steps = report.get("step_seconds", {})
+    parts = []
+    for step, seconds in steps.items():
+        inner = []
+        if step == "evaluations":
+            for device, entry in report.get("evaluations", {}).items():
+                runs = ", ".join(
+                    f"{name.removeprefix(device + '-')} {_seconds(t.get('seconds'))}"
+                    for name, t in entry.get("timings", {}).items()
+                )
+                inner.append(f"{device} {_seconds(entry.get('seconds'))}" + (f": {runs}" if runs else ""))
+        elif step == "training":
+            inner = [f"{n} {_seconds(r.get('seconds'))}" for n, r in report.get("training", {}).get("runs", {}).items()]
+        elif step == "figures":
+            figures = report.get("figures", {})
+            inner = [f"bench {n} {_seconds(e.get('seconds'))}" for n, e in figures.get("shapes", {}).items()]
+            if "seconds" in figures.get("transformers_baseline", {}):
+                inner.append(f"transformers {_seconds(figures['transformers_baseline']['seconds'])} (model time)")
+        parts.append(f"{step} {_seconds(seconds)}" + (f" ({'; '.join(inner)})" if inner else ""))
+    budget = report.get("budget")
+    return [f"time: {', '.join(parts)}" + (f"; budget {_seconds(budget)}" if budget else "")] if parts else []
+
+
+def _note_lines(report: dict[str, Any]) -> list[str]:
+    """What is not a failure but may explain one: carried wheels' needs the image does not meet,
+    nondeterministic kernels met in the training."""
+    env = report.get("environment", {})
+    lines = [f"NOTE carried wheel needs {need}" for need in env.get("unmet_requirements", [])]
+    for name, run in report.get("training", {}).get("runs", {}).items():
+        for rank in run.get("ranks", []):
+            lines += [f"NOTE {name}: {warning}" for warning in rank.get("nondeterministic", [])]
+    return lines
+
+
 def summary_lines(report: dict[str, Any]) -> list[str]:
-    lines = [_environment(report)]
+    lines = [_environment(report), *_step_lines(report), *_note_lines(report)]
     lines += _comparison_lines(report) + _training_lines(report) + _figure_lines(report)
     lines += [f"FAIL {failure}" for failure in report["failures"]]
     lines.append("RESULT: " + ("FAILED" if report["failures"] else "PASSED"))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -89,8 +90,16 @@ def train_worker(config: str, report: str, cpu: bool) -> None:
             losses.append(None if loss is None else float(loss.item()))
             return returned
 
-    trainer = RecordingTrainer(config)
-    trainer.train(build_dataloader(trainer, cpu))
+    with warnings.catch_warnings(record=True) as caught:  # kernels without a deterministic version, if any
+        warnings.simplefilter("always")
+        trainer = RecordingTrainer(config)
+        trainer.train(build_dataloader(trainer, cpu))
+    shown = set()
+    for warning in caught:  # still in the log, each once
+        if (str(warning.message), warning.category) not in shown:
+            shown.add((str(warning.message), warning.category))
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    nondeterministic = sorted({str(w.message).splitlines()[0][:300] for w in caught if "determinis" in str(w.message)})
     hasher = hashlib.sha256()
     for name, param in sorted(trainer.unwrapped_model.named_parameters(), key=lambda item: item[0]):
         hasher.update(name.encode())
@@ -102,6 +111,7 @@ def train_worker(config: str, report: str, cpu: bool) -> None:
         "evaluated": list(evaluator.evaluated) if evaluator else [],
         "failures": [str(f) for f in evaluator.failures] if evaluator else [],
         "tokens_per_step": trainer.global_batch_size * trainer.sequence_length,
+        "nondeterministic": nondeterministic,
     }
     Path(f"{report}.rank{dist.get_rank()}.json").write_text(json.dumps(record))
 
@@ -122,6 +132,19 @@ def hook_cost(eval_dir: Path, step: int) -> dict[str, Any]:
     }
 
 
+def _first_difference(hooked: list[dict], plain: list[dict]) -> str:
+    """Where two trainings part: the first step whose loss differs, else the final weights."""
+    for rank, (h, p) in enumerate(zip(hooked, plain)):
+        for step, (a, b) in enumerate(zip(h["losses"], p["losses"]), start=1):
+            if a != b:
+                return f"rank {rank} loss at step {step}: {a!r} with the hook, {b!r} without"
+        if len(h["losses"]) != len(p["losses"]):
+            return f"rank {rank}: {len(h['losses'])} steps with the hook, {len(p['losses'])} without"
+        if h["params"] != p["params"]:
+            return f"rank {rank}: equal losses, different final weights"
+    return "equal"
+
+
 def compare_trainings(reports: dict[str, Any], profile: Any) -> tuple[dict[str, Any], list[str]]:
     """Losses and weights bitwise equal with and without the hook; it evaluated where planned."""
     failures: list[str] = []
@@ -133,7 +156,7 @@ def compare_trainings(reports: dict[str, Any], profile: Any) -> tuple[dict[str, 
         "tokens_per_step": hooked[0]["tokens_per_step"],
     }
     if not summary["bitwise_equal"]:
-        failures.append("training with the hook differs from training without it (losses or weights)")
+        failures.append(f"training with the hook differs from training without it: {_first_difference(hooked, plain)}")
     planned = [profile.train_steps // 2, profile.train_steps]
     if hooked[0]["evaluated"] != planned or any(h["failures"] for h in hooked):
         failures.append(f"the hook evaluated at {hooked[0]['evaluated']} (expected {planned}) or failed")

@@ -138,3 +138,33 @@ def test_attention_runs_on_scaled_dot_product_attention(monkeypatch):
         q[None, :2], cache, cache.clone(), k[None, :2], v[None, :2], cache_seqlens=3, causal=True
     )
     assert len(calls) == 3
+
+
+_BUILD_MODELS_AS_IF_CUDA = (
+    _AS_IF_CUDA
+    + """
+import sys
+from lighteval_nanotron.models.families.llama.family import LlamaFamily
+from lighteval_nanotron.nanotron_compat.imports import import_nanotron_trainer
+try:
+    trained = LlamaFamily.training_class()  # what build_nanotron_model builds
+    import_nanotron_trainer(with_wandb=False, with_data_libraries=False)  # what `eval` imports
+except ConfigError as error:
+    print("refused:", error)
+else:
+    print("built:", trained.__name__, is_fallback_installed())
+"""
+)
+
+
+def test_a_gpu_process_without_cpu_support_can_import_the_models(tmp_path):
+    """The engine on CUDA (the device check's GPU worker, `eval`, the benchmark) never calls
+    `enable_cpu_support()`: Nanotron 0.4's models import flash-attn at module level, so building a
+    model there needs the stand-in made importable first (it was, before, only by the hook's trainer
+    module: everything else failed with `No module named 'flash_attn'`); without it asked for, a
+    ConfigError that names the switch."""
+    asked = _python(_BUILD_MODELS_AS_IF_CUDA, tmp_path, **{fa.ALLOW_ON_GPU_ENV: "1"})
+    assert "built: LlamaForTraining True" in asked.stdout, asked.stdout + asked.stderr[-2000:]
+    refused = _python(_BUILD_MODELS_AS_IF_CUDA, tmp_path)
+    assert "refused: flash-attn is not installed" in refused.stdout and fa.ALLOW_ON_GPU_ENV in refused.stdout
+    assert "No module named" not in refused.stdout + refused.stderr

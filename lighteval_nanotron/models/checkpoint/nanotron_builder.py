@@ -40,7 +40,7 @@ from lighteval_nanotron.models.checkpoint.integrity import check_checkpoint_inte
 from lighteval_nanotron.models.checkpoint.no_init import random_init_skipped
 from lighteval_nanotron.models.families import family_of_config
 from lighteval_nanotron.nanotron_compat.console import quiet_nanotron
-from lighteval_nanotron.nanotron_compat.imports import import_nanotron
+from lighteval_nanotron.nanotron_compat.imports import import_nanotron, import_nanotron_models
 from lighteval_nanotron.nanotron_compat.variant import installed_nanotron
 from lighteval_nanotron.parallel.device import default_device
 
@@ -93,7 +93,7 @@ def build_nanotron_model(
     family = family_of_config(model_config)
     family.check_config(model_config)
     check_model_layout(model_config, tp, pp)
-    import_nanotron()
+    import_nanotron_models()  # flash-attn (or its stand-in) importable: Nanotron's models import it
     from nanotron.config import ParallelismArgs
     from nanotron.models import build_model
     from nanotron.trainer import mark_tied_parameters

@@ -20,7 +20,7 @@ import torch
 from lighteval_nanotron.models.families.base import ChainBlock, CpuNeeds, DecoderLayer, ModelFamily, Rotary
 from lighteval_nanotron.models.families.block_calls import embed_with_mask, layer_with_mask, linear, norm
 from lighteval_nanotron.models.families.fused_qkv import FusedQkvLayer
-from lighteval_nanotron.nanotron_compat.imports import import_nanotron
+from lighteval_nanotron.nanotron_compat.imports import import_nanotron, import_nanotron_models
 
 if TYPE_CHECKING:
     from lighteval_nanotron.models.families.hf_conversion import HfConversion
@@ -53,7 +53,7 @@ class LlamaFamily(ModelFamily):
 
     @classmethod
     def training_class(cls) -> type:
-        import_nanotron()
+        import_nanotron_models()
         from nanotron.models.llama import LlamaForTraining
 
         return LlamaForTraining

@@ -31,7 +31,7 @@ from lighteval_nanotron.models.families.base import (
 )
 from lighteval_nanotron.models.families.block_calls import linear, norm
 from lighteval_nanotron.models.families.fused_qkv import FusedQkvLayer
-from lighteval_nanotron.nanotron_compat.imports import import_nanotron
+from lighteval_nanotron.nanotron_compat.imports import import_nanotron, import_nanotron_models
 from lighteval_nanotron.nanotron_compat.variant import has_qwen2
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class Qwen2Family(ModelFamily):
 
     @classmethod
     def training_class(cls) -> type:
-        import_nanotron()
+        import_nanotron_models()
         from nanotron.models.qwen import Qwen2ForTraining
 
         return Qwen2ForTraining

@@ -18,7 +18,7 @@ import torch
 
 from lighteval_nanotron.models.families.base import ChainBlock, CpuNeeds, DecoderLayer, ModelFamily, Rotary
 from lighteval_nanotron.models.families.block_calls import embed_with_mask, layer_with_mask, linear, norm
-from lighteval_nanotron.nanotron_compat.imports import import_nanotron
+from lighteval_nanotron.nanotron_compat.imports import import_nanotron, import_nanotron_models
 from lighteval_nanotron.nanotron_compat.variant import starcoder2_trainable
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ class Starcoder2Family(ModelFamily):
 
     @classmethod
     def training_class(cls) -> type:
-        import_nanotron()
+        import_nanotron_models()
         from nanotron.models.starcoder2 import Starcoder2ForTraining
 
         return Starcoder2ForTraining
