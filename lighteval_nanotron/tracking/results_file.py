@@ -19,7 +19,13 @@ from typing import Any
 
 from lighteval_nanotron.errors import TrackingError
 from lighteval_nanotron.pipeline.aggregates import is_aggregate_key, suite_score, with_aggregates
-from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, SIGNAL_KEY, SUITE_SCORE_KEY, TASK_COSTS_KEY
+from lighteval_nanotron.pipeline.result import (
+    ALL_TASKS_KEY,
+    GENERATIVE_KEY,
+    SIGNAL_KEY,
+    SUITE_SCORE_KEY,
+    TASK_COSTS_KEY,
+)
 from lighteval_nanotron.pipeline.summary import general_summary
 
 PER_TASK_SECTIONS = ("results", "versions", "config_tasks", "summary_tasks", TASK_COSTS_KEY)
@@ -27,8 +33,10 @@ MAX_SAMPLES_BY_TASK = "max_samples_by_task"
 NON_FINITE_KEY = "non_finite_values"
 FAILED_TASKS_KEY = "failed_tasks"
 VERSION_KEY = "lighteval_nanotron_version"
-SCORE_SETTINGS = ("dtype", "use_chat_template", "system_prompt", "chat_template_sha256", "generation_parameters")
-"""`config_general` keys whose value changes a task's scores: a step's file holds one value of each."""
+GENERATION_KEY = "generation_parameters"
+SCORE_SETTINGS = ("dtype", "use_chat_template", "system_prompt", "chat_template_sha256", GENERATION_KEY)
+"""`config_general` keys whose value changes a task's scores: a step's file holds one value of each
+(the generation parameters: recorded by a run that generates, compared where a kept task generates)."""
 
 
 _SECTIONS = ("config_general", *PER_TASK_SECTIONS, "summary_general", FAILED_TASKS_KEY)
@@ -89,9 +97,11 @@ def settings_conflict(earlier: dict[str, Any], settings: dict[str, Any], evaluat
     if VERSION_KEY not in recorded:  # lighteval's own results file records its settings otherwise
         return None
     kept = sorted(task for task in evaluated_names(earlier) if task not in set(evaluated))
+    generating = _kept_generative(earlier, kept)
+    keys = [key for key in SCORE_SETTINGS if key != GENERATION_KEY or generating]
     differing = [
         f"{key} {recorded[key]!r} there, {settings[key]!r} now"
-        for key in SCORE_SETTINGS
+        for key in keys
         if key in recorded and key in settings and recorded[key] != settings[key]
     ]
     if not kept or not differing:
@@ -101,6 +111,12 @@ def settings_conflict(earlier: dict[str, Any], settings: dict[str, Any], evaluat
         "one step's file describes one set of settings. Evaluate with the same settings, add those tasks to this "
         "run to score them again, or write to another output folder (or model name)."
     )
+
+
+def _kept_generative(earlier: dict[str, Any], kept: list[str]) -> bool:
+    """Whether a kept task generates (a task recorded without the flag counts as generating)."""
+    config_tasks = earlier.get("config_tasks") or {}
+    return any((config_tasks.get(task) or {}).get(GENERATIVE_KEY, True) for task in kept)
 
 
 def evaluated_names(content: dict[str, Any]) -> list[str]:
@@ -126,6 +142,10 @@ def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any
         merged[FAILED_TASKS_KEY] = failed
     samples = {**task_max_samples(earlier), **task_max_samples(new)}
     merged["config_general"] = {**(new.get("config_general") or {}), MAX_SAMPLES_BY_TASK: samples}
+    generation = (earlier.get("config_general") or {}).get(GENERATION_KEY)
+    kept = [task for task in evaluated_names(earlier) if task not in set(evaluated_names(new))]
+    if GENERATION_KEY not in merged["config_general"] and generation is not None and _kept_generative(earlier, kept):
+        merged["config_general"][GENERATION_KEY] = generation  # the kept tasks' (this run generated nothing)
     task_results = {
         task: scores
         for task, scores in merged["results"].items()
