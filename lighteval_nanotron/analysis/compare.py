@@ -20,6 +20,8 @@ SEPARATION = 2.0
 """Combined noises by which smoothed values must differ for one run to be ahead."""
 DIFFERENT_TASKS = "not comparable: other tasks"
 """The note of an aggregate (a group average, the suite score) over other tasks in each run."""
+DIFFERENT_DOCS = "not comparable: other docs"
+"""The note of an entry evaluated over another `max_samples` in each run."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ def compare_series(
     a, b = analyze(cut_a, settings), analyze(cut_b, settings)
     if run_a.members_at(entry, step) != run_b.members_at(entry, step):  # a group or suite score of other tasks
         return Comparison(entry, metric, run_a.name, run_b.name, step, a, b, None, None, None, DIFFERENT_TASKS)
+    if cut_a.points[-1].docs != cut_b.points[-1].docs:  # another max_samples: other docs
+        return Comparison(entry, metric, run_a.name, run_b.name, step, a, b, None, None, None, DIFFERENT_DOCS)
     sign = 1.0 if series_a.higher_is_better else -1.0
     difference = sign * (a.trend - b.trend)
     if a.noise is None or b.noise is None or min(a.evaluations, b.evaluations) < settings.min_evaluations:

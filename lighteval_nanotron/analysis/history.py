@@ -22,6 +22,7 @@ from lighteval_nanotron.pipeline.aggregates import task_groups
 from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, GROUP_MARK, SUITE_SCORE_KEY
 from lighteval_nanotron.tracking.paths import results_file_content
 from lighteval_nanotron.tracking.plot import model_of, step_of
+from lighteval_nanotron.tracking.results_file import task_max_samples
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,9 @@ class Point:
     step: int
     value: float
     stderr: float | None
+    docs: tuple[int | None, ...] = ()
+    """Which docs the value is over: the `max_samples` of its task, or of its tasks for an aggregate
+    (distinct values, sorted); evaluations over other docs are not points of one curve."""
 
 
 @dataclass
@@ -48,9 +52,15 @@ class Series:
 
     def up_to(self, step: int) -> Series:
         """The same series with only the evaluations at or before `step`."""
-        return Series(
-            self.entry, self.metric, [p for p in self.points if p.step <= step], self.higher_is_better, self.chance
-        )
+        return self._with([p for p in self.points if p.step <= step])
+
+    def over_latest_docs(self) -> Series:
+        """The same series with only the evaluations over the docs of the latest one (a run whose
+        `max_samples` changed: a trend across other doc subsets would be a difference of subsets)."""
+        return self._with([p for p in self.points if p.docs == self.points[-1].docs]) if self.points else self
+
+    def _with(self, points: list[Point]) -> Series:
+        return Series(self.entry, self.metric, points, self.higher_is_better, self.chance)
 
 
 def guessed_direction(metric: str) -> bool:
@@ -83,14 +93,18 @@ class RunHistory:
         entries.pop(ALL_TASKS_KEY, None)
         if content.get(SUITE_SCORE_KEY):
             entries[SUITE_SCORE_KEY] = content[SUITE_SCORE_KEY]
+        samples = task_max_samples(content)
+        every = tuple(sorted(set(samples.values()), key=lambda n: -1 if n is None else n))
         for entry, scores in entries.items():
             if not isinstance(scores, Mapping):
                 continue
+            docs = (samples[entry],) if entry in samples else every
             for metric, raw in scores.items():
                 value = _number(raw)
                 if metric.endswith(STDERR_SUFFIX) or value is None or not math.isfinite(value):
                     continue
-                self._put(entry, metric, Point(int(step), value, _number(scores.get(metric + STDERR_SUFFIX))))
+                stderr = _number(scores.get(metric + STDERR_SUFFIX))
+                self._put(entry, metric, Point(int(step), value, stderr, docs))
 
     def _put(self, entry: str, metric: str, point: Point) -> None:
         series = self.series.setdefault((entry, metric), Series(entry, metric))

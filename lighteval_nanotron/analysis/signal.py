@@ -133,9 +133,9 @@ def monotonicity(points: list[Point], higher_is_better: bool) -> float | None:
 
 def analyze(series: Series, settings: SignalSettings = DEFAULT_SETTINGS) -> SeriesSignal:
     """The signal quantities and verdict of `series` at its latest evaluation."""
-    points = series.points
-    if not points:
+    if not series.points:
         raise ValueError(f"Series {series.entry} / {series.metric} has no evaluation.")
+    points = series.over_latest_docs().points
     last = points[-1]
     sign = 1.0 if series.higher_is_better else -1.0
     trend = fit_trend(points[-settings.window :]) if len(points) >= 3 else None
@@ -187,8 +187,8 @@ def trend_curve(series: Series, settings: SignalSettings = DEFAULT_SETTINGS) -> 
     """(step, smoothed value, noise) at every evaluation, as the hook computed them then: the line
     through the window ending there (the raw value and no noise before 3 evaluations)."""
     curve = []
-    for index, point in enumerate(series.points):
-        window = series.points[max(0, index + 1 - settings.window) : index + 1]
+    for point in series.points:
+        window = series.up_to(point.step).over_latest_docs().points[-settings.window :]
         if len(window) < 3:
             curve.append((point.step, point.value, None))
         else:

@@ -42,6 +42,7 @@ from lighteval_nanotron.nanotron_compat.imports import import_nanotron_trainer
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.pipeline.result import EvaluationResult, raise_for_failed_tasks
 from lighteval_nanotron.requests.held_out import held_out_key
+from lighteval_nanotron.setup.finished_steps import check_step_settings
 
 logger = logging.getLogger(__name__)
 
@@ -224,6 +225,11 @@ class CheckpointEvaluator:
         passes it to `on_result` and returns it."""
         what = f"checkpoint {info.path}"
         pipeline = self.pipeline_for(info.step)
+        if info.step is not None and "json" in self.config.loggers:
+            settings = {**pipeline.settings, "dtype": self.dtype_name}
+            check_step_settings(
+                self.config.output_dir, self.setup.model_name, info.step, settings, pipeline.result_names, self.world
+            )
         started = time.perf_counter()
         collectively(
             self.world, f"loading {what}", lambda: load_checkpoint_weights(self.model, self.parallel_context, info.path)

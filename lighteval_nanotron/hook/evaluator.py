@@ -24,6 +24,7 @@ from lighteval_nanotron.nanotron_compat.console import is_verbose
 from lighteval_nanotron.parallel.agreement import Verdict, agree, collectively
 from lighteval_nanotron.parallel.deadline import bounded_collectives, is_timeout
 from lighteval_nanotron.pipeline.result import raise_for_failed_tasks
+from lighteval_nanotron.setup.finished_steps import check_step_settings
 from lighteval_nanotron.tracking.log_table import format_cost_table, format_results_line, format_results_table
 from lighteval_nanotron.tracking.scalars import COST_TRAIN_STEPS_KEY
 
@@ -197,6 +198,11 @@ class TrainingEvaluator:
         result = None
         with bounded_collectives(trainer.parallel_context, self.config.failure_timeout_s):
             try:
+                if "json" in self.config.loggers:  # before the forwards: nothing written for a refused step
+                    check_step_settings(
+                        self.config.output_dir, self.model_name, step, self.pipeline.settings,
+                        self.pipeline.result_names, world,
+                    )  # fmt: skip
                 with preserve_training_state(trainer.model, getattr(trainer, "random_states", None)):
                     result = self.pipeline.run(step=step, consumed_tokens=tokens, consumed_train_samples=samples)
                 if result is not None:

@@ -13,6 +13,7 @@ the ratio estimator's, sqrt(n / (n - 1) * sum (S_i - loss * T_i)^2) / sum T_i (l
 byte with B_i), and exp(loss) * se(loss) for perplexity (delta method). `micro` pools every window
 of every domain (domains as strata: each residual centred within its domain), `macro` is the plain
 mean of the domains' values (standard error sqrt(sum se_d^2) / D), macro perplexity exp(macro loss).
+A domain (or stratum) of one window has no spread to estimate: its standard errors are NaN.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ def _ratio_stderr(numerator: np.ndarray, denominator: np.ndarray, strata: Sequen
     variance = 0.0
     for stratum in strata:
         part = residual[stratum]
-        if len(part) > 1:
-            variance += len(part) / (len(part) - 1) * float(((part - part.mean()) ** 2).sum())
+        if len(part) < 2:  # one window has no spread to estimate: unknown, not 0
+            return float("nan")
+        variance += len(part) / (len(part) - 1) * float(((part - part.mean()) ** 2).sum())
     return math.sqrt(variance) / total
 
 

@@ -7,8 +7,10 @@
   standard deviation (ddof=1) of the `iters` recomputed values. It runs in-process and never
   touches the global `random` / `numpy.random` state, so a training run is not perturbed.
 
-With a single sample there is no spread to estimate: the standard error is reported as 0.0
-(not NaN, so results stay valid JSON and loggers accept them). With no sample it is NaN.
+With a single sample there is no spread to estimate, and with no sample nothing at all: the
+standard error is NaN (unknown, never 0.0, which would claim an exact score and put any difference
+from chance infinitely many standard errors away); results files write it as `null`
+(`tracking.results_file`).
 """
 
 from __future__ import annotations
@@ -28,10 +30,8 @@ DEFAULT_BOOTSTRAP_SEED = 1234
 def mean_stderr(values: Sequence[float]) -> float:
     """std(values, ddof=1) / sqrt(n)."""
     n = len(values)
-    if n == 0:
+    if n < 2:
         return float("nan")
-    if n == 1:
-        return 0.0
     return float(np.std(np.asarray(values, dtype=np.float64), ddof=1) / math.sqrt(n))
 
 
@@ -54,12 +54,9 @@ def bootstrap_stderr(
     iters: int = DEFAULT_BOOTSTRAP_ITERS,
     seed: int = DEFAULT_BOOTSTRAP_SEED,
 ) -> float:
-    """Standard deviation (ddof=1) of the bootstrap distribution; NaN when `iters` < 2."""
-    n = len(values)
-    if n == 0 or iters < 2:
+    """Standard deviation (ddof=1) of the bootstrap distribution; NaN under 2 samples or 2 `iters`."""
+    if len(values) < 2 or iters < 2:
         return float("nan")
-    if n == 1:
-        return 0.0
     return float(np.std(bootstrap_distribution(aggregation, values, iters, seed), ddof=1))
 
 

@@ -8,6 +8,7 @@ them with `ast`, so the CLI help and docs/options.md come from the same text as 
 import ast
 import dataclasses
 import inspect
+import math
 import textwrap
 import types
 import typing
@@ -107,8 +108,9 @@ def describe_type(hint: Any) -> str:
 
 @dataclasses.dataclass(kw_only=True)
 class Options:
-    """Base of every options dataclass: each field's value is checked against its type and its
-    `choices`, and a subclass names options as its users write them (`named`)."""
+    """Base of every options dataclass: each field's value is checked against its type, its
+    `choices` and, a number, that it is finite; a subclass names options as its users write them
+    (`named`)."""
 
     def named(self, option: str) -> str:
         """How a user wrote `option` (the hook: `lighteval_nanotron.<option>`; `eval`: its flag)."""
@@ -122,6 +124,8 @@ class Options:
                 raise ConfigError(
                     f"{self.named(field.name)} is {value!r}: give {describe_type(hints[field.name])}."
                 )
+            if isinstance(value, float) and not math.isfinite(value):  # NaN passes every comparison check
+                raise ConfigError(f"{self.named(field.name)} is {value!r}: give a finite number.")
             allowed = field.metadata.get("choices")
             if allowed is not None and value is not None and not isinstance(value, list) and value not in allowed:
                 raise ConfigError(f"{self.named(field.name)} is {value!r}: use one of {list(allowed)}.")

@@ -29,10 +29,10 @@ from lighteval_nanotron.pipeline.held_out import PreparedHeldOut, held_out_resul
 from lighteval_nanotron.pipeline.model_calls import PreparedRequests, check_model, prepare_requests, run_requests
 from lighteval_nanotron.pipeline.progress import EvaluationProgress, ProgressLog
 from lighteval_nanotron.pipeline.request_groups import RequestGroup, group_requests
-from lighteval_nanotron.pipeline.result import EvaluationResult
+from lighteval_nanotron.pipeline.result import GENERATIVE_KEY, EvaluationResult
 from lighteval_nanotron.pipeline.summary import summarize
 from lighteval_nanotron.pipeline.task_costs import task_costs
-from lighteval_nanotron.requests import Doc
+from lighteval_nanotron.requests import Doc, GenerationParameters, SamplingMethod
 from lighteval_nanotron.tasks import LightevalTask, PromptManager, Registry
 
 if TYPE_CHECKING:
@@ -158,8 +158,6 @@ class EvaluationPipeline:
         self.docs = dict(docs)
         self.render_prompt = render_prompt
         owner = getattr(render_prompt, "__self__", None)
-        self.prompt_settings = owner.settings() if isinstance(owner, PromptManager) else {}
-        """How prompts were rendered (chat template, system prompt), recorded in `config_general`."""
         self.model_name = model_name
         self.max_samples = max_samples
         self.bootstrap_iters = bootstrap_iters
@@ -172,9 +170,22 @@ class EvaluationPipeline:
         for name, metrics in self.metrics_by_task.items():
             check_metric_docs(name, metrics, self.docs[name])
         self.metric_info = {
-            name: {"higher_is_better": higher_is_better(metrics), "chance": chance_levels(metrics, self.docs[name])}
+            name: {
+                "higher_is_better": higher_is_better(metrics),
+                "chance": chance_levels(metrics, self.docs[name]),
+                GENERATIVE_KEY: any(getattr(m, "category", None) is SamplingMethod.GENERATIVE for m in metrics),
+            }
             for name, metrics in self.metrics_by_task.items()
         }
+        generation = getattr(getattr(model, "config", None), "generation", None)
+        self.settings = dict(owner.settings()) if isinstance(owner, PromptManager) else {}
+        """How prompts were rendered (chat template, system prompt) and, when a task generates, how
+        generations were decoded (the model's defaults, which a task's own `generation_parameters`
+        override), recorded in `config_general`."""
+        if any(info[GENERATIVE_KEY] for info in self.metric_info.values()):
+            self.settings["generation_parameters"] = (
+                generation.as_dict() if isinstance(generation, GenerationParameters) else {}
+            )
         """Per task, each result key's direction and chance level (`config_tasks`, for the signal analysis)."""
         unconditioned = [
             name
@@ -332,7 +343,7 @@ class EvaluationPipeline:
             consumed_train_samples=consumed_train_samples,
             max_samples=self.max_samples,
             failed_tasks={name: failed[name] for name in self.result_names if name in failed},
-            extra_config=dict(self.prompt_settings),
+            extra_config=dict(self.settings),
             task_costs={**{name: costs[name].to_dict() for name in evaluated}, **held_out.task_costs},
             suite_score=suite_score(results),
         )

@@ -18,6 +18,8 @@ GROUP_MARK = ":_average|"
 """In lighteval's group-average keys, `suite|name:_average|k` (`pipeline.aggregates`)."""
 SUITE_SCORE_KEY = "suite_score"
 SIGNAL_KEY = "signal"
+GENERATIVE_KEY = "generative"
+"""`config_tasks[task]` key: whether the task generates (its scores depend on the generation parameters)."""
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
@@ -30,7 +31,7 @@ class GenerationParameters:
 
     def __post_init__(self) -> None:
         checks = (
-            ("temperature", lambda v: isinstance(v, (int, float)) and v >= 0, "a number >= 0 (0: greedy)"),
+            ("temperature", lambda v: isinstance(v, (int, float)) and 0 <= v < math.inf, "a number >= 0 (0: greedy)"),
             ("top_k", lambda v: isinstance(v, int) and v >= 0, "an integer >= 0 (0: off)"),
             ("top_p", lambda v: isinstance(v, (int, float)) and 0 < v <= 1, "a number in (0, 1] (1: off)"),
             ("num_samples", lambda v: isinstance(v, int) and v >= 1, "an integer >= 1"),

@@ -2,13 +2,15 @@
 
 The reporting rank writes the results; its output folder may be node-local. So local rank 0 of
 each node reads its node's folder and every rank gets the union: a restart (the hook) or a
-backfill (`eval`) whose reporting rank moved to another node still skips what was evaluated.
+backfill (`eval`) whose reporting rank moved to another node still skips what was evaluated; and
+whether a step's file was scored with other settings than a run that would merge into it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.parallel.launch_env import local_rank
 from lighteval_nanotron.parallel.once import from_every_rank
 
@@ -31,3 +33,22 @@ def finished_steps(done: Done, tasks: list[str], max_samples: int | None) -> set
     """The steps whose results hold every one of `tasks` at this `max_samples`."""
     wanted = {(task, max_samples) for task in tasks}
     return {step for step, pairs in done.items() if wanted <= pairs}
+
+
+def check_step_settings(
+    output_dir: str, model_name: str, step: int, settings: dict[str, Any], evaluated: list[str], world: Any
+) -> None:
+    """A `ConfigError` on every rank (collective on `world`) when the step's results file keeps
+    tasks scored with other `settings` than this run's (`tracking.results_file.settings_conflict`):
+    the results logger would refuse to merge this run into it, after the evaluation."""
+    from lighteval_nanotron.tracking.paths import results_file_content, step_results_file
+    from lighteval_nanotron.tracking.results_file import settings_conflict
+
+    mine = None
+    if local_rank() == 0:
+        path = step_results_file(output_dir, model_name, step)
+        earlier = results_file_content(path)[0] if path is not None else None
+        mine = settings_conflict(earlier, settings, evaluated) if earlier is not None else None
+    conflict = next((found for found in from_every_rank(mine, world) if found), None)
+    if conflict is not None:
+        raise ConfigError(f"Step {step} of {model_name} in {output_dir}: {conflict}")

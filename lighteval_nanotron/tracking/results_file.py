@@ -1,7 +1,9 @@
 """The content of one step's results file: strict JSON, merged with what an earlier run wrote.
 
 A step is evaluated per (task with its few-shot count, max_samples): a later run with other tasks
-adds them to the step's file, and a task evaluated again replaces only its own entries. The
+adds them to the step's file, and a task evaluated again replaces only its own entries; a run
+whose settings that change scores (`SCORE_SETTINGS`: dtype, chat template, system prompt,
+generation parameters) differ from the kept tasks' is refused (`settings_conflict`). The
 aggregates (`all`, lighteval's group averages, the suite score) and `summary_general` are
 recomputed over the merged tasks. Non-finite numbers (a NaN standard error of a
 one-doc task, say) are written as `null` and listed under `config_general.non_finite_values`, so
@@ -12,16 +14,29 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from typing import Any
 
+from lighteval_nanotron.errors import TrackingError
 from lighteval_nanotron.pipeline.aggregates import is_aggregate_key, suite_score, with_aggregates
-from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, SIGNAL_KEY, SUITE_SCORE_KEY, TASK_COSTS_KEY
+from lighteval_nanotron.pipeline.result import (
+    ALL_TASKS_KEY,
+    GENERATIVE_KEY,
+    SIGNAL_KEY,
+    SUITE_SCORE_KEY,
+    TASK_COSTS_KEY,
+)
 from lighteval_nanotron.pipeline.summary import general_summary
 
 PER_TASK_SECTIONS = ("results", "versions", "config_tasks", "summary_tasks", TASK_COSTS_KEY)
 MAX_SAMPLES_BY_TASK = "max_samples_by_task"
 NON_FINITE_KEY = "non_finite_values"
 FAILED_TASKS_KEY = "failed_tasks"
+VERSION_KEY = "lighteval_nanotron_version"
+GENERATION_KEY = "generation_parameters"
+SCORE_SETTINGS = ("dtype", "use_chat_template", "system_prompt", "chat_template_sha256", GENERATION_KEY)
+"""`config_general` keys whose value changes a task's scores: a step's file holds one value of each
+(the generation parameters: recorded by a run that generates, compared where a kept task generates)."""
 
 
 _SECTIONS = ("config_general", *PER_TASK_SECTIONS, "summary_general", FAILED_TASKS_KEY)
@@ -58,25 +73,64 @@ def results_file_problem(content: Any) -> str | None:
     return None
 
 
-def _task_max_samples(content: dict[str, Any]) -> dict[str, int | None]:
+def task_max_samples(content: dict[str, Any]) -> dict[str, int | None]:
     """`{task: max_samples}` of a results file (files without the per-task record: the run's)."""
     general = content.get("config_general") or {}
     recorded = general.get(MAX_SAMPLES_BY_TASK)
     if isinstance(recorded, dict):
         return dict(recorded)
-    tasks = [name for name in (content.get("results") or {}) if not is_aggregate_key(name)]
-    return {name: general.get("max_samples") for name in tasks}
+    return {name: general.get("max_samples") for name in evaluated_names(content)}
 
 
 def evaluated_tasks(content: dict[str, Any]) -> set[tuple[str, int | None]]:
     """The (task, max_samples) pairs a results file holds results for."""
     results = content.get("results") or {}
-    return {(task, samples) for task, samples in _task_max_samples(content).items() if task in results}
+    return {(task, samples) for task, samples in task_max_samples(content).items() if task in results}
+
+
+def settings_conflict(earlier: dict[str, Any], settings: dict[str, Any], evaluated: Iterable[str]) -> str | None:
+    """Why a run with `settings` (its `config_general`, or the `SCORE_SETTINGS` it will record)
+    that evaluates the tasks `evaluated` cannot be merged into `earlier` (a step's results file of
+    this package): it would keep tasks of `earlier` that were scored with another value of a
+    setting both record, under the run's `config_general`. None when it can."""
+    recorded = earlier.get("config_general") or {}
+    if VERSION_KEY not in recorded:  # lighteval's own results file records its settings otherwise
+        return None
+    kept = sorted(task for task in evaluated_names(earlier) if task not in set(evaluated))
+    generating = _kept_generative(earlier, kept)
+    keys = [key for key in SCORE_SETTINGS if key != GENERATION_KEY or generating]
+    differing = [
+        f"{key} {recorded[key]!r} there, {settings[key]!r} now"
+        for key in keys
+        if key in recorded and key in settings and recorded[key] != settings[key]
+    ]
+    if not kept or not differing:
+        return None
+    return (
+        f"the step's results file holds {', '.join(kept)} scored with other settings ({'; '.join(differing)}): "
+        "one step's file describes one set of settings. Evaluate with the same settings, add those tasks to this "
+        "run to score them again, or write to another output folder (or model name)."
+    )
+
+
+def _kept_generative(earlier: dict[str, Any], kept: list[str]) -> bool:
+    """Whether a kept task generates (a task recorded without the flag counts as generating)."""
+    config_tasks = earlier.get("config_tasks") or {}
+    return any((config_tasks.get(task) or {}).get(GENERATIVE_KEY, True) for task in kept)
+
+
+def evaluated_names(content: dict[str, Any]) -> list[str]:
+    """The tasks (and held-out domains) a results file holds scores for, aggregates left out."""
+    return [name for name in (content.get("results") or {}) if not is_aggregate_key(name)]
 
 
 def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """`new` (one evaluation's results dict) over `earlier` (the file's content): every task of
-    `earlier` that `new` did not evaluate is kept; `config_general` is the newest run's."""
+    `earlier` that `new` did not evaluate is kept; `config_general` is the newest run's, so a run
+    whose score-changing settings differ from the kept tasks' is a `TrackingError`."""
+    conflict = settings_conflict(earlier, new.get("config_general") or {}, evaluated_names(new))
+    if conflict is not None:
+        raise TrackingError(f"Results not written: {conflict}")
     merged = {**earlier, **new}  # keys of the earlier file that this layout does not know are kept
     for section in PER_TASK_SECTIONS:
         kept = {k: v for k, v in (earlier.get(section) or {}).items() if k != ALL_TASKS_KEY}
@@ -86,8 +140,12 @@ def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any
     merged.pop(FAILED_TASKS_KEY, None)
     if failed:
         merged[FAILED_TASKS_KEY] = failed
-    samples = {**_task_max_samples(earlier), **_task_max_samples(new)}
+    samples = {**task_max_samples(earlier), **task_max_samples(new)}
     merged["config_general"] = {**(new.get("config_general") or {}), MAX_SAMPLES_BY_TASK: samples}
+    generation = (earlier.get("config_general") or {}).get(GENERATION_KEY)
+    kept = [task for task in evaluated_names(earlier) if task not in set(evaluated_names(new))]
+    if GENERATION_KEY not in merged["config_general"] and generation is not None and _kept_generative(earlier, kept):
+        merged["config_general"][GENERATION_KEY] = generation  # the kept tasks' (this run generated nothing)
     task_results = {
         task: scores
         for task, scores in merged["results"].items()
@@ -116,7 +174,7 @@ def _as_numbers(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float
 def with_max_samples(content: dict[str, Any]) -> dict[str, Any]:
     """Record each task's max_samples in `config_general` (the key of a done task)."""
     general = dict(content.get("config_general") or {})
-    general[MAX_SAMPLES_BY_TASK] = _task_max_samples(content)
+    general[MAX_SAMPLES_BY_TASK] = task_max_samples(content)
     return {**content, "config_general": general}
 
 

@@ -121,3 +121,37 @@ def test_aggregates_over_other_tasks_are_not_compared(tmp_path):
     assert score.note == DIFFERENT_TASKS and score.leader is None and score.difference is None
     assert comparisons[(ARC, "gold_bpb")].leader == "full"  # the tasks themselves still are
     assert ("lighteval|mmlu_eng_cf:_average|0", "gold_bpb") not in comparisons  # one subject: no group
+
+
+def _with_max_samples(output_dir, max_samples_at, bpb_shift_at=lambda step: 0.0):
+    """Record each step's `max_samples` (per task, as the results writer does) and shift gold_bpb."""
+    for path in output_dir.rglob("results_*.json"):
+        content = json.loads(path.read_text())
+        step = content["config_general"]["training_step"]
+        tasks = {k: v for k, v in content["results"].items() if k in (ARC, MMLU_A, MMLU_B)}
+        for scores in tasks.values():
+            scores["gold_bpb"] += bpb_shift_at(step)
+        content["results"] = with_aggregates(tasks)
+        content["config_general"]["max_samples_by_task"] = {task: max_samples_at(step) for task in tasks}
+        path.write_text(json.dumps(content))
+    return output_dir
+
+
+def test_evaluations_over_other_docs_are_not_one_curve(tmp_path):
+    """A run evaluated on 20 docs per task, then on 500: the first subset scored 0.5 bits per byte
+    worse, and the analysis called the flat curve `saturated` (an improvement that was a change of
+    docs); two runs at another max_samples were compared as if on the same docs."""
+    from lighteval_nanotron.analysis import analyze
+    from lighteval_nanotron.analysis.compare import DIFFERENT_DOCS
+    from lighteval_nanotron.analysis.signal import NOISE_DOMINATED
+
+    mixed = write_run(tmp_path / "mixed", "mixed", 0.0, seed=6)
+    _with_max_samples(mixed, lambda step: 20 if step <= 500 else 500, lambda step: 0.5 if step <= 500 else 0.0)
+    run = load_runs(mixed)["mixed"]
+    flat = analyze(run.series[(ARC, "gold_bpb")])
+    assert flat.evaluations == 5 and flat.verdict == NOISE_DOMINATED  # the 500-doc evaluations only
+    assert analyze(run.series[(ARC, "gold_bpb")].up_to(500)).evaluations == 6  # the 20-doc ones at their step
+    fewer = load_runs(_with_max_samples(write_run(tmp_path / "fewer", "fewer", 1.0, seed=5), lambda step: 20))
+    comparisons = {(c.entry, c.metric): c for c in compare_runs([run, fewer["fewer"]])}
+    for key in ((ARC, "gold_bpb"), ("suite_score", "acc_centered")):
+        assert comparisons[key].note == DIFFERENT_DOCS and comparisons[key].leader is None, key

@@ -153,3 +153,43 @@ def test_a_results_file_of_another_structure_is_moved_aside_on_every_rank(tiny_c
     (aside,) = step.glob("results_2024-01-01T00-00-00.json.unreadable-*")
     assert aside.read_bytes() == before
     assert set(_strict(wrong)["results"]) == {ARC, "all"} and len(list(step.iterdir())) == 2
+
+
+@pytest.mark.distributed
+def test_a_step_scored_with_other_settings_is_not_merged_into_on_every_rank(tiny_converted, tmp_path):
+    """A step's file once took a later run's tasks under that run's `config_general`: PIQA with a
+    system prompt merged beside ARC without one, and the file said neither task had one. Generation
+    parameters count only where a kept task generates: PIQA at another temperature merges (it
+    generates nothing), a second TriviaQA at another temperature beside the first does not."""
+    from lighteval_nanotron.errors import TrackingError
+    from lighteval_nanotron.tracking.results_file import merge_results
+
+    _, checkpoint = tiny_converted
+    shutil.copytree(checkpoint, tmp_path / "10")
+    out, piqa, trivia = tmp_path / "out", "lighteval|piqa|0", "lighteval|triviaqa|0"
+    runs = [
+        (f"{ARC},{trivia}",),
+        (piqa, "--system-prompt", "Be brief."),
+        ("lighteval|triviaqa|1", "--temperature", "0.5"),
+        (piqa, "--temperature", "0.5"),
+        (piqa, "--dtype", "bfloat16"),
+        (piqa,),
+    ]
+    argv = [_argv(tmp_path / "10", out, tasks, "--model-name", "tiny", "--dp", "2", *extra) for tasks, *extra in runs]
+    outcomes = run_distributed(_cli, 2, argv, timeout=300)
+    assert outcomes[1] == [(0, []), (2, []), (2, []), (0, []), (2, []), (0, [])]  # the same on both ranks
+    assert [len(lines) for _, lines in outcomes[0]] == [0, 1, 1, 0, 1, 0]  # one line, from rank 0
+    kept = f"{ARC}, {trivia}"
+    for (_, (line,)), refused in zip([outcomes[0][i] for i in (1, 2, 4)], [
+            f"holds {kept} scored with other settings (system_prompt None there, 'Be brief.' now)",
+            f"holds {kept} scored with other settings (generation_parameters {{}} there, "
+            "{'temperature': 0.5} now)",
+            f"holds {kept} scored with other settings (dtype 'float32' there, 'bfloat16' now)"]):  # fmt: skip
+        assert refused in line, line
+    written = _strict(next((out / "results" / "tiny" / "10").glob("results_*.json")))
+    assert set(written["results"]) == {ARC, piqa, trivia, "all"} and written["config_general"]["system_prompt"] is None
+    assert written["config_general"]["generation_parameters"] == {}  # TriviaQA's, kept through the PIQA runs
+    assert [written["config_tasks"][task]["generative"] for task in (ARC, piqa, trivia)] == [False, False, True]
+    earlier = {**written, "config_general": {**written["config_general"], "system_prompt": "Be brief."}}
+    with pytest.raises(TrackingError, match="system_prompt 'Be brief.' there, None now"):  # the hook's writes
+        merge_results(earlier, {"config_general": written["config_general"], "results": {ARC: {"acc": 1.0}}})

@@ -8,6 +8,7 @@ import pytest
 from tests.helpers.distributed import run_distributed
 from tests.hook import failing_tasks
 from tests.hook.training_runs import (
+    TASKS,
     results_files,
     train_expecting_error_worker,
     train_logging_worker,
@@ -105,6 +106,22 @@ def test_restarted_run_does_not_evaluate_a_step_twice(tmp_path):
     assert sorted(after) == [2, 4, 6]
     assert {step: after[step].stat().st_mtime_ns for step in (2, 4)} == before
     assert sorted(results_files(tmp_path / "eval")) == [2, 4, 6]
+
+    # Restarted again from step 2 with PIQA, a new task and a system prompt: step 2's file keeps ARC,
+    # scored without one, so its evaluation is refused before any forward (nothing written there);
+    # the new step 3 is evaluated and training goes on.
+    details = tmp_path / "eval" / "details" / "hook-test"
+    details_before = sorted(details.rglob("*.parquet"))
+    section = {"eval_at_start": True, "system_prompt": "Be brief.", "tasks": f"{TASKS[1]},lighteval|siqa|0"}
+    changed = write_config(tmp_path, dp=2, train_steps=3, section=section, name="changed.yaml")
+    _set_resume(changed, tmp_path / "checkpoints" / "2")
+    reports = run_distributed(train_worker, 2, str(changed), timeout=240)
+    assert all(report["evaluated"] == [3] for report in reports)
+    ((step, why),) = reports[0]["failures"]
+    assert step == 2 and "system_prompt None there, 'Be brief.' now" in why, why
+    assert {step: path.stat().st_mtime_ns for step, path in _result_paths(tmp_path).items() if step in (2, 4)} == before
+    assert sorted((details / "2").rglob("*.parquet")) == [p for p in details_before if p.is_relative_to(details / "2")]
+    assert any("siqa" in p.name for p in (details / "3").rglob("*.parquet"))
 
 
 def _result_paths(tmp_path: Path) -> dict:

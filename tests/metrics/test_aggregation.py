@@ -25,7 +25,8 @@ def test_aggregate_task_metrics_values_and_keys():
 
 
 def test_aggregate_single_doc_and_no_doc():
-    assert aggregate_task_metrics([Metrics.loglikelihood_acc], [{"acc": 1}]) == {"acc": 1.0, "acc_stderr": 0.0}
+    single = aggregate_task_metrics([Metrics.loglikelihood_acc], [{"acc": 1}])
+    assert single["acc"] == 1.0 and math.isnan(single["acc_stderr"])  # no spread to estimate: unknown, not 0
     empty = aggregate_task_metrics([Metrics.loglikelihood_acc], [])
     assert math.isnan(empty["acc"]) and math.isnan(empty["acc_stderr"])
 

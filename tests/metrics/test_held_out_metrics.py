@@ -25,9 +25,12 @@ def test_domain_scores_and_their_standard_errors():
     assert scores["bits_per_byte_stderr"] == pytest.approx(expected)
 
 
-def test_one_window_has_zero_standard_error():
+def test_one_window_has_an_unknown_standard_error():
     scores = domain_scores(np.array([12.0]), 4, np.array([10]))
-    assert scores["loss"] == 3.0 and scores["loss_stderr"] == 0.0
+    assert scores["loss"] == 3.0 and math.isnan(scores["loss_stderr"]) and math.isnan(scores["bits_per_byte_stderr"])
+    one, two = (np.array([12.0]), 4, np.array([10])), (np.array([8.0, 9.0]), 4, np.array([9, 9]))
+    pooled = micro_scores({"a": one, "b": two})
+    assert math.isnan(pooled["loss_stderr"])  # a stratum of one window: its variance is unknown
 
 
 def test_micro_pools_windows_and_macro_averages_domains():

@@ -22,9 +22,11 @@ def test_mean_stderr_by_hand():
     assert standard_error(np.mean, [1, 0, 1, 0]) == pytest.approx(math.sqrt(1 / 3) / 2)
 
 
-def test_single_doc_stderr_is_zero_and_no_doc_is_nan():
-    assert mean_stderr([1.0]) == 0.0
-    assert bootstrap_stderr(median, [3.0]) == 0.0
+def test_single_doc_and_no_doc_stderr_are_nan():
+    """One doc has no spread to estimate: 0.0 would claim an exact score (and put any difference
+    from chance infinitely many standard errors away in the signal's verdict)."""
+    assert math.isnan(mean_stderr([1.0]))
+    assert math.isnan(bootstrap_stderr(median, [3.0]))
     assert math.isnan(mean_stderr([]))
     assert math.isnan(bootstrap_stderr(median, []))
 

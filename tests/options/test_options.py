@@ -155,3 +155,36 @@ def test_errors_name_the_option_as_each_way_in_writes_it():
         CheckpointEvalConfig(tasks="a|b|0", checkpoint="c", max_samples=0)
     with pytest.raises(ConfigError, match=r"^--data-dir is 3: give"):
         CheckpointEvalConfig(tasks="a|b|0", checkpoint="c", data_dirs=3)
+
+
+def _number_options(cls: type) -> list[str]:
+    hints = typing.get_type_hints(cls)
+    return [f.name for f in dataclasses.fields(cls) if float in typing.get_args(hints[f.name]) + (hints[f.name],)]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_number_option_that_is_not_finite_is_refused_both_ways(tmp_path, value, capsys):
+    """NaN passes every `<= 0` check: a NaN or infinite timeout, interval or settle time (a watch that
+    never took a checkpoint, a deadline that crashed with a traceback) is refused like any bad value."""
+    from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig
+    from lighteval_nanotron.cli.main import main
+    from lighteval_nanotron.hook.training_config import load_training_config
+    from lighteval_nanotron.requests import GenerationParameters
+
+    tasks = {"tasks": "a|b|0"}
+    classes = [(EvaluationConfig, tasks), (CheckpointEvalConfig, {**tasks, "checkpoint": "c"})]
+    classes.append((AsyncEvaluationConfig, {}))
+    for cls, extra in classes:
+        assert _number_options(cls), cls
+        for name in _number_options(cls):
+            with pytest.raises(ConfigError, match=r"is (nan|inf): give a finite number"):
+                cls(**extra, **{name: value})
+    with pytest.raises(ConfigError, match=r"temperature=(nan|inf)"):
+        GenerationParameters(temperature=value)
+    for section in ({**tasks, "failure_timeout_s": value}, {**tasks, "asynchronous": {"poll_interval_s": value}}):
+        with pytest.raises(ConfigError, match=r"is (nan|inf): give a finite number"):
+            load_training_config(_section_yaml(tmp_path, section))
+    assert main(["eval", str(tmp_path), "--tasks", "a|b|0", "--failure-timeout-s", str(value)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: --failure-timeout-s is {value!r}: give a finite number."
+    ]
