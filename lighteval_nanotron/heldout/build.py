@@ -14,6 +14,7 @@ from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.heldout.nanoset import is_nanoset_folder, open_nanoset
 from lighteval_nanotron.heldout.spec import HeldOutSpec
 from lighteval_nanotron.heldout.text_source import load_text_dataset, texts_in_order
+from lighteval_nanotron.heldout.tokenizer_match import AGREEMENT_FLOOR, decode_batch, reencoding_agreement
 from lighteval_nanotron.heldout.windows import cut_windows, fixed_subset, stream_windows, text_stream
 from lighteval_nanotron.requests.held_out import HeldOutSet
 
@@ -40,6 +41,8 @@ def build_held_out_set(
     else:
         held_out = _text_set(spec, tokenizer, sequence_length, wanted)
     _check_vocabulary(held_out, vocab_size, where)
+    if held_out.description["kind"] == "nanoset":
+        _check_tokenizer(held_out, tokenizer, where)
     description = held_out.description
     description.update(sequence_length=sequence_length, sequences=int(held_out.windows.shape[0]))
     description.update(target_tokens=held_out.target_tokens, target_bytes=int(held_out.target_bytes.sum()))
@@ -58,6 +61,21 @@ def _budget_note(spec: HeldOutSpec, available_windows: int, sequence_length: int
     ]
 
 
+def _check_tokenizer(held_out: HeldOutSet, tokenizer: Any, where: str) -> None:
+    """Pre-tokenized ids must be the model's tokenizer's (`heldout.tokenizer_match`)."""
+    agreement = reencoding_agreement(tokenizer, held_out.windows)
+    held_out.description["tokenizer_agreement"] = round(agreement, 4)
+    if agreement < AGREEMENT_FLOOR:
+        named = held_out.description.get("tokenizer_name")
+        named = f" (its metadata names {named!r})" if named else ""
+        raise ConfigError(
+            f"{where}: {held_out.description['source']} was not tokenized with the model's tokenizer{named}: "
+            f"decoding its tokens and encoding the text again gives back {agreement:.0%} of them (the tokenizer "
+            f"that wrote them gives back nearly all; under {AGREEMENT_FLOOR:.0%} they are another tokenizer's). "
+            "Tokenize the data with the model's tokenizer, or give its text (a jsonl/parquet file) instead."
+        )
+
+
 def _nanoset_set(spec: HeldOutSpec, path: Path, tokenizer: Any, sequence_length: int, wanted: int) -> HeldOutSet:
     folder = open_nanoset(path)
     available = sum(folder.windows_per_file(sequence_length))
@@ -68,7 +86,7 @@ def _nanoset_set(spec: HeldOutSpec, path: Path, tokenizer: Any, sequence_length:
         )
     chosen = fixed_subset(available, wanted, spec.seed)
     windows = folder.read_windows(chosen, sequence_length)
-    texts = _decode_batch(tokenizer, [row[1:].tolist() for row in windows])
+    texts = decode_batch(tokenizer, [row[1:].tolist() for row in windows])
     target_bytes = np.array([len(text.encode("utf-8")) for text in texts], dtype=np.int64)
     description = {
         "source": str(path),
@@ -81,14 +99,6 @@ def _nanoset_set(spec: HeldOutSpec, path: Path, tokenizer: Any, sequence_length:
         "notes": _budget_note(spec, available, sequence_length),
     }
     return HeldOutSet(spec.name, windows, target_bytes, description)
-
-
-def _decode_batch(tokenizer: Any, rows: list[list[int]]) -> list[str]:
-    inner = getattr(tokenizer, "tokenizer", tokenizer)
-    backend = getattr(inner, "backend_tokenizer", None) or getattr(inner, "backend", None)
-    if backend is not None and hasattr(backend, "decode_batch"):
-        return list(backend.decode_batch(rows, skip_special_tokens=True))
-    return [inner.decode(row, skip_special_tokens=True) for row in rows]
 
 
 def _text_set(spec: HeldOutSpec, tokenizer: Any, sequence_length: int, wanted: int) -> HeldOutSet:

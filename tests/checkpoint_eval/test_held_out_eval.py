@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (pytest fixture)
-from tests.models.held_out_cases import write_nanoset, write_text_jsonl
+from tests.models.held_out_cases import text_token_documents, write_nanoset, write_text_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINING_SEQUENCE_LENGTH = 32  # tokens.sequence_length of the tiny checkpoint's config.yaml
@@ -39,7 +39,7 @@ def _eval(checkpoint, output: Path, *extra: str, timeout: int = 300) -> subproce
 def sources(tmp_path_factory):
     folder = tmp_path_factory.mktemp("held_out_sources")
     rng = np.random.default_rng(1)
-    documents = [[rng.integers(0, 1023, size=int(n)).tolist() for n in rng.integers(30, 120, size=10)]]
+    documents = [text_token_documents(rng.integers(30, 120, size=10))]
     return write_text_jsonl(folder / "web.jsonl"), write_nanoset(folder / "code", documents), folder
 
 

@@ -12,7 +12,7 @@ from lighteval_nanotron.heldout import HeldOutSpec, build_held_out_set, held_out
 from lighteval_nanotron.heldout.windows import text_stream, token_bytes
 from lighteval_nanotron.hook.training_data.dataloader import token_chunks
 from tests.helpers.tiny_model import VOCAB_SIZE, tiny_tokenizer
-from tests.models.held_out_cases import write_nanoset, write_text_jsonl
+from tests.models.held_out_cases import text_token_documents, write_nanoset, write_text_jsonl
 
 LENGTH = 16
 
@@ -63,8 +63,7 @@ def test_a_budget_smaller_than_the_data_is_a_fixed_subset(tmp_path):
 
 @pytest.mark.parametrize("token_size", [2, 4])
 def test_nanoset_chunks_in_file_order(tmp_path, token_size):
-    rng = np.random.default_rng(token_size)
-    files = [[rng.integers(0, VOCAB_SIZE, size=int(n)).tolist() for n in (30, 50, 7)] for _ in range(2)]
+    files = [text_token_documents([30, 50, 7], seed=token_size + file) for file in range(2)]
     folder = write_nanoset(tmp_path / "ns", files, token_size=token_size)
     held_out = _build(folder)
     width = LENGTH + 1
@@ -79,10 +78,11 @@ def test_nanoset_chunks_in_file_order(tmp_path, token_size):
 
 
 def test_nanoset_without_metadata_reads_two_byte_tokens(tmp_path):
-    folder = write_nanoset(tmp_path / "ns", [[list(range(100))]])
+    (document,) = text_token_documents([100])
+    folder = write_nanoset(tmp_path / "ns", [[document]])
     for metadata in folder.glob("*.metadata"):
         metadata.unlink()
-    assert _build(folder).windows[0].tolist() == list(range(LENGTH + 1))
+    assert _build(folder).windows[0].tolist() == document[: LENGTH + 1]
 
 
 @pytest.mark.parametrize(
@@ -131,3 +131,35 @@ def test_specs_from_the_section_and_the_command_line():
     ]:
         with pytest.raises(ConfigError, match=message):
             held_out_specs(bad)
+
+
+def _permuted_tokenizer(seed: int):
+    """Another tokenizer whose ids fit the model's vocabulary: the tiny tokenizer's tokens and merges
+    under a seeded permutation of their ids (the end-of-text token keeps its id)."""
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    content = json.loads(tiny_tokenizer().backend_tokenizer.to_str())
+    vocab = content["model"]["vocab"]
+    movable = sorted(token for token, index in vocab.items() if index < VOCAB_SIZE - 1)
+    ids = np.random.default_rng(seed).permutation([vocab[token] for token in movable]).tolist()
+    content["model"]["vocab"] = {**vocab, **dict(zip(movable, ids))}
+    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(content)))
+
+
+def test_a_nanoset_of_another_tokenizer_is_refused_even_when_its_ids_fit(tmp_path):
+    """Every id fits the vocabulary, so only the tokenization itself can tell: decoding with the
+    model's tokenizer and encoding again gives back most of its own tokens, few of another's."""
+    texts = [json.loads(line)["text"] for line in write_text_jsonl(tmp_path / "web.jsonl").read_text().splitlines()]
+    own, eos = tiny_tokenizer(), tiny_tokenizer().eos_token_id
+    documents = [own(text, add_special_tokens=False)["input_ids"] + [eos] for text in texts]
+    accepted = _build(write_nanoset(tmp_path / "own", [documents]))
+    assert accepted.description["tokenizer_agreement"] >= 0.95  # document ends and EOS tokens included
+    other = _permuted_tokenizer(seed=3)
+    foreign = [other(text, add_special_tokens=False)["input_ids"] + [eos] for text in texts]
+    assert max(max(doc) for doc in foreign) < VOCAB_SIZE
+    with pytest.raises(ConfigError) as refused:
+        _build(write_nanoset(tmp_path / "other", [foreign], tokenizer_name="gpt2-permuted"))
+    message = str(refused.value)
+    assert "was not tokenized with the model's tokenizer (its metadata names 'gpt2-permuted')" in message
+    assert "Tokenize the data with the model's tokenizer, or give its text" in message

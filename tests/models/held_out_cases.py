@@ -26,6 +26,25 @@ def write_text_jsonl(path: Path, documents: int = 40, seed: int = 0) -> Path:
     return path
 
 
+def text_token_documents(lengths: list, seed: int = 0) -> list:
+    """Documents of these lengths in token ids: English-like text tokenized with the tests' tiny
+    tokenizer, as a Nanoset of the model's own tokenization holds (random ids are another tokenizer's
+    to the held-out check)."""
+    import random
+
+    from tests.helpers.tiny_model import tiny_tokenizer
+
+    rng, tokenizer = random.Random(seed), tiny_tokenizer()
+    documents = []
+    for length in lengths:
+        ids: list = []
+        while len(ids) < length:
+            text = " ".join(rng.choice(WORDS) for _ in range(60))
+            ids += tokenizer(text, add_special_tokens=False)["input_ids"]
+        documents.append(ids[: int(length)])
+    return documents
+
+
 def nanotron_window_losses(model, context, windows) -> list[float]:
     """Nanotron's own training forward (`LlamaForTraining` with labels: its sharded cross-entropy,
     masked mean) on each window alone; summed NLL per window (mean x targets)."""

@@ -8,7 +8,7 @@ import pytest
 
 from tests.helpers.distributed import run_distributed
 from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (pytest fixture)
-from tests.models.held_out_cases import pipeline_run, write_nanoset, write_text_jsonl
+from tests.models.held_out_cases import pipeline_run, text_token_documents, write_nanoset, write_text_jsonl
 
 SEQUENCE_LENGTH = 32
 
@@ -18,9 +18,7 @@ def run(tiny_checkpoint, tmp_path_factory):  # noqa: F811
     folder = tmp_path_factory.mktemp("held_out_pipeline")
     text = write_text_jsonl(folder / "web.jsonl")
     rng = np.random.default_rng(0)
-    documents = [
-        [rng.integers(0, 1023, size=int(n)).tolist() for n in rng.integers(20, 200, size=12)] for _ in range(2)
-    ]
+    documents = [text_token_documents(rng.integers(20, 200, size=12), seed=file) for file in range(2)]
     nanoset = write_nanoset(folder / "code", documents)
     held_out = {"web": str(text), "code": {"path": str(nanoset), "tokens": 4 * SEQUENCE_LENGTH}}
     output = folder / "out"
