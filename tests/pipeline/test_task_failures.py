@@ -59,6 +59,20 @@ def test_a_gold_index_out_of_range_names_the_task_and_row(toy_data, task, gold):
         _prepare(f"{MC},custom|{task}|0")
 
 
+@pytest.mark.parametrize(
+    "task, message",
+    [
+        ("toy_no_choices", "no choices, but its metrics rank the choices' log-probabilities"),
+        ("toy_gold_twice", "the gold choice .* is also one of its wrong choices"),
+    ],
+)
+def test_a_doc_whose_choices_cannot_rank_its_gold_names_the_task_and_row(toy_data, task, message):
+    """No choices crashed the chance level with a ZeroDivisionError; a gold choice repeated as a wrong
+    choice ties with it and was scored wrong or right by the choices' order (acc 0 with the gold last)."""
+    with pytest.raises(ConfigError, match=rf"custom\|{task}\|0', row 1 .*{message}"):
+        _prepare(f"{MC},custom|{task}|0")
+
+
 def test_non_finite_logprobs_fail_their_task_with_the_count_of_docs(toy_data):
     pipeline = _prepare(f"{MC},{GEN}")
     responses = [pipeline.model.loglikelihood(list(group.docs)) for group in pipeline.groups[:1]]
