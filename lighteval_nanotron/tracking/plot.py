@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from lighteval_nanotron.steps import step_number
 from lighteval_nanotron.tracking.paths import results_file_content
 from lighteval_nanotron.tracking.scalars import STDERR_SUFFIX
 
@@ -35,7 +36,7 @@ def step_of(path: Path, content: dict) -> int | None:
     step = (content.get("config_general") or {}).get("training_step")
     if isinstance(step, int) and not isinstance(step, bool):
         return step
-    return int(path.parent.name) if path.parent.name.isdigit() else None
+    return step_number(path.parent.name)
 
 
 def model_of(path: Path, content: dict, step: int) -> str:
