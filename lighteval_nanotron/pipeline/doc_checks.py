@@ -10,12 +10,15 @@ from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.requests import Doc, SamplingMethod
 
 
-def check_choices(task_name: str, docs: Sequence[Doc]) -> None:
-    """Raise ConfigError naming the task and the row when a doc cannot be scored right: a doc scored
-    by the log-probabilities of its choices that has none; a gold index that does not point at one
-    of its choices (a negative index would silently pick a choice from the end); a gold choice whose
-    text is also a wrong choice's (both get the same log-probability, and which one ranks first is
-    decided by position, not by the model)."""
+def check_choices(task_name: str, docs: Sequence[Doc]) -> list[str]:
+    """Raise ConfigError naming the task and the row when a doc cannot be scored: a doc scored by the
+    log-probabilities of its choices that has none; a gold index that does not point at one of its
+    choices (a negative index would silently pick a choice from the end). Returns the warnings to
+    say once: docs whose gold choice's text is also a wrong choice's. Both get the same
+    log-probability and the first of them ranks first, as in lighteval (the scores stay lighteval's),
+    so such a doc counts as right or wrong by the choices' order, not by the model. Real benchmark
+    data has such rows, so they are said, not refused."""
+    tied = []
     for row, doc in enumerate(docs):
         where = f"Task {task_name!r}, row {row} (doc id {doc.id!r})"
         if not doc.choices:
@@ -32,19 +35,21 @@ def check_choices(task_name: str, docs: Sequence[Doc]) -> None:
                 f"{where}: gold index {doc.gold_index!r} does not point at one of its {len(doc.choices)} choices "
                 f"(valid: 0..{len(doc.choices) - 1}). Fix the task's prompt function or that dataset row."
             )
-        if SamplingMethod.LOGPROBS in doc.sampling_methods:
-            _check_gold_is_distinct(where, doc, set(golds))
+        if SamplingMethod.LOGPROBS in doc.sampling_methods and _gold_text_also_wrong(doc, set(golds)):
+            tied.append(row)
+    if not tied:
+        return []
+    return [
+        f"task {task_name}: {len(tied)} of {len(docs)} docs have the gold choice's text also as a wrong choice "
+        f"(rows {tied[:5]}{' ...' if len(tied) > 5 else ''}): the two tie, the first ranks first (as in lighteval), "
+        "so these docs count by the choices' order, not by the model. Fix the prompt function or the data to drop "
+        "the duplicate choice."
+    ]
 
 
-def _check_gold_is_distinct(where: str, doc: Doc, golds: set[int]) -> None:
-    wrong = {repr(choice) for k, choice in enumerate(doc.choices) if k not in golds}
-    twice = sorted(repr(doc.choices[g]) for g in golds if repr(doc.choices[g]) in wrong)
-    if twice:
-        raise ConfigError(
-            f"{where}: the gold choice {twice[0]} is also one of its wrong choices (choices {doc.choices!r}, gold "
-            f"index {doc.gold_index!r}): the model gives both the same score, so the doc is counted right or wrong "
-            "by the choices' order. Fix the task's prompt function or that dataset row (drop the duplicate choice)."
-        )
+def _gold_text_also_wrong(doc: Doc, golds: set[int]) -> bool:
+    wrong = {choice for k, choice in enumerate(doc.choices) if k not in golds}
+    return any(doc.choices[g] in wrong for g in golds)
 
 
 def check_metric_docs(task_name: str, metrics: Sequence[Any], docs: Sequence[Doc]) -> None:

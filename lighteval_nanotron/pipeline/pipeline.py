@@ -254,12 +254,13 @@ class EvaluationPipeline:
             raise ConfigError(f"max_samples={max_samples}: use a positive number, or None for every doc.")
         loaded = {} if held_out and not tasks else load_tasks(tasks, custom_tasks, fewshot_draws)
         task_docs = share_docs(model, loaded, max_samples, docs)
-        for task_name, docs_of_task in task_docs.items():
-            check_choices(task_name, docs_of_task)
+        warnings = [line for name, docs_of_task in task_docs.items() for line in check_choices(name, docs_of_task)]
         name = model_name or model.model_name or "model"
         if model.is_reporting_rank:  # said once for the mesh
             docs_count = sum(map(len, task_docs.values()))
             logger.info("Prepared %d task(s), %d docs: %s", len(task_docs), docs_count, ", ".join(task_docs))
+            for line in warnings:
+                logger.warning(line)
         if prompt_manager is not None:
             render_prompt = prompt_manager.prepare_prompt
         else:
