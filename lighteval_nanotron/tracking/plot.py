@@ -50,10 +50,12 @@ def model_of(path: Path, content: dict, step: int) -> str:
 
 def load_history(results_path: str | Path) -> History:
     """Every `results_*.json` under `results_path` (a file's folder, a model folder or a whole
-    output folder), grouped by model, task and metric. Files without a training step are skipped."""
+    output folder), grouped by model, task and metric, one point per step: where several files
+    hold a step's value, the latest file's (by name: the date), as `report` and the writer read
+    them. Files without a training step are skipped."""
     root = Path(results_path)
     files = [root] if root.is_file() else sorted(root.rglob("results_*.json"))
-    history: History = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    by_step: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
     for path in files:
         content, problem = results_file_content(path)
         if content is None:
@@ -69,12 +71,14 @@ def load_history(results_path: str | Path) -> History:
                 if metric.endswith(STDERR_SUFFIX) or not isinstance(value, (int, float)):
                     continue
                 stderr = scores.get(metric + STDERR_SUFFIX)
-                history[model][task][metric].append(CurvePoint(step, float(value), stderr))
-    for tasks in history.values():
-        for metrics in tasks.values():
-            for points in metrics.values():
-                points.sort(key=lambda point: point.step)
-    return {model: {task: dict(metrics) for task, metrics in tasks.items()} for model, tasks in history.items()}
+                by_step[model][task][metric][step] = CurvePoint(step, float(value), stderr)
+    return {
+        model: {
+            task: {metric: [points[step] for step in sorted(points)] for metric, points in metrics.items()}
+            for task, metrics in tasks.items()
+        }
+        for model, tasks in by_step.items()
+    }
 
 
 def _panels(history: History, tasks: list[str] | None, metrics: list[str] | None) -> list[tuple[str, str]]:
