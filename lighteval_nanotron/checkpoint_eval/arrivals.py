@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lighteval_nanotron.checkpoint_eval.discovery import CheckpointInfo, checkpoint_info
+from lighteval_nanotron.checkpoint_eval.discovery import CheckpointInfo, checkpoint_info, step_folders
 from lighteval_nanotron.errors import CheckpointError
 from lighteval_nanotron.models.checkpoint.format import is_complete_checkpoint, read_training_config
 
@@ -74,7 +74,7 @@ class ArrivalScanner:
             raise CheckpointError(
                 f"Checkpoints folder {self.root} does not exist: pass the trainer's checkpoints_path."
             )
-        folders = sorted((int(p.name), p) for p in self.root.iterdir() if p.is_dir() and p.name.isdigit())
+        folders = step_folders(self.root)
         ready: list[CheckpointInfo] = []
         writing: list[int] = []
         newest_complete: Path | None = None

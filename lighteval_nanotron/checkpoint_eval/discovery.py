@@ -25,6 +25,7 @@ from lighteval_nanotron.models.checkpoint.format import (
     training_config_section,
 )
 from lighteval_nanotron.models.checkpoint.path_hints import checkpoint_path_hint
+from lighteval_nanotron.steps import step_number
 
 logger = logging.getLogger(__name__)
 
@@ -71,8 +72,8 @@ def checkpoint_info(path: str | Path) -> CheckpointInfo:
     if _not_from_training(metas):
         metas = {}
     step = _integer(metas.get("last_train_step"), f"{path / METADATA_FILE}'s last_train_step")
-    if step is None and path.name.isdigit():
-        step = int(path.name)
+    if step is None:
+        step = step_number(path.name)
     samples = _integer(metas.get("consumed_train_samples"), f"{path / METADATA_FILE}'s consumed_train_samples")
     sequence_length = _integer(
         training_config_section(path, "tokens").get("sequence_length"),
@@ -94,6 +95,20 @@ def _integer(value: Any, what: str) -> int | None:
         ) from None
 
 
+def step_folders(root: Path) -> list[tuple[int, Path]]:
+    """`(step, folder)` of every numbered folder of `root`, in step order. Two folders naming one step
+    (`10/` and `010/`) are a CheckpointError: both would be evaluated as that step, the second
+    replacing the first's results."""
+    numbered = sorted((step, p) for p in root.iterdir() if p.is_dir() and (step := step_number(p.name)) is not None)
+    for (step, first), (next_step, second) in zip(numbered, numbered[1:]):
+        if step == next_step:
+            raise CheckpointError(
+                f"Checkpoint folders {first} and {second} both name step {step}: their results would be filed as "
+                "one step, one replacing the other. Rename or move one of them out of the checkpoints folder."
+            )
+    return numbered
+
+
 def find_checkpoints(checkpoints_dir: str | Path) -> list[CheckpointInfo]:
     """Every complete numbered step folder of a training output folder, in step order."""
     root = Path(checkpoints_dir)
@@ -101,14 +116,14 @@ def find_checkpoints(checkpoints_dir: str | Path) -> list[CheckpointInfo]:
         hint = checkpoint_path_hint(root)
         raise CheckpointError(hint or f"Checkpoints folder {root} does not exist: pass the trainer's checkpoints_path.")
     found = []
-    for folder in sorted((p for p in root.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)):
+    for step, folder in step_folders(root):
         if not is_complete_checkpoint(folder):
             logger.warning(
                 "Skipping %s: no %s/ or %s yet (incomplete checkpoint)", folder, WEIGHTS_FOLDER, METADATA_FILE
             )
             continue
         info = checkpoint_info(folder)
-        found.append(CheckpointInfo(folder, int(folder.name), info.consumed_tokens, info.consumed_train_samples))
+        found.append(CheckpointInfo(folder, step, info.consumed_tokens, info.consumed_train_samples))
     if not found and is_complete_checkpoint(root):
         raise CheckpointError(
             f"{root} is one checkpoint, not a folder of step folders: pass it without --checkpoints-dir "

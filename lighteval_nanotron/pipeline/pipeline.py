@@ -24,7 +24,7 @@ from lighteval_nanotron.metrics.chance import centered_metrics, chance_levels, h
 from lighteval_nanotron.models.interface import LightevalModel
 from lighteval_nanotron.pipeline.aggregates import suite_score
 from lighteval_nanotron.pipeline.apply_metrics import aggregate_results, score_groups
-from lighteval_nanotron.pipeline.doc_checks import check_gold_indices, check_metric_docs
+from lighteval_nanotron.pipeline.doc_checks import check_choices, check_metric_docs
 from lighteval_nanotron.pipeline.held_out import PreparedHeldOut, held_out_results, prepare_held_out, run_held_out
 from lighteval_nanotron.pipeline.model_calls import PreparedRequests, check_model, prepare_requests, run_requests
 from lighteval_nanotron.pipeline.progress import EvaluationProgress, ProgressLog
@@ -254,12 +254,13 @@ class EvaluationPipeline:
             raise ConfigError(f"max_samples={max_samples}: use a positive number, or None for every doc.")
         loaded = {} if held_out and not tasks else load_tasks(tasks, custom_tasks, fewshot_draws)
         task_docs = share_docs(model, loaded, max_samples, docs)
-        for task_name, docs_of_task in task_docs.items():
-            check_gold_indices(task_name, docs_of_task)
+        warnings = [line for name, docs_of_task in task_docs.items() for line in check_choices(name, docs_of_task)]
         name = model_name or model.model_name or "model"
         if model.is_reporting_rank:  # said once for the mesh
             docs_count = sum(map(len, task_docs.values()))
             logger.info("Prepared %d task(s), %d docs: %s", len(task_docs), docs_count, ", ".join(task_docs))
+            for line in warnings:
+                logger.warning(line)
         if prompt_manager is not None:
             render_prompt = prompt_manager.prepare_prompt
         else:

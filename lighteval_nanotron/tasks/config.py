@@ -132,6 +132,17 @@ class LightevalTaskConfig:
             raise ConfigError(f"{where}: hf_filter must be a callable fn(row) -> bool.")
         self._check_metric_names(where)
         self._check_generation_size(where)
+        self._check_stop_sequences(where)
+
+    def _check_stop_sequences(self, where: str) -> None:
+        """An empty stop string is in every text (each generation would stop after one token); a
+        stop that is not a string fails in the middle of generation."""
+        bad = [stop for stop in self.stop_sequence or [] if not isinstance(stop, str) or not stop]
+        if bad:
+            raise ConfigError(
+                f"{where}: stop_sequence {self.stop_sequence!r} holds {bad[0]!r}: each stop sequence must be a "
+                "non-empty string (an empty one would end every generation after its first token); drop it."
+            )
 
     def _check_generation_size(self, where: str) -> None:
         """A generative metric with generation_size <= 0 would silently get one token."""

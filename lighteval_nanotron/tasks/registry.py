@@ -54,7 +54,10 @@ def parametrize_metrics(metrics: Iterable[Any], params: dict[str, Any], where: s
     for metric in metrics:
         accepted = {name: value for name, value in params.items() if _accepts(metric, name, value)}
         used.update(accepted)
-        result.append(copy.deepcopy(metric)(sample_params=accepted) if accepted else metric)
+        try:
+            result.append(copy.deepcopy(metric)(sample_params=accepted) if accepted else metric)
+        except LightevalNanotronError as error:  # an invalid value (pass@k with n < k): say which task
+            raise TaskSpecError(f"{where}: {error}") from error
     unused = [name for name in params if name not in used]
     if unused:
         names = ", ".join(str(getattr(m, "metric_name", m)) for m in metrics) or "none"

@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from lighteval_nanotron.pipeline.result import EvaluationResult
+from lighteval_nanotron.steps import step_number
 
 _RESULTS_FILE = re.compile(r"^results_(.+)\.json$")
 
@@ -115,10 +116,11 @@ def results_files_by_step(output_dir: str | Path, model_name: str) -> dict[int, 
     folder = results_dir(output_dir, model_name)
     found: dict[int, Path] = {}
     for step_folder in folder.iterdir() if folder.is_dir() else []:
-        if step_folder.is_dir() and step_folder.name.isdigit():
+        step = step_number(step_folder.name)
+        if step is not None and step_folder.is_dir():
             files = _results_files(step_folder)
             if files:
-                found[int(step_folder.name)] = files[-1]
+                found[step] = files[-1]
     return found
 
 

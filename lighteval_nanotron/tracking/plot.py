@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from lighteval_nanotron.steps import step_number
 from lighteval_nanotron.tracking.paths import results_file_content
 from lighteval_nanotron.tracking.scalars import STDERR_SUFFIX
 
@@ -35,7 +36,7 @@ def step_of(path: Path, content: dict) -> int | None:
     step = (content.get("config_general") or {}).get("training_step")
     if isinstance(step, int) and not isinstance(step, bool):
         return step
-    return int(path.parent.name) if path.parent.name.isdigit() else None
+    return step_number(path.parent.name)
 
 
 def model_of(path: Path, content: dict, step: int) -> str:
@@ -49,10 +50,12 @@ def model_of(path: Path, content: dict, step: int) -> str:
 
 def load_history(results_path: str | Path) -> History:
     """Every `results_*.json` under `results_path` (a file's folder, a model folder or a whole
-    output folder), grouped by model, task and metric. Files without a training step are skipped."""
+    output folder), grouped by model, task and metric, one point per step: where several files
+    hold a step's value, the latest file's (by name: the date), as `report` and the writer read
+    them. Files without a training step are skipped."""
     root = Path(results_path)
     files = [root] if root.is_file() else sorted(root.rglob("results_*.json"))
-    history: History = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    by_step: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
     for path in files:
         content, problem = results_file_content(path)
         if content is None:
@@ -68,12 +71,14 @@ def load_history(results_path: str | Path) -> History:
                 if metric.endswith(STDERR_SUFFIX) or not isinstance(value, (int, float)):
                     continue
                 stderr = scores.get(metric + STDERR_SUFFIX)
-                history[model][task][metric].append(CurvePoint(step, float(value), stderr))
-    for tasks in history.values():
-        for metrics in tasks.values():
-            for points in metrics.values():
-                points.sort(key=lambda point: point.step)
-    return {model: {task: dict(metrics) for task, metrics in tasks.items()} for model, tasks in history.items()}
+                by_step[model][task][metric][step] = CurvePoint(step, float(value), stderr)
+    return {
+        model: {
+            task: {metric: [points[step] for step in sorted(points)] for metric, points in metrics.items()}
+            for task, metrics in tasks.items()
+        }
+        for model, tasks in by_step.items()
+    }
 
 
 def _panels(history: History, tasks: list[str] | None, metrics: list[str] | None) -> list[tuple[str, str]]:

@@ -238,3 +238,24 @@ def test_damaged_metadata_and_config_sections_are_named(tmp_path):
         b"\xef\xbb\xbf" + (tmp_path / "d" / "checkpoint_metadata.json").read_bytes()
     )
     assert checkpoint_info(tmp_path / "d") == info
+
+
+def test_two_folders_of_one_step_are_refused_and_other_digits_are_not_steps(tmp_path):
+    """`10/` and `010/` were both evaluated as step 10, the second replacing the first's results
+    (and `--watch` never saw either settle); a folder named `²` (`str.isdigit`, not `int`) crashed
+    the listing, `--watch`, `report` and `plot` with a ValueError."""
+    from lighteval_nanotron.analysis import load_runs
+    from lighteval_nanotron.checkpoint_eval.arrivals import ArrivalScanner
+
+    for name in ("10", "²", "٣"):
+        _checkpoint(tmp_path / name)
+    assert [info.step for info in find_checkpoints(tmp_path)] == [10]
+    assert [info.step for info in ArrivalScanner(tmp_path, settle_s=0).scan(now=0, handled=set()).ready] == [10]
+    results = tmp_path / "out" / "results" / "m" / "²"
+    results.mkdir(parents=True)
+    (results / "results_2026-01-01T00-00-00.json").write_text(json.dumps({"results": {"t|x|0": {"acc": 0.5}}}))
+    assert load_runs(tmp_path / "out") == {}
+    _checkpoint(tmp_path / "010")
+    for look in (lambda: find_checkpoints(tmp_path), lambda: ArrivalScanner(tmp_path, settle_s=0).scan(0, set())):
+        with pytest.raises(CheckpointError, match=r"folders .*010 and .*10 both name step 10"):
+            look()

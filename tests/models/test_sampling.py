@@ -100,6 +100,25 @@ def test_a_task_setting_overrides_the_run_setting_field_by_field():
     assert greedy.sampling is None and sample_rows(greedy) == [greedy]
 
 
+@pytest.mark.parametrize("run, task", [({"top_k": 5}, None), ({}, {"top_p": 0.9}), ({"top_k": 0, "top_p": 0.5}, None)])
+def test_sampling_settings_without_a_temperature_are_refused(run, task):
+    """Greedy decoding ignores top_k and top_p: accepted, the results would record settings that did
+    nothing (and two identical greedy runs would differ in the step's settings)."""
+    from lighteval_nanotron.models.engine import EngineConfig
+    from lighteval_nanotron.models.engine.generation_plan import make_request
+    from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter
+    from lighteval_nanotron.requests import Doc
+    from tests.helpers.tiny_model import tiny_tokenizer
+
+    own = None if task is None else GenerationParameters(**task)
+    doc = Doc(query="q", choices=["a"], gold_index=0, task_name="t", id="1", generation_parameters=own)
+    with pytest.raises(ConfigError, match=r"task t: top_\w=[0-9.]+ would have no effect: decoding is greedy"):
+        make_request(0, doc, "q", TokenizerAdapter(tiny_tokenizer()), EngineConfig(generation=run), 32)
+    off = EngineConfig(generation={"top_k": 0, "top_p": 1.0})  # their "off" values are fine
+    assert make_request(0, Doc(query="q", choices=["a"], gold_index=0), "q", TokenizerAdapter(tiny_tokenizer()),
+                        off, 32).sampling is None  # fmt: skip
+
+
 def test_task_config_and_run_configs_take_generation_parameters(tmp_path):
     from lighteval_nanotron.checkpoint_eval import CheckpointEvalConfig
     from lighteval_nanotron.hook.config import EvaluationConfig

@@ -1,6 +1,7 @@
 """A task that fails costs only that task; wrong-looking numbers are refused, never reported as real."""
 
 import json
+import logging
 import math
 import os
 import stat
@@ -57,6 +58,23 @@ def test_a_failing_metric_costs_only_its_task_and_is_recorded(toy_data, tmp_path
 def test_a_gold_index_out_of_range_names_the_task_and_row(toy_data, task, gold):
     with pytest.raises(ConfigError, match=rf"custom\|{task}\|0', row 1 .*gold index {gold} .*2 choices"):
         _prepare(f"{MC},custom|{task}|0")
+
+
+def test_a_doc_without_choices_names_the_task_and_row(toy_data):
+    """No choices crashed the chance level with a ZeroDivisionError."""
+    with pytest.raises(ConfigError, match=r"custom\|toy_no_choices\|0', row 1 .*no choices, but its metrics rank"):
+        _prepare(f"{MC},custom|toy_no_choices|0")
+
+
+def test_a_gold_choice_repeated_as_a_wrong_choice_is_said_once_and_scored_as_lighteval_does(toy_data, caplog):
+    """The gold's text also a wrong choice's: the two tie and the first ranks first (lighteval's
+    argmax), so the doc counts by the choices' order. Real benchmark rows do this: said, not refused."""
+    with caplog.at_level(logging.WARNING, logger="lighteval_nanotron.pipeline.pipeline"):
+        pipeline = _prepare(f"{MC},custom|toy_gold_twice|0")
+    (line,) = [r.getMessage() for r in caplog.records if "gold choice's text also as a wrong choice" in r.getMessage()]
+    assert line.startswith("task custom|toy_gold_twice|0: 1 of ") and "(rows [1])" in line
+    result = pipeline.run(step=1)
+    assert "custom|toy_gold_twice|0" in result.results  # scored
 
 
 def test_non_finite_logprobs_fail_their_task_with_the_count_of_docs(toy_data):

@@ -56,6 +56,9 @@ def test_strings_and_tuples_become_lists():
         ({"hf_filter": 3}, "hf_filter"),
         ({"generation_size": 0, "metrics": [Metrics.exact_match]}, "generation_size=0 with a generative metric"),
         ({"generation_size": -5, "metrics": [Metrics.exact_match]}, "generation_size=-5"),
+        # an empty stop string is in every text: each generation stopped after its first token, scored as valid
+        ({"stop_sequence": ["\n", ""]}, "stop_sequence .* holds '': each stop sequence must be a non-empty string"),
+        ({"stop_sequence": [None]}, "holds None"),  # a TypeError in the middle of generation
     ],
 )
 def test_invalid_configs_raise(overrides, fragment):

@@ -80,6 +80,15 @@ def test_metric_param_nobody_accepts_is_an_error(load_toy):
         load_toy("toy_gen@temperature=0.5")
 
 
+def test_an_invalid_metric_param_value_names_the_task():
+    """pass@k with k above its n was refused without saying which task's spec set it."""
+    from lighteval_nanotron.metrics import Metrics
+    from lighteval_nanotron.tasks.registry import parametrize_metrics
+
+    with pytest.raises(TaskSpecError, match=r"lighteval\|toy\|0@k=40: pass@k: n must be an integer >= k \(40\)"):
+        parametrize_metrics([Metrics.pass_at_1], {"k": 40}, "lighteval|toy|0@k=40")
+
+
 def test_same_task_with_different_params_is_an_error(load_toy):
     with pytest.raises(TaskSpecError, match="collide"):
         load_toy("toy_gen@k=1,toy_gen@k=2")

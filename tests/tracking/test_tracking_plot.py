@@ -29,6 +29,18 @@ def test_history_collects_values_and_errors_by_step(tmp_path):
     assert "acc_stderr" not in history["toy-run"][TASK_A]
 
 
+def test_a_step_with_a_second_results_file_is_one_point_the_latest_files(tmp_path):
+    """A copy left a second, later results file in a step's folder: the step is one point, the later
+    file's value, as `report` and the writer read a step (plot drew both points at that step)."""
+    _write_run(tmp_path, steps=(10, 20))
+    (first,) = (tmp_path / "results" / "toy-run" / "20").glob("results_*.json")
+    later = json.loads(first.read_text())
+    later["results"][TASK_A]["acc"] = 0.95
+    (first.parent / "results_2999-01-01T00-00-00.000000.json").write_text(json.dumps(later))
+    points = load_history(tmp_path)["toy-run"][TASK_A]["acc"]
+    assert [(p.step, p.value) for p in points] == [(10, 0.25), (20, 0.95)]
+
+
 def test_one_png_per_task_with_a_panel_per_metric(tmp_path):
     _write_run(tmp_path)
     paths = plot_results(tmp_path / "results" / "toy-run", tmp_path / "plots")

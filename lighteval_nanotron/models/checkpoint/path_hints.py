@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lighteval_nanotron.steps import step_number
+
 HF_WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
 
@@ -16,7 +18,8 @@ def _is_hf_model_folder(path: Path) -> bool:
 
 
 def _step_folders(path: Path) -> list[Path]:
-    return sorted((p for p in path.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+    numbered = sorted((step, p) for p in path.iterdir() if p.is_dir() and (step := step_number(p.name)) is not None)
+    return [p for _, p in numbered]
 
 
 def checkpoint_path_hint(path: Path) -> str | None:

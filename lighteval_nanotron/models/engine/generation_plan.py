@@ -71,6 +71,14 @@ def make_request(
             "decoding is greedy (temperature 0), which would give identical samples: set a generation "
             "temperature > 0 (engine/eval/hook `generation.temperature`, or the task's generation_parameters)."
         )
+    ignored = [f"{name}={value}" for name, value, off in (("top_k", params.top_k, 0), ("top_p", params.top_p, 1))
+               if value is not None and value != off]  # fmt: skip
+    if ignored and not params.samples:
+        raise ConfigError(
+            f"task {doc.task_name or '?'}: {', '.join(ignored)} would have no effect: decoding is greedy "
+            "(temperature 0) and takes the most likely token, yet the results would record them. Set a generation "
+            "temperature > 0 to sample with them, or leave them out."
+        )
     requested = cfg.default_max_new_tokens if doc.generation_size is None else doc.generation_size
     max_new = max(1, min(requested, max_length - 1))
     ids = tok.encode(context, add_special_tokens=cfg.add_special_tokens) or [tok.prefix_token_id]
