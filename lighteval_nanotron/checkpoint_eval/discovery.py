@@ -36,8 +36,9 @@ class CheckpointInfo:
 
     path: Path
     step: int | None
-    """The training step (`last_train_step` of its metadata, else a numeric folder name); None
-    for a checkpoint that does not come from training (e.g. a converted model)."""
+    """The training step (`last_train_step` of its metadata, else a numeric folder name; the two
+    must agree when both are there); None for a checkpoint that does not come from training (e.g.
+    a converted model)."""
     consumed_tokens: int | None = None
     """Training tokens seen (`consumed_train_samples` x `tokens.sequence_length`), when recorded."""
     consumed_train_samples: int | None = None
@@ -72,8 +73,15 @@ def checkpoint_info(path: str | Path) -> CheckpointInfo:
     if _not_from_training(metas):
         metas = {}
     step = _integer(metas.get("last_train_step"), f"{path / METADATA_FILE}'s last_train_step")
+    named = step_number(path.name)
+    if step is not None and named is not None and named != step:
+        raise CheckpointError(
+            f"Checkpoint folder {path} is named step {named} but its {METADATA_FILE} says step {step} (Nanotron "
+            "names a checkpoint by its step: a copy under another step's name?): a backfill would file it as step "
+            f"{named}, `eval {path}` as step {step}. Move it to the folder of its step, or remove it."
+        )
     if step is None:
-        step = step_number(path.name)
+        step = named
     samples = _integer(metas.get("consumed_train_samples"), f"{path / METADATA_FILE}'s consumed_train_samples")
     sequence_length = _integer(
         training_config_section(path, "tokens").get("sequence_length"),

@@ -214,3 +214,26 @@ def test_slurm_launcher_against_a_real_slurm(tiny_converted, tmp_path):
     assert sorted(_results(tmp_path)) == [1]
     log = next((tmp_path / "logs" / "1").glob("slurm-*.out")).read_text()
     assert "Evaluation of tiny at step 1" in log
+
+
+def test_a_failed_local_evaluation_is_recorded_with_its_error_line(tmp_path):
+    """The training log says why a launched `eval` failed (its `error:` line), not only where its log is."""
+    python = tmp_path / "python"
+    python.write_text(
+        "#!/bin/sh\necho 'loading...'\n"
+        'echo "error: Step 2 of tiny in out: the step\'s results file holds arc scored with other settings" >&2\n'
+        "echo 'a last line'\nexit 2\n"
+    )
+    python.chmod(0o755)
+    settings = AsyncEvaluationConfig(launcher="local", cpu=True, timeout_s=60, poll_interval_s=0.1)
+    job = dataclasses.replace(_job(tmp_path, tmp_path / "run" / "2", settings, 2), python=str(python))
+    outcomes = []
+    queue = LaunchQueue(LocalLauncher(settings), 1, 0.1, lambda step: False, outcomes.append)
+    queue.add(job)
+    queue.wait_all(poll_s=0.1)
+    (record,) = outcomes
+    assert not record.ok
+    assert record.detail == (
+        f"exit status 2 (log: {tmp_path / 'logs' / '2' / 'eval.log'}): error: Step 2 of tiny in out: the step's "
+        "results file holds arc scored with other settings"
+    ), record.detail

@@ -25,6 +25,8 @@ from lighteval_nanotron.checkpoint_eval.launch.script import KILL_AFTER_S, local
 
 COMMAND_TIMEOUT_S = 60
 """The longest a Slurm command (sbatch, scontrol) may take before it counts as failed."""
+ERROR_TAIL_BYTES = 65536
+"""How much of a failed evaluation's log is searched for its `error:` line."""
 SLURM_ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING")
 
 
@@ -42,6 +44,19 @@ class Launch(Protocol):
     """`pid 1234` or `Slurm job 57`, for the log."""
 
     def poll(self) -> Outcome | None: ...
+
+
+def _with_error_line(detail: str, log: Path) -> str:
+    """`detail` followed by the last `error:` line of `log` (what the evaluation said it failed on: a
+    settings conflict, a damaged checkpoint), so the training log names the cause, not only the file."""
+    try:
+        with open(log, "rb") as file:
+            file.seek(max(0, file.seek(0, os.SEEK_END) - ERROR_TAIL_BYTES))
+            tail = file.read().decode("utf-8", errors="replace")
+    except OSError:
+        return detail
+    said = [line for line in tail.splitlines() if line.startswith("error: ")]
+    return f"{detail}: {said[-1]}" if said else detail
 
 
 def _write(path: Path, text: str) -> Path:
@@ -73,7 +88,8 @@ class LocalLaunch:
         detail = f"timed out (exit status {code})" if code in (124, 137) else f"exit status {code}"
         if code < 0:
             detail = f"killed by {signal.Signals(-code).name}"
-        return self._finished(Outcome(False, f"{detail} (log: {self._log.name})"))
+        log = Path(self._log.name)
+        return self._finished(Outcome(False, _with_error_line(f"{detail} (log: {log})", log)))
 
     def stop(self) -> None:
         """Kill the evaluation's whole process group and reap its leader."""
@@ -135,8 +151,11 @@ class SlurmLaunch:
             return None
         if state is None:
             return Outcome(True, "no longer known to Slurm")  # purged: its results file decides
-        detail = f"Slurm state {state}, exit code {exit_code} (log: {self.job.logs_dir}/slurm-{self.job_id}.out)"
-        return Outcome(state == "COMPLETED", detail)
+        log = self.job.logs_dir / f"slurm-{self.job_id}.out"
+        detail = f"Slurm state {state}, exit code {exit_code} (log: {log})"
+        if state == "COMPLETED":
+            return Outcome(True, detail)
+        return Outcome(False, _with_error_line(detail, log))
 
 
 class SlurmLauncher:
