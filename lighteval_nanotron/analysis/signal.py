@@ -9,7 +9,8 @@ distance from chance, and a verdict. Definitions (docs/signal.md):
   step of the window), over the noise.
 - **monotonicity**: Spearman's rank correlation of score and step over the whole run, signed so
   that +1 means always improving (higher-is-better metrics as they are, the others negated).
-- **distance from chance**: (smoothed value - chance) / latest standard error, signed the same way.
+- **distance from chance**: (smoothed value - chance) / latest standard error, signed the same way;
+  where the standard error is unknown (a task of one doc), -inf: nothing shows the value above chance.
 - **verdict**, the first that applies: `too few evaluations` (fewer than `min_evaluations`);
   `not yet above chance` (chance known and the distance below `chance_stderrs`); `informative`
   (signal-to-noise at least `snr_threshold`); `saturated` (flat now, but the smoothed value is at
@@ -143,6 +144,8 @@ def analyze(series: Series, settings: SignalSettings = DEFAULT_SETTINGS) -> Seri
     distance = None
     if series.chance is not None and last.stderr is not None and math.isfinite(last.stderr):
         distance = _ratio(sign * (smoothed - series.chance), last.stderr)
+    elif series.chance is not None:  # no standard error (one doc): nothing shows it above chance
+        distance = -math.inf
     snr = _ratio(abs(trend.rise), trend.noise) if trend is not None else None
     verdict = _verdict(points, sign, trend, snr, distance, settings)
     return SeriesSignal(

@@ -65,6 +65,16 @@ def test_pure_trend_is_informative():
     assert result.noise == pytest.approx(0.005, rel=0.8)
 
 
+def test_an_unknown_standard_error_never_shows_a_value_above_chance():
+    """One doc per evaluation: the standard error is NaN, so nothing measures the distance from
+    chance; the verdict says not yet above chance instead of skipping the check (a 1-doc task's
+    0/1 accuracies could otherwise read as an informative trend)."""
+    values = np.linspace(0.3, 0.7, len(STEPS)) + noise(1, 0.005)
+    result = analyze(series(values, chance=0.25, stderr=float("nan")))
+    assert result.verdict == NOT_ABOVE_CHANCE and result.chance_distance == -math.inf
+    assert analyze(series(values, chance=None, stderr=float("nan"))).verdict == INFORMATIVE  # no chance level
+
+
 def test_pure_trend_of_a_lower_is_better_metric():
     values = np.linspace(3.0, 2.0, len(STEPS)) + noise(2, 0.01)  # bits per byte falling
     result = analyze(series(values, higher_is_better=False))
