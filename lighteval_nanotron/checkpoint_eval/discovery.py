@@ -25,7 +25,7 @@ from lighteval_nanotron.models.checkpoint.format import (
     training_config_section,
 )
 from lighteval_nanotron.models.checkpoint.path_hints import checkpoint_path_hint
-from lighteval_nanotron.steps import step_number
+from lighteval_nanotron.steps import numbered_folders, step_number
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def step_folders(root: Path) -> list[tuple[int, Path]]:
     """`(step, folder)` of every numbered folder of `root`, in step order. Two folders naming one step
     (`10/` and `010/`) are a CheckpointError: both would be evaluated as that step, the second
     replacing the first's results."""
-    numbered = sorted((step, p) for p in root.iterdir() if p.is_dir() and (step := step_number(p.name)) is not None)
+    numbered = numbered_folders(root)
     for (step, first), (next_step, second) in zip(numbered, numbered[1:]):
         if step == next_step:
             raise CheckpointError(

@@ -22,18 +22,22 @@ SAMPLE_TOKENS = 4096
 """Tokens compared: the first windows of the fixed subset, up to this many targets."""
 
 
+def _backend(tokenizer: Any) -> tuple[Any, Any]:
+    """(the tokenizer under an adapter, its `tokenizers` backend or None): batch calls where there is one."""
+    inner = getattr(tokenizer, "tokenizer", tokenizer)
+    return inner, getattr(inner, "backend_tokenizer", None) or getattr(inner, "backend", None)
+
+
 def decode_batch(tokenizer: Any, rows: list[list[int]]) -> list[str]:
     """The text of each row of token ids, special tokens skipped."""
-    inner = getattr(tokenizer, "tokenizer", tokenizer)
-    backend = getattr(inner, "backend_tokenizer", None) or getattr(inner, "backend", None)
+    inner, backend = _backend(tokenizer)
     if backend is not None and hasattr(backend, "decode_batch"):
         return list(backend.decode_batch(rows, skip_special_tokens=True))
     return [inner.decode(row, skip_special_tokens=True) for row in rows]
 
 
 def _encode_batch(tokenizer: Any, texts: list[str]) -> list[list[int]]:
-    inner = getattr(tokenizer, "tokenizer", tokenizer)
-    backend = getattr(inner, "backend_tokenizer", None) or getattr(inner, "backend", None)
+    inner, backend = _backend(tokenizer)
     if backend is not None and hasattr(backend, "encode_batch"):
         return [encoding.ids for encoding in backend.encode_batch(texts, add_special_tokens=False)]
     return [list(inner.encode(text, add_special_tokens=False)) for text in texts]

@@ -29,7 +29,7 @@ from lighteval_nanotron.pipeline.held_out import PreparedHeldOut, held_out_resul
 from lighteval_nanotron.pipeline.model_calls import PreparedRequests, check_model, prepare_requests, run_requests
 from lighteval_nanotron.pipeline.progress import EvaluationProgress, ProgressLog
 from lighteval_nanotron.pipeline.request_groups import RequestGroup, group_requests
-from lighteval_nanotron.pipeline.result import GENERATIVE_KEY, EvaluationResult
+from lighteval_nanotron.pipeline.result import GENERATION_KEY, GENERATIVE_KEY, EvaluationResult
 from lighteval_nanotron.pipeline.summary import summarize
 from lighteval_nanotron.pipeline.task_costs import task_costs
 from lighteval_nanotron.requests import Doc, GenerationParameters, SamplingMethod
@@ -173,20 +173,21 @@ class EvaluationPipeline:
             name: {
                 "higher_is_better": higher_is_better(metrics),
                 "chance": chance_levels(metrics, self.docs[name]),
-                GENERATIVE_KEY: any(getattr(m, "category", None) is SamplingMethod.GENERATIVE for m in metrics),
+                GENERATIVE_KEY: SamplingMethod.GENERATIVE in self.tasks[name].sampling_methods,
             }
             for name, metrics in self.metrics_by_task.items()
         }
+        """Per task, each result key's direction and chance level, and whether it generates
+        (`config_tasks`, for the signal analysis and the step's settings)."""
         generation = getattr(getattr(model, "config", None), "generation", None)
         self.settings = dict(owner.settings()) if isinstance(owner, PromptManager) else {}
         """How prompts were rendered (chat template, system prompt) and, when a task generates, how
         generations were decoded (the model's defaults, which a task's own `generation_parameters`
         override), recorded in `config_general`."""
         if any(info[GENERATIVE_KEY] for info in self.metric_info.values()):
-            self.settings["generation_parameters"] = (
+            self.settings[GENERATION_KEY] = (
                 generation.as_dict() if isinstance(generation, GenerationParameters) else {}
             )
-        """Per task, each result key's direction and chance level (`config_tasks`, for the signal analysis)."""
         unconditioned = [
             name
             for name, metrics in self.metrics_by_task.items()

@@ -18,6 +18,10 @@ GROUP_MARK = ":_average|"
 """In lighteval's group-average keys, `suite|name:_average|k` (`pipeline.aggregates`)."""
 SUITE_SCORE_KEY = "suite_score"
 SIGNAL_KEY = "signal"
+VERSION_KEY = "lighteval_nanotron_version"
+"""`config_general` key of this package's version: a results file written by this package."""
+GENERATION_KEY = "generation_parameters"
+"""`config_general` key of the run's generation parameters (recorded when a task generates)."""
 GENERATIVE_KEY = "generative"
 """`config_tasks[task]` key: whether the task generates (its scores depend on the generation parameters)."""
 
@@ -109,7 +113,7 @@ class EvaluationResult:
             "model_size": None,
             "generation_parameters": {},
             "config": {"general": {"step": self.step, "consumed_train_samples": self.consumed_train_samples}},
-            "lighteval_nanotron_version": __version__,
+            VERSION_KEY: __version__,
             "training_step": self.step,
             "consumed_tokens": self.consumed_tokens,
             "consumed_train_samples": self.consumed_train_samples,

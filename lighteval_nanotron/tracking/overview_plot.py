@@ -18,7 +18,7 @@ from typing import Any
 
 from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, GROUP_MARK
 from lighteval_nanotron.requests.held_out import HELD_OUT_PREFIX, is_held_out_key
-from lighteval_nanotron.steps import step_number
+from lighteval_nanotron.steps import numbered_folders
 from lighteval_nanotron.tracking.paths import results_dir, step_details_dir, step_details_root
 from lighteval_nanotron.tracking.plot import History, load_history, new_figure
 from lighteval_nanotron.tracking.training_loss import read_training_loss, training_loss_path
@@ -38,8 +38,7 @@ def chance_levels(output_dir: str | Path, model_name: str) -> Chance:
     import pyarrow.parquet as pq
 
     root = step_details_root(output_dir, model_name, None)
-    numbered = [step_number(f.name) for f in root.iterdir() if f.is_dir()] if root.is_dir() else []
-    steps = sorted(step for step in numbered if step is not None)
+    steps = [step for step, _ in numbered_folders(root)]
     folder = step_details_dir(output_dir, model_name, steps[0]) if steps else None
     chance: Chance = {}
     for path in sorted(folder.glob("details_*.parquet")) if folder is not None else []:

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from lighteval_nanotron.pipeline.result import EvaluationResult
-from lighteval_nanotron.steps import step_number
+from lighteval_nanotron.steps import numbered_folders
 
 _RESULTS_FILE = re.compile(r"^results_(.+)\.json$")
 
@@ -115,12 +115,10 @@ def results_files_by_step(output_dir: str | Path, model_name: str) -> dict[int, 
     """`{step: results file}` of the training steps written for `model_name`."""
     folder = results_dir(output_dir, model_name)
     found: dict[int, Path] = {}
-    for step_folder in folder.iterdir() if folder.is_dir() else []:
-        step = step_number(step_folder.name)
-        if step is not None and step_folder.is_dir():
-            files = _results_files(step_folder)
-            if files:
-                found[step] = files[-1]
+    for step, step_folder in numbered_folders(folder):
+        files = _results_files(step_folder)
+        if files:
+            found[step] = files[-1]
     return found
 
 

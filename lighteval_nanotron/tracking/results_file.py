@@ -21,10 +21,12 @@ from lighteval_nanotron.errors import TrackingError
 from lighteval_nanotron.pipeline.aggregates import is_aggregate_key, suite_score, with_aggregates
 from lighteval_nanotron.pipeline.result import (
     ALL_TASKS_KEY,
+    GENERATION_KEY,
     GENERATIVE_KEY,
     SIGNAL_KEY,
     SUITE_SCORE_KEY,
     TASK_COSTS_KEY,
+    VERSION_KEY,
 )
 from lighteval_nanotron.pipeline.summary import general_summary
 
@@ -32,8 +34,6 @@ PER_TASK_SECTIONS = ("results", "versions", "config_tasks", "summary_tasks", TAS
 MAX_SAMPLES_BY_TASK = "max_samples_by_task"
 NON_FINITE_KEY = "non_finite_values"
 FAILED_TASKS_KEY = "failed_tasks"
-VERSION_KEY = "lighteval_nanotron_version"
-GENERATION_KEY = "generation_parameters"
 SCORE_SETTINGS = ("dtype", "use_chat_template", "system_prompt", "chat_template_sha256", GENERATION_KEY)
 """`config_general` keys whose value changes a task's scores: a step's file holds one value of each
 (the generation parameters: recorded by a run that generates, compared where a kept task generates)."""
@@ -97,7 +97,7 @@ def settings_conflict(earlier: dict[str, Any], settings: dict[str, Any], evaluat
     if VERSION_KEY not in recorded:  # lighteval's own results file records its settings otherwise
         return None
     kept = sorted(task for task in evaluated_names(earlier) if task not in set(evaluated))
-    generating = _kept_generative(earlier, kept)
+    generating = _any_generative(earlier, kept)
     keys = [key for key in SCORE_SETTINGS if key != GENERATION_KEY or generating]
     differing = [
         f"{key} {recorded[key]!r} there, {settings[key]!r} now"
@@ -113,10 +113,19 @@ def settings_conflict(earlier: dict[str, Any], settings: dict[str, Any], evaluat
     )
 
 
-def _kept_generative(earlier: dict[str, Any], kept: list[str]) -> bool:
-    """Whether a kept task generates (a task recorded without the flag counts as generating)."""
-    config_tasks = earlier.get("config_tasks") or {}
-    return any((config_tasks.get(task) or {}).get(GENERATIVE_KEY, True) for task in kept)
+def _any_generative(content: dict[str, Any], tasks: Iterable[str]) -> bool:
+    """Whether one of `tasks` of `content` generates (a task recorded without the flag counts as one)."""
+    config_tasks = content.get("config_tasks") or {}
+    return any((config_tasks.get(task) or {}).get(GENERATIVE_KEY, True) for task in tasks)
+
+
+def run_settings(content: dict[str, Any]) -> dict[str, Any]:
+    """The settings one evaluation's results dict scored with: its `config_general`, without the
+    generation parameters when none of its tasks generates (they applied to nothing)."""
+    general = content.get("config_general") or {}
+    if _any_generative(content, evaluated_names(content)):
+        return general
+    return {key: value for key, value in general.items() if key != GENERATION_KEY}
 
 
 def evaluated_names(content: dict[str, Any]) -> list[str]:
@@ -128,7 +137,7 @@ def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any
     """`new` (one evaluation's results dict) over `earlier` (the file's content): every task of
     `earlier` that `new` did not evaluate is kept; `config_general` is the newest run's, so a run
     whose score-changing settings differ from the kept tasks' is a `TrackingError`."""
-    conflict = settings_conflict(earlier, new.get("config_general") or {}, evaluated_names(new))
+    conflict = settings_conflict(earlier, run_settings(new), evaluated_names(new))
     if conflict is not None:
         raise TrackingError(f"Results not written: {conflict}")
     merged = {**earlier, **new}  # keys of the earlier file that this layout does not know are kept
@@ -142,10 +151,10 @@ def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any
         merged[FAILED_TASKS_KEY] = failed
     samples = {**task_max_samples(earlier), **task_max_samples(new)}
     merged["config_general"] = {**(new.get("config_general") or {}), MAX_SAMPLES_BY_TASK: samples}
-    generation = (earlier.get("config_general") or {}).get(GENERATION_KEY)
     kept = [task for task in evaluated_names(earlier) if task not in set(evaluated_names(new))]
-    if GENERATION_KEY not in merged["config_general"] and generation is not None and _kept_generative(earlier, kept):
-        merged["config_general"][GENERATION_KEY] = generation  # the kept tasks' (this run generated nothing)
+    earlier_general = earlier.get("config_general") or {}
+    if GENERATION_KEY not in run_settings(new) and GENERATION_KEY in earlier_general and _any_generative(earlier, kept):
+        merged["config_general"][GENERATION_KEY] = earlier_general[GENERATION_KEY]  # the kept tasks' own
     task_results = {
         task: scores
         for task, scores in merged["results"].items()

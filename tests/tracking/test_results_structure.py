@@ -92,3 +92,26 @@ def test_a_loss_log_that_cannot_be_written_never_stops_training(tmp_path, caplog
     log.path.rmdir()
     log.path.write_bytes(b"\xef\xbb\xbf" + log.path.with_suffix(".jsonl.saved").read_bytes())  # with a BOM
     assert read_training_loss(log.path) == [(1, 2.5)]
+
+
+def test_generation_parameters_of_a_sampled_task_survive_a_run_that_generates_nothing():
+    """A sampled task's step, then a multiple-choice run with the default (greedy) parameters: the
+    multiple-choice run merges (its parameters applied to nothing) and the file keeps the sampled
+    task's; a second generating run at other parameters is refused, the file untouched."""
+    from lighteval_nanotron.errors import TrackingError
+    from lighteval_nanotron.tracking.results_file import merge_results
+
+    def run(task: str, generative: bool, generation: dict) -> dict:
+        content = make_result(step=10).to_dict()
+        content["results"] = {task: {"acc": 0.5, "acc_stderr": 0.1}}
+        content["config_tasks"] = {task: {"generative": generative}}
+        content["summary_tasks"] = {task: {"effective_num_docs": 4}}
+        content["config_general"]["generation_parameters"] = generation
+        return content
+
+    sampled = run("custom|gen|0", True, {"temperature": 0.5})
+    merged = merge_results(sampled, run("custom|mc|0", False, {}))
+    assert set(merged["results"]) >= {"custom|gen|0", "custom|mc|0"}
+    assert merged["config_general"]["generation_parameters"] == {"temperature": 0.5}
+    with pytest.raises(TrackingError, match=r"generation_parameters \{'temperature': 0.5\} there, \{\} now"):
+        merge_results(merged, run("custom|gen2|0", True, {}))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lighteval_nanotron.steps import step_number
+from lighteval_nanotron.steps import numbered_folders
 
 HF_WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
@@ -18,8 +18,7 @@ def _is_hf_model_folder(path: Path) -> bool:
 
 
 def _step_folders(path: Path) -> list[Path]:
-    numbered = sorted((step, p) for p in path.iterdir() if p.is_dir() and (step := step_number(p.name)) is not None)
-    return [p for _, p in numbered]
+    return [folder for _, folder in numbered_folders(path)]
 
 
 def checkpoint_path_hint(path: Path) -> str | None:
