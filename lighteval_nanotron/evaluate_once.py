@@ -20,7 +20,7 @@ from typing import Any
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.models.interface import LightevalModel
 from lighteval_nanotron.pipeline.pipeline import EvaluationPipeline, TaskSelection
-from lighteval_nanotron.pipeline.result import EvaluationResult
+from lighteval_nanotron.pipeline.result import WEIGHTS_KEY, EvaluationResult
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,14 @@ def evaluate(
         model_name=model_name,
         bootstrap_iters=bootstrap_iters,
     )
+    weights = None
+    if parallel_context is not None:  # a raw Nanotron model: its weights are named in the results
+        from lighteval_nanotron.models.weights_fingerprint import weights_fingerprint
+
+        weights = weights_fingerprint(model, parallel_context)
     result = pipeline.run(step=step, consumed_tokens=consumed_tokens, consumed_train_samples=consumed_train_samples)
+    if result is not None and weights is not None:
+        result.extra_config[WEIGHTS_KEY] = weights
     if result is not None and output_dir is not None:
         from lighteval_nanotron.analysis import LiveSignal
         from lighteval_nanotron.tracking import TrackingConfig, format_results_table

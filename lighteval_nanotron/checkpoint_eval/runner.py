@@ -38,9 +38,10 @@ from lighteval_nanotron.models.checkpoint.nanotron_builder import (
     check_model_layout,
     load_checkpoint_weights,
 )
+from lighteval_nanotron.models.weights_fingerprint import weights_fingerprint
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron_trainer
 from lighteval_nanotron.parallel.once import computed_once
-from lighteval_nanotron.pipeline.result import EvaluationResult, raise_for_failed_tasks
+from lighteval_nanotron.pipeline.result import WEIGHTS_KEY, EvaluationResult, raise_for_failed_tasks
 from lighteval_nanotron.requests.held_out import held_out_key
 from lighteval_nanotron.setup.finished_steps import check_step_settings
 
@@ -225,23 +226,34 @@ class CheckpointEvaluator:
         passes it to `on_result` and returns it."""
         what = f"checkpoint {info.path}"
         pipeline = self.pipeline_for(info.step)
-        if info.step is not None and "json" in self.config.loggers:
-            settings = {**pipeline.settings, "dtype": self.dtype_name}
-            check_step_settings(
-                self.config.output_dir, self.setup.model_name, info.step, settings, pipeline.result_names, self.world
-            )
+        settings = {**pipeline.settings, "dtype": self.dtype_name}
+        self._check_step(info, pipeline, settings)  # before the load: a refused setting costs no load
         started = time.perf_counter()
         collectively(
             self.world, f"loading {what}", lambda: load_checkpoint_weights(self.model, self.parallel_context, info.path)
         )
         load_s = time.perf_counter() - started
-        return collectively(self.world, f"evaluating {what}", lambda: self._run(pipeline, info, load_s, on_result))
+        weights = collectively(
+            self.world, f"fingerprinting {what}", lambda: weights_fingerprint(self.model, self.parallel_context)
+        )
+        self._check_step(info, pipeline, {**settings, WEIGHTS_KEY: weights})
+        return collectively(
+            self.world, f"evaluating {what}", lambda: self._run(pipeline, info, load_s, weights, on_result)
+        )
+
+    def _check_step(self, info: CheckpointInfo, pipeline: Any, settings: dict[str, Any]) -> None:
+        """Refuse (every rank) a run the step's results file could not take (`check_step_settings`)."""
+        if info.step is not None and "json" in self.config.loggers:
+            check_step_settings(
+                self.config.output_dir, self.setup.model_name, info.step, settings, pipeline.result_names, self.world
+            )
 
     def _run(
         self,
         pipeline: Any,
         info: CheckpointInfo,
         load_s: float,
+        weights: str,
         on_result: Callable[[EvaluationResult], None] | None,
     ) -> EvaluationResult | None:
         result = pipeline.run(
@@ -250,6 +262,7 @@ class CheckpointEvaluator:
         if result is None:
             return None
         result.extra_config.update(
+            {WEIGHTS_KEY: weights},
             checkpoint=str(info.path),
             parallelism={"tp": self.config.tp, "pp": self.config.pp, "dp": self.config.dp},
             dtype=self.dtype_name,

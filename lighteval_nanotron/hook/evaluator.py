@@ -20,10 +20,11 @@ from lighteval_nanotron.hook.schedule import EvalSchedule, Moment
 from lighteval_nanotron.hook.state_guard import preserve_training_state
 from lighteval_nanotron.hook.step_times import StepTimes
 from lighteval_nanotron.hook.trainer_state import consumed_train_samples, start_step
+from lighteval_nanotron.models.weights_fingerprint import weights_fingerprint
 from lighteval_nanotron.nanotron_compat.console import is_verbose
 from lighteval_nanotron.parallel.agreement import Verdict, agree, collectively
 from lighteval_nanotron.parallel.deadline import bounded_collectives, is_timeout
-from lighteval_nanotron.pipeline.result import raise_for_failed_tasks
+from lighteval_nanotron.pipeline.result import WEIGHTS_KEY, raise_for_failed_tasks
 from lighteval_nanotron.setup.finished_steps import check_step_settings
 from lighteval_nanotron.tracking.log_table import format_cost_table, format_results_line, format_results_table
 from lighteval_nanotron.tracking.scalars import COST_TRAIN_STEPS_KEY
@@ -56,6 +57,8 @@ class TrainingEvaluator:
         self.model_name: Optional[str] = None
         self.evaluated: list[int] = []
         """Steps evaluated successfully by this run, in order (the same list on every rank)."""
+        self.done_steps: set[int] = set()
+        """Steps whose results were already written for every task (by an earlier run): skipped."""
         self.failures: list[tuple[int, str]] = []
         """(step, description) of every evaluation that failed, in order (the same on every rank)."""
         self.last_results: dict = {}
@@ -150,8 +153,7 @@ class TrainingEvaluator:
             )
             self._agreed(world, open_outputs)
             done = finished_tasks_by_step(self.config.output_dir, self.model_name, world)
-        for step in finished_steps(done, self.pipeline.result_names, self.pipeline.max_samples):
-            self.schedule.mark(step)
+        self.done_steps = finished_steps(done, self.pipeline.result_names, self.pipeline.max_samples)
         _log_rank0(
             world,
             logging.INFO,
@@ -173,10 +175,10 @@ class TrainingEvaluator:
             trainer.config.tokens.train_steps,
             checkpoints.checkpoint_interval if checkpoints is not None else None,
         )
-        return [step for step in steps if step not in self.schedule.seen_steps]
+        return [step for step in steps if step not in self.schedule.seen_steps | self.done_steps]
 
     def _plan_description(self, trainer: Any) -> str:
-        skipped = sorted(self.schedule.seen_steps)
+        skipped = sorted(self.done_steps)
         todo = self._remaining_steps(trainer)
         text = f"steps {todo}" if todo else "no remaining step"
         return text + (f" (already evaluated: {skipped})" if skipped else "")
@@ -188,7 +190,30 @@ class TrainingEvaluator:
         if self.pipeline is None or not self.schedule.wants(moment, step):
             return
         self.schedule.mark(step)
-        self.evaluate(trainer, step, consumed_tokens(trainer, moment), consumed_samples(trainer, moment))
+        if step in self.done_steps:
+            self.check_done(trainer, step)
+        else:
+            self.evaluate(trainer, step, consumed_tokens(trainer, moment), consumed_samples(trainer, moment))
+
+    def check_done(self, trainer: Any, step: int) -> None:
+        """A step already evaluated is skipped, once its results are known to be this run's model's:
+        the same weights (another run under this model name is not) and settings (collective)."""
+        from lighteval_nanotron.setup.finished_steps import check_done_step
+
+        world = trainer.parallel_context.world_pg
+        error: Optional[BaseException] = None
+        with bounded_collectives(trainer.parallel_context, self.config.failure_timeout_s):
+            try:
+                weights = weights_fingerprint(trainer.model, trainer.parallel_context)
+                settings = {**self.pipeline.settings, WEIGHTS_KEY: weights}
+                check_done_step(self.config.output_dir, self.model_name, step, settings, world)
+            except Exception as caught:  # noqa: BLE001 - agreed on below, so that no rank hangs
+                error = caught
+            if error is not None and is_timeout(error):
+                raise _stalled_peer_error(step, self.config.failure_timeout_s) from error
+            verdict = agree(error, world, self.config.failure_timeout_s, f"step {step}", timeout_hint=_TIMEOUT_HINT)
+        if verdict.failed:
+            self._fail(world, step, 0.0, verdict, error)
 
     def evaluate(self, trainer: Any, step: int, tokens: int, samples: Optional[int] = None) -> None:
         """Evaluate now (collective), write the results, agree on the outcome; raise only if asked to."""
@@ -198,14 +223,16 @@ class TrainingEvaluator:
         result = None
         with bounded_collectives(trainer.parallel_context, self.config.failure_timeout_s):
             try:
+                weights = weights_fingerprint(trainer.model, trainer.parallel_context)
                 if "json" in self.config.loggers:  # before the forwards: nothing written for a refused step
                     check_step_settings(
-                        self.config.output_dir, self.model_name, step, self.pipeline.settings,
+                        self.config.output_dir, self.model_name, step, {**self.pipeline.settings, WEIGHTS_KEY: weights},
                         self.pipeline.result_names, world,
                     )  # fmt: skip
                 with preserve_training_state(trainer.model, getattr(trainer, "random_states", None)):
                     result = self.pipeline.run(step=step, consumed_tokens=tokens, consumed_train_samples=samples)
                 if result is not None:
+                    result.extra_config[WEIGHTS_KEY] = weights
                     self._add_cost_in_steps(result)
                     self.signal.attach(result)
                     self.loggers.log(result)

@@ -22,6 +22,8 @@ VERSION_KEY = "lighteval_nanotron_version"
 """`config_general` key of this package's version: a results file written by this package."""
 GENERATION_KEY = "generation_parameters"
 """`config_general` key of the run's generation parameters (recorded when a task generates)."""
+WEIGHTS_KEY = "weights_fingerprint"
+"""`config_general` key of the evaluated weights' fingerprint (`models.weights_fingerprint`)."""
 GENERATIVE_KEY = "generative"
 """`config_tasks[task]` key: whether the task generates (its scores depend on the generation parameters)."""
 

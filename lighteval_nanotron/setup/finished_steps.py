@@ -52,3 +52,27 @@ def check_step_settings(
     conflict = next((found for found in from_every_rank(mine, world) if found), None)
     if conflict is not None:
         raise ConfigError(f"Step {step} of {model_name} in {output_dir}: {conflict}")
+
+
+def check_done_step(output_dir: str, model_name: str, step: int, settings: dict[str, Any], world: Any) -> None:
+    """A `ConfigError` on every rank (collective on `world`) when a step this run skips as already
+    evaluated holds results that were not measured on this run's model: other weights (another
+    run under this model name) or other `settings` (`tracking.results_file.differing_settings`)."""
+    from lighteval_nanotron.tracking.paths import results_file_content, step_results_file
+    from lighteval_nanotron.tracking.results_file import differing_settings, evaluated_names
+
+    mine: list[str] = []
+    if local_rank() == 0:
+        path = step_results_file(output_dir, model_name, step)
+        earlier = results_file_content(path)[0] if path is not None else None
+        if earlier is not None:
+            mine = differing_settings(earlier, settings, evaluated_names(earlier))
+    differing = next((found for found in from_every_rank(mine, world) if found), None)
+    if differing:
+        raise ConfigError(
+            f"Step {step} of {model_name} in {output_dir} already has results, so this run skips it, but they were "
+            f"not measured on this run's model ({'; '.join(differing)}): another run wrote them under this model name, "
+            "or this run differs from the one that did (other settings, or a replay after a resume that did not "
+            "reproduce the weights bit for bit). They are kept. Give this run another model_name or output_dir, "
+            "or move that step's results folder away to evaluate it again."
+        )

@@ -2,8 +2,9 @@
 
 A step is evaluated per (task with its few-shot count, max_samples): a later run with other tasks
 adds them to the step's file, and a task evaluated again replaces only its own entries; a run
-whose settings that change scores (`SCORE_SETTINGS`: dtype, chat template, system prompt,
-generation parameters) differ from the kept tasks' is refused (`settings_conflict`). The
+whose settings that change scores (`SCORE_SETTINGS`: the weights' fingerprint, dtype, chat
+template, system prompt, generation parameters) differ from the kept tasks' is refused
+(`settings_conflict`). The
 aggregates (`all`, lighteval's group averages, the suite score) and `summary_general` are
 recomputed over the merged tasks. Non-finite numbers (a NaN standard error of a
 one-doc task, say) are written as `null` and listed under `config_general.non_finite_values`, so
@@ -27,6 +28,7 @@ from lighteval_nanotron.pipeline.result import (
     SUITE_SCORE_KEY,
     TASK_COSTS_KEY,
     VERSION_KEY,
+    WEIGHTS_KEY,
 )
 from lighteval_nanotron.pipeline.summary import general_summary
 
@@ -34,9 +36,10 @@ PER_TASK_SECTIONS = ("results", "versions", "config_tasks", "summary_tasks", TAS
 MAX_SAMPLES_BY_TASK = "max_samples_by_task"
 NON_FINITE_KEY = "non_finite_values"
 FAILED_TASKS_KEY = "failed_tasks"
-SCORE_SETTINGS = ("dtype", "use_chat_template", "system_prompt", "chat_template_sha256", GENERATION_KEY)
+SCORE_SETTINGS = (WEIGHTS_KEY, "dtype", "use_chat_template", "system_prompt", "chat_template_sha256", GENERATION_KEY)
 """`config_general` keys whose value changes a task's scores: a step's file holds one value of each
-(the generation parameters: recorded by a run that generates, compared where a kept task generates)."""
+(the generation parameters: recorded by a run that generates, compared where a kept task generates;
+the weights: two checkpoints under one model name and step are two models)."""
 
 
 _SECTIONS = ("config_general", *PER_TASK_SECTIONS, "summary_general", FAILED_TASKS_KEY)
@@ -93,24 +96,37 @@ def settings_conflict(earlier: dict[str, Any], settings: dict[str, Any], evaluat
     that evaluates the tasks `evaluated` cannot be merged into `earlier` (a step's results file of
     this package): it would keep tasks of `earlier` that were scored with another value of a
     setting both record, under the run's `config_general`. None when it can."""
-    recorded = earlier.get("config_general") or {}
-    if VERSION_KEY not in recorded:  # lighteval's own results file records its settings otherwise
-        return None
     kept = sorted(task for task in evaluated_names(earlier) if task not in set(evaluated))
-    generating = _any_generative(earlier, kept)
-    keys = [key for key in SCORE_SETTINGS if key != GENERATION_KEY or generating]
-    differing = [
-        f"{key} {recorded[key]!r} there, {settings[key]!r} now"
-        for key in keys
-        if key in recorded and key in settings and recorded[key] != settings[key]
-    ]
+    differing = differing_settings(earlier, settings, kept)
     if not kept or not differing:
         return None
+    if differing[0].startswith(WEIGHTS_KEY):
+        return (
+            f"the step's results file holds {', '.join(kept)} measured on other weights ({'; '.join(differing)}): "
+            "another checkpoint (another run, or a copy of another step) evaluated under this model name and step. "
+            "Give this checkpoint another model name (`model_name`, `--model-name`) or output folder, "
+            "or add those tasks to this run to score them again on these weights."
+        )
     return (
         f"the step's results file holds {', '.join(kept)} scored with other settings ({'; '.join(differing)}): "
         "one step's file describes one set of settings. Evaluate with the same settings, add those tasks to this "
         "run to score them again, or write to another output folder (or model name)."
     )
+
+
+def differing_settings(earlier: dict[str, Any], settings: dict[str, Any], tasks: Iterable[str]) -> list[str]:
+    """`SCORE_SETTINGS` that `earlier` (a step's results file of this package) records for `tasks`
+    with another value than `settings`, each as "key <there> there, <now> now" (the weights first)."""
+    recorded = earlier.get("config_general") or {}
+    if VERSION_KEY not in recorded:  # lighteval's own results file records its settings otherwise
+        return []
+    generating = _any_generative(earlier, tasks)
+    keys = [key for key in SCORE_SETTINGS if key != GENERATION_KEY or generating]
+    return [
+        f"{key} {recorded[key]!r} there, {settings[key]!r} now"
+        for key in keys
+        if key in recorded and key in settings and recorded[key] != settings[key]
+    ]
 
 
 def _any_generative(content: dict[str, Any], tasks: Iterable[str]) -> bool:

@@ -193,3 +193,44 @@ def test_a_step_scored_with_other_settings_is_not_merged_into_on_every_rank(tiny
     earlier = {**written, "config_general": {**written["config_general"], "system_prompt": "Be brief."}}
     with pytest.raises(TrackingError, match="system_prompt 'Be brief.' there, None now"):  # the hook's writes
         merge_results(earlier, {"config_general": written["config_general"], "results": {ARC: {"acc": 1.0}}})
+
+
+@pytest.mark.distributed
+def test_another_checkpoint_under_the_same_model_name_and_step_is_not_merged(
+    tiny_converted, tiny_converted_other, tmp_path
+):
+    """Two checkpoints evaluated under one model name and step once shared a results file: the
+    second run's tasks sat beside the first's, as one model's. The weights now name themselves
+    (`models.weights_fingerprint`): the same checkpoint at TP2 and at TP1 (DP2), in float32 and
+    bfloat16, merges; another checkpoint with the same step folder is refused, the file untouched."""
+    _, checkpoint = tiny_converted
+    _, other = tiny_converted_other
+    shutil.copytree(checkpoint, tmp_path / "run" / "10")
+    shutil.copytree(other, tmp_path / "other_run" / "10")
+    out, piqa = tmp_path / "out", "lighteval|piqa|0"
+    argv = [
+        _argv(tmp_path / "run" / "10", out, ARC, "--model-name", "tiny", "--tp", "2"),
+        _argv(tmp_path / "run" / "10", out, MMLU, "--model-name", "tiny", "--dp", "2"),
+        _argv(tmp_path / "other_run" / "10", out, piqa, "--model-name", "tiny", "--dp", "2"),
+    ]
+    outcomes = run_distributed(_cli, 2, argv, timeout=300)
+    assert [rc for rc, _ in outcomes[1]] == [0, 0, 2]
+    (line,) = outcomes[0][2][1]
+    assert f"holds {MMLU}, {ARC} measured on other weights (weights_fingerprint '" in line, line
+    assert "--model-name" in line
+    (written,) = (out / "results" / "tiny" / "10").glob("results_*.json")
+    before = written.read_bytes()
+    content = _strict(written)
+    assert set(content["results"]) == {ARC, MMLU, "all"}
+    fingerprint = content["config_general"]["weights_fingerprint"]
+    assert len(fingerprint) == 32 and fingerprint != "0" * 32
+
+    again = [
+        _argv(tmp_path / "run" / "10", out, piqa, "--model-name", "tiny", "--dp", "2", "--dtype", "bfloat16"),
+        _argv(tmp_path / "other_run" / "10", out, piqa, "--model-name", "tiny", "--dp", "2"),
+    ]
+    outcomes = run_distributed(_cli, 2, again, timeout=300)
+    assert [rc for rc, _ in outcomes[1]] == [2, 2]  # bfloat16: refused for its dtype, not for its weights
+    assert "dtype 'float32' there, 'bfloat16' now" in outcomes[0][0][1][0]
+    assert "weights_fingerprint" not in outcomes[0][0][1][0]
+    assert written.read_bytes() == before

@@ -91,6 +91,8 @@ def test_checkpoints_evaluated_elsewhere_while_training_goes_on_match_the_in_loo
         general, expected = launched[step]["config_general"], looped[step]["config_general"]
         for key in ("training_step", "consumed_tokens", "consumed_train_samples", "model_name", "max_samples"):
             assert general[key] == expected[key], (step, key)
+        # the saved checkpoint at PP1 and the live model at PP2 are the same weights, by their fingerprint
+        assert general["weights_fingerprint"] == expected["weights_fingerprint"], step
         assert general["parallelism"] == {"tp": 1, "pp": 1, "dp": 1} and general["device"] == "cpu"
         ours, theirs = _metrics(launched[step]), _metrics(looped[step])
         assert set(ours) == set(theirs) == set(TASKS)
@@ -100,6 +102,7 @@ def test_checkpoints_evaluated_elsewhere_while_training_goes_on_match_the_in_loo
                 assert ours[task][metric] == pytest.approx(value, abs=TOLERANCE), (step, task, metric)
                 worst = max(worst, abs(ours[task][metric] - value))
     print(f"largest metric difference, launched vs in the loop: {worst:.2e}")
+    assert launched[2]["config_general"]["weights_fingerprint"] != launched[4]["config_general"]["weights_fingerprint"]
 
     scalars = tensorboard_scalars(tmp_path / "async" / "eval" / "tensorboard")
     assert sorted(scalars[f"eval/{TASKS[0]}/acc"]) == [2, 4]

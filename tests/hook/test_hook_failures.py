@@ -124,18 +124,45 @@ def test_restarted_run_does_not_evaluate_a_step_twice(tmp_path):
     assert any("siqa" in p.name for p in (details / "3").rglob("*.parquet"))
 
 
+def test_another_run_under_the_same_model_name_is_not_taken_for_this_one(tmp_path):
+    """A fresh run once skipped the steps that an earlier run under its model name had evaluated
+    in its output folder: the earlier run's numbers stood as its own. A step already evaluated is
+    now skipped only when its results were measured on this run's weights (a resume replays them:
+    `test_restarted_run_does_not_evaluate_a_step_twice`); otherwise that step fails, saying so, and
+    its file is kept."""
+    first = write_config(tmp_path, train_steps=2, name="first.yaml")
+    (report,) = run_distributed(train_worker, 1, str(first), timeout=240)
+    assert report["evaluated"] == [2] and report["failures"] == []
+    before = {step: path.read_bytes() for step, path in _result_paths(tmp_path).items()}
+    other = write_config(tmp_path, train_steps=2, name="other.yaml")
+    _edit(other, lambda content: content["general"].update(seed=7))
+    (report,) = run_distributed(train_worker, 1, str(other), timeout=240)
+    assert report["evaluated"] == []
+    ((step, why),) = report["failures"]
+    assert step == 2 and "not measured on this run's model (weights_fingerprint '" in why, why
+    assert "another model_name or output_dir" in why
+    assert {step: path.read_bytes() for step, path in _result_paths(tmp_path).items()} == before
+
+
 def _result_paths(tmp_path: Path) -> dict:
     from lighteval_nanotron.tracking import results_files_by_step
 
     return results_files_by_step(tmp_path / "eval", "hook-test")
 
 
-def _set_resume(config_path: Path, checkpoint: Path) -> None:
+def _edit(config_path: Path, change) -> None:
     import yaml
 
     content = yaml.safe_load(config_path.read_text())
-    content["checkpoints"].update(resume_checkpoint_path=str(checkpoint), checkpoint_interval=1000)
+    change(content)
     config_path.write_text(yaml.safe_dump(content))
+
+
+def _set_resume(config_path: Path, checkpoint: Path) -> None:
+    _edit(
+        config_path,
+        lambda content: content["checkpoints"].update(resume_checkpoint_path=str(checkpoint), checkpoint_interval=1000),
+    )
 
 
 def _train_without_wandb_credentials(config_paths: list) -> list:

@@ -29,6 +29,8 @@ def test_evaluate_a_nanotron_model_on_one_and_two_data_parallel_ranks(tiny_check
 
     # what each task cost: split from the engine's own per-doc counts, the same work at DP1 and DP2
     costs = {run: json.loads(results_file(tmp_path / run, "tiny", 7).read_text()) for run in "ab"}
+    weights = {run: costs[run]["config_general"]["weights_fingerprint"] for run in "ab"}
+    assert weights["a"] == weights["b"] and len(weights["a"]) == 32  # `evaluate()` names the weights too
     one, two = (costs[run]["task_costs"] for run in "ab")
     assert list(one) == list(two) == [task for task in reference if task != "all"]
     for task, cost in two.items():
