@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lighteval_nanotron.metrics.chance import CENTERED_SUFFIX
 from lighteval_nanotron.pipeline.aggregates import task_groups
 from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, GROUP_MARK, SUITE_SCORE_KEY
 from lighteval_nanotron.tracking.paths import results_file_content
@@ -35,9 +34,10 @@ class Point:
     step: int
     value: float
     stderr: float | None
-    docs: tuple[int | None, ...] = ()
-    """Which docs the value is over: the `max_samples` of its task, or of its tasks for an aggregate
-    (distinct values, sorted); evaluations over other docs are not points of one curve."""
+    docs: tuple[tuple[str, int | None], ...] = ()
+    """Which docs the value is over: (task, its `max_samples`) of its task, or of each task an
+    aggregate averaged at this step; evaluations over other docs or other tasks are not points of
+    one curve."""
 
 
 @dataclass
@@ -56,7 +56,8 @@ class Series:
 
     def over_latest_docs(self) -> Series:
         """The same series with only the evaluations over the docs of the latest one (a run whose
-        `max_samples` changed: a trend across other doc subsets would be a difference of subsets)."""
+        `max_samples` changed, an aggregate over other tasks at some steps: a trend across them
+        would be a difference of doc subsets or of tasks)."""
         return self._with([p for p in self.points if p.docs == self.points[-1].docs]) if self.points else self
 
     def _with(self, points: list[Point]) -> Series:
@@ -94,40 +95,40 @@ class RunHistory:
         if content.get(SUITE_SCORE_KEY):
             entries[SUITE_SCORE_KEY] = content[SUITE_SCORE_KEY]
         samples = task_max_samples(content)
-        every = tuple(sorted(set(samples.values()), key=lambda n: -1 if n is None else n))
+        tasks = {name: scores for name, scores in entries.items() if GROUP_MARK not in name and name != SUITE_SCORE_KEY}
+        groups = task_groups(tasks)
         for entry, scores in entries.items():
             if not isinstance(scores, Mapping):
                 continue
-            docs = (samples[entry],) if entry in samples else every
             for metric, raw in scores.items():
                 value = _number(raw)
                 if metric.endswith(STDERR_SUFFIX) or value is None or not math.isfinite(value):
                     continue
+                if entry == SUITE_SCORE_KEY:  # the tasks with this centered metric
+                    members = [name for name, found in tasks.items() if isinstance(found, Mapping) and metric in found]
+                else:
+                    members = groups.get(entry, []) if GROUP_MARK in entry else [entry]
+                docs = tuple(sorted((member, samples.get(member)) for member in members))
                 stderr = _number(scores.get(metric + STDERR_SUFFIX))
                 self._put(entry, metric, Point(int(step), value, stderr, docs))
 
     def _put(self, entry: str, metric: str, point: Point) -> None:
         series = self.series.setdefault((entry, metric), Series(entry, metric))
         series.points = sorted([p for p in series.points if p.step != point.step] + [point], key=lambda p: p.step)
-        series.higher_is_better = self._direction(entry, metric)
-        series.chance = self._chance_of(entry, metric)
+        members = [task for task, _ in series.points[-1].docs]  # the tasks of its latest evaluation
+        series.higher_is_better = self._direction(entry, metric, members)
+        series.chance = self._chance_of(entry, metric, members)
 
-    def _members(self, entry: str) -> list[str]:
-        if GROUP_MARK not in entry:
-            return [entry]
-        tasks = {name for name, _ in self.series if GROUP_MARK not in name and name != SUITE_SCORE_KEY}
-        return task_groups(sorted(tasks)).get(entry, [])
-
-    def _direction(self, entry: str, metric: str) -> bool:
+    def _direction(self, entry: str, metric: str, members: list[str]) -> bool:
         if entry == SUITE_SCORE_KEY:
             return True
-        known = {self._directions.get(member, {}).get(metric) for member in self._members(entry)} - {None}
+        known = {self._directions.get(member, {}).get(metric) for member in members} - {None}
         return known.pop() if len(known) == 1 else guessed_direction(metric)
 
-    def _chance_of(self, entry: str, metric: str) -> float | None:
+    def _chance_of(self, entry: str, metric: str, members: list[str]) -> float | None:
         if entry == SUITE_SCORE_KEY:
             return 0.0
-        levels = [self._chance.get(member, {}).get(metric) for member in self._members(entry)]
+        levels = [self._chance.get(member, {}).get(metric) for member in members]
         if not levels or any(level is None for level in levels):
             return None
         return sum(levels) / len(levels)
@@ -141,16 +142,6 @@ class RunHistory:
         ordered = [group_of.get(n, n) for n in names if GROUP_MARK not in n and n != SUITE_SCORE_KEY]
         ordered += [n for n in names if GROUP_MARK in n and n not in ordered]
         return list(dict.fromkeys(ordered)) + ([SUITE_SCORE_KEY] if SUITE_SCORE_KEY in names else [])
-
-    def members_at(self, entry: str, step: int) -> set[str]:
-        """The tasks an aggregate entry stands for at `step`: a group's tasks, or for the suite score
-        the tasks with a centered metric; a task stands for itself."""
-        if entry == SUITE_SCORE_KEY:
-            candidates = {name for name, metric in self.series if metric.endswith(CENTERED_SUFFIX)}
-        else:
-            candidates = set(self._members(entry))
-        evaluated = {name for (name, _), series in self.series.items() if any(p.step == step for p in series.points)}
-        return {name for name in candidates & evaluated if name != SUITE_SCORE_KEY and GROUP_MARK not in name}
 
     def metrics(self, entry: str) -> list[str]:
         return [metric for name, metric in self.series if name == entry]

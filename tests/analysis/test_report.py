@@ -155,3 +155,23 @@ def test_evaluations_over_other_docs_are_not_one_curve(tmp_path):
     comparisons = {(c.entry, c.metric): c for c in compare_runs([run, fewer["fewer"]])}
     for key in ((ARC, "gold_bpb"), ("suite_score", "acc_centered")):
         assert comparisons[key].note == DIFFERENT_DOCS and comparisons[key].leader is None, key
+
+
+def test_an_aggregate_over_other_tasks_is_not_one_curve(tmp_path):
+    """The suite score over ARC and MMLU until step 500, over ARC alone after (MMLU not evaluated):
+    the jump from the change of tasks was called `saturated`, as if the run had improved."""
+    from lighteval_nanotron.analysis import analyze
+    from lighteval_nanotron.analysis.signal import NOISE_DOMINATED
+
+    output = write_run(tmp_path / "run", "run", 0.0, seed=7)
+    for path in output.rglob("results_*.json"):
+        content = json.loads(path.read_text())
+        tasks = {k: v for k, v in content["results"].items() if k in (ARC, MMLU_A, MMLU_B)}
+        tasks[ARC]["acc_centered"] += 0.3  # ARC above chance, MMLU at chance: the score depends on the tasks
+        if content["config_general"]["training_step"] > 500:
+            tasks = {ARC: tasks[ARC]}
+        content.update(results=with_aggregates(tasks), suite_score=suite_score(tasks))
+        path.write_text(json.dumps(content))
+    score = analyze(load_runs(output)["run"].series[("suite_score", "acc_centered")])
+    assert score.evaluations == 5 and score.verdict == NOISE_DOMINATED  # the steps over ARC alone
+    assert score.monotonicity is not None and score.monotonicity < 0.9
