@@ -4,8 +4,9 @@ and metric, read from results files or added live from each evaluation's results
 An entry is a task (`suite|task|k`), one of lighteval's group averages (`suite|name:_average|k`,
 which then stands for its tasks) or the centered suite score (`suite_score`). Each series knows
 whether higher is better and its chance level, from `config_tasks` where the results record them
-(a group: its tasks' common direction and mean chance; the suite score: higher, chance 0), else
-from the metric's name (perplexities and bits per byte: lower; chance unknown).
+(a group: its tasks' common direction and mean chance; the suite score: higher, chance 0; a
+results file lighteval wrote: the direction of each metric in its `metrics` list), else from the
+metric's name (perplexities and bits per byte: lower; chance unknown).
 """
 
 from __future__ import annotations
@@ -69,6 +70,25 @@ def guessed_direction(metric: str) -> bool:
     return not any(mark in metric for mark in LOWER_IS_BETTER_MARKS)
 
 
+def recorded_directions(config: Mapping[str, Any]) -> dict[str, bool]:
+    """Each metric's direction as a task's `config_tasks` entry records it: this project's
+    `higher_is_better` map, or the `metrics` list of a results file lighteval wrote (each metric
+    with its `metric_name` and `higher_is_better`; `ter` and `edit_distance` are lower-is-better)."""
+    directions: dict[str, bool] = {}
+    for metric in config.get("metrics") or []:
+        if not isinstance(metric, Mapping):
+            continue
+        names, direction = metric.get("metric_name"), metric.get("higher_is_better")
+        for name in names if isinstance(names, list) else [names]:
+            value = direction.get(name) if isinstance(direction, Mapping) else direction
+            if isinstance(name, str) and isinstance(value, bool):
+                directions[name] = value
+    own = config.get("higher_is_better")
+    if isinstance(own, Mapping):
+        directions.update({name: value for name, value in own.items() if isinstance(value, bool)})
+    return directions
+
+
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -88,7 +108,7 @@ class RunHistory:
         """One evaluation's results-file content (`EvaluationResult.to_dict()` or a file read back)."""
         for task, config in (content.get("config_tasks") or {}).items():
             if isinstance(config, Mapping):
-                self._directions.setdefault(task, {}).update(config.get("higher_is_better") or {})
+                self._directions.setdefault(task, {}).update(recorded_directions(config))
                 self._chance.setdefault(task, {}).update(config.get("chance") or {})
         entries = dict(content.get("results") or {})
         entries.pop(ALL_TASKS_KEY, None)

@@ -175,3 +175,48 @@ def test_an_aggregate_over_other_tasks_is_not_one_curve(tmp_path):
     score = analyze(load_runs(output)["run"].series[("suite_score", "acc_centered")])
     assert score.evaluations == 5 and score.verdict == NOISE_DOMINATED  # the steps over ARC alone
     assert score.monotonicity is not None and score.monotonicity < 0.9
+
+
+def _lighteval_written_run(output_dir, run, ter_drop, seed):
+    """A run as lighteval's own results logger writes it (`results/<run>/<step>/`, its task config
+    with each metric's `higher_is_better`): translation error rate (`ter`, lower is better)."""
+    pytest.importorskip("lighteval")
+    from lighteval_nanotron.cpu import import_nanotron
+
+    import_nanotron()  # lighteval's logging imports nanotron.config
+    from lighteval.logging.evaluation_tracker import EnhancedJSONEncoder
+    from lighteval.logging.info_loggers import TaskConfigLogger
+    from lighteval.metrics.metrics import Metrics
+    from lighteval.tasks.lighteval_task import LightevalTaskConfig
+
+    task = "lighteval|wmt14:fr-en|0"
+    config = LightevalTaskConfig(
+        name="wmt14:fr-en", prompt_function=str, hf_repo="wmt14", hf_subset="fr-en", metrics=[Metrics.ter]
+    )
+    configs = TaskConfigLogger(tasks_configs={task: config}).tasks_configs
+    rng = np.random.default_rng(seed)
+    for index, step in enumerate(STEPS):
+        ter = 80.0 - ter_drop * index / (len(STEPS) - 1) + rng.normal(0, 0.2)
+        content = {
+            "config_general": {"model_name": f"{run}/{step}"},
+            "results": {task: {"ter": ter, "ter_stderr": 1.0}, "all": {"ter": ter, "ter_stderr": 1.0}},
+            "config_tasks": configs,
+        }
+        path = output_dir / "results" / run / str(step) / "results_2025-01-01T00-00-00.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(content, cls=EnhancedJSONEncoder))
+    return output_dir, task
+
+
+def test_a_results_file_lighteval_wrote_gives_each_metric_its_direction(tmp_path):
+    """`ter` (lower is better in lighteval's record, not by its name) was read as higher-is-better:
+    a run whose error rate fell was `monotonicity -1` and the worse run was `ahead`."""
+    better, task = _lighteval_written_run(tmp_path / "better", "better", 20.0, seed=1)
+    worse, _ = _lighteval_written_run(tmp_path / "worse", "worse", 0.0, seed=2)
+    runs = [load_runs(better)["better"], load_runs(worse)["worse"]]
+    assert runs[0].series[(task, "ter")].higher_is_better is False
+    from lighteval_nanotron.analysis import analyze
+
+    assert analyze(runs[0].series[(task, "ter")]).monotonicity > 0.9  # improving
+    (comparison,) = compare_runs(runs)
+    assert comparison.leader == "better" and comparison.difference > 0
