@@ -35,10 +35,10 @@ class Point:
     step: int
     value: float
     stderr: float | None
-    docs: tuple[tuple[str, int | None], ...] = ()
-    """Which docs the value is over: (task, its `max_samples`) of its task, or of each task an
-    aggregate averaged at this step; evaluations over other docs or other tasks are not points of
-    one curve."""
+    docs: tuple[tuple[str, int | None, str | None], ...] = ()
+    """Which docs the value is over: (task, its `max_samples`, the hash of its docs' examples) of
+    its task, or of each task an aggregate averaged at this step; evaluations over other docs or
+    other tasks are not points of one curve."""
 
 
 @dataclass
@@ -89,6 +89,19 @@ def recorded_directions(config: Mapping[str, Any]) -> dict[str, bool]:
     return directions
 
 
+def examples_hashes(content: Mapping[str, Any]) -> dict[str, str]:
+    """`{task: hash of its docs' examples}` (`summary_tasks[task].hashes.hash_examples`, as this
+    project and lighteval write it): the same `max_samples` over another data source (a shipped
+    slice, the Hub's full split, another revision) is other docs."""
+    hashes = {}
+    for task, summary in (content.get("summary_tasks") or {}).items():
+        recorded = summary.get("hashes") if isinstance(summary, Mapping) else None
+        found = recorded.get("hash_examples") if isinstance(recorded, Mapping) else None
+        if isinstance(found, str):
+            hashes[task] = found
+    return hashes
+
+
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -115,6 +128,7 @@ class RunHistory:
         if content.get(SUITE_SCORE_KEY):
             entries[SUITE_SCORE_KEY] = content[SUITE_SCORE_KEY]
         samples = task_max_samples(content)
+        examples = examples_hashes(content)
         tasks = {name: scores for name, scores in entries.items() if GROUP_MARK not in name and name != SUITE_SCORE_KEY}
         groups = task_groups(tasks)
         for entry, scores in entries.items():
@@ -128,14 +142,14 @@ class RunHistory:
                     members = [name for name, found in tasks.items() if isinstance(found, Mapping) and metric in found]
                 else:
                     members = groups.get(entry, []) if GROUP_MARK in entry else [entry]
-                docs = tuple(sorted((member, samples.get(member)) for member in members))
+                docs = tuple(sorted((member, samples.get(member), examples.get(member)) for member in members))
                 stderr = _number(scores.get(metric + STDERR_SUFFIX))
                 self._put(entry, metric, Point(int(step), value, stderr, docs))
 
     def _put(self, entry: str, metric: str, point: Point) -> None:
         series = self.series.setdefault((entry, metric), Series(entry, metric))
         series.points = sorted([p for p in series.points if p.step != point.step] + [point], key=lambda p: p.step)
-        members = [task for task, _ in series.points[-1].docs]  # the tasks of its latest evaluation
+        members = [task for task, *_ in series.points[-1].docs]  # the tasks of its latest evaluation
         series.higher_is_better = self._direction(entry, metric, members)
         series.chance = self._chance_of(entry, metric, members)
 

@@ -220,3 +220,36 @@ def test_a_results_file_lighteval_wrote_gives_each_metric_its_direction(tmp_path
     assert analyze(runs[0].series[(task, "ter")]).monotonicity > 0.9  # improving
     (comparison,) = compare_runs(runs)
     assert comparison.leader == "better" and comparison.difference > 0
+
+
+def _with_examples_hash(output_dir, hash_at):
+    """Record each task's `summary_tasks[task].hashes.hash_examples` (`hash_at(task, step)`)."""
+    for path in output_dir.rglob("results_*.json"):
+        content = json.loads(path.read_text())
+        step = content["config_general"]["training_step"]
+        content["summary_tasks"] = {
+            task: {"hashes": {"hash_examples": hash_at(task, step)}} for task in (ARC, MMLU_A, MMLU_B)
+        }
+        path.write_text(json.dumps(content))
+    return output_dir
+
+
+def test_the_same_max_samples_over_another_data_source_is_other_docs(tmp_path):
+    """Run A's ARC docs from the shipped 50-row slice, run B's from the Hub's full split, both at
+    max_samples None: B was `ahead` of A on other docs; a run whose source changed was one curve."""
+    from lighteval_nanotron.analysis import analyze
+    from lighteval_nanotron.analysis.compare import DIFFERENT_DOCS
+
+    slice_run = _with_examples_hash(write_run(tmp_path / "a", "a", 0.3, seed=3), lambda task, step: "slice")
+    hub_run = _with_examples_hash(
+        write_run(tmp_path / "b", "b", 1.0, seed=2), lambda task, step: "hub" if task == ARC else "slice"
+    )
+    runs = [load_runs(slice_run)["a"], load_runs(hub_run)["b"]]
+    comparisons = {(c.entry, c.metric): c for c in compare_runs(runs)}
+    assert comparisons[(ARC, "gold_bpb")].note == DIFFERENT_DOCS and comparisons[(ARC, "gold_bpb")].leader is None
+    assert comparisons[("lighteval|mmlu_eng_cf:_average|0", "gold_bpb")].leader == "b"  # the same docs there
+    assert comparisons[("suite_score", "acc_centered")].note == DIFFERENT_DOCS  # ARC is one of its benchmarks
+    changed = _with_examples_hash(
+        write_run(tmp_path / "c", "c", 1.0, seed=4), lambda task, step: "hub" if step > 500 else "slice"
+    )
+    assert analyze(load_runs(changed)["c"].series[(ARC, "gold_bpb")]).evaluations == 5
