@@ -61,10 +61,10 @@ def compare_series(
     if not cut_a.points or not cut_b.points:
         return None
     a, b = analyze(cut_a, settings), analyze(cut_b, settings)
-    docs_a, docs_b = cut_a.points[-1].docs, cut_b.points[-1].docs
-    if {task for task, *_ in docs_a} != {task for task, *_ in docs_b}:  # a group or suite score of other tasks
+    last_a, last_b = cut_a.points[-1], cut_b.points[-1]
+    if last_a.tasks() != last_b.tasks():  # a group or suite score of other tasks
         return Comparison(entry, metric, run_a.name, run_b.name, step, a, b, None, None, None, DIFFERENT_TASKS)
-    if set(docs_a) != set(docs_b):  # another max_samples or data source: other docs
+    if not last_a.same_docs(last_b):  # another max_samples or data source: other docs
         return Comparison(entry, metric, run_a.name, run_b.name, step, a, b, None, None, None, DIFFERENT_DOCS)
     sign = 1.0 if series_a.higher_is_better else -1.0
     difference = sign * (a.trend - b.trend)

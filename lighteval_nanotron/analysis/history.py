@@ -40,6 +40,21 @@ class Point:
     its task, or of each task an aggregate averaged at this step; evaluations over other docs or
     other tasks are not points of one curve."""
 
+    def tasks(self) -> set[str]:
+        return {task for task, *_ in self.docs}
+
+    def same_docs(self, other: Point) -> bool:
+        """Over the same tasks at the same `max_samples`, with the same examples where both record
+        their hash (a file without `summary_tasks` says nothing against it)."""
+        if self.tasks() != other.tasks():
+            return False
+        theirs = {task: (samples, examples) for task, samples, examples in other.docs}
+        for task, samples, examples in self.docs:
+            other_samples, other_examples = theirs[task]
+            if samples != other_samples or (None not in (examples, other_examples) and examples != other_examples):
+                return False
+        return True
+
 
 @dataclass
 class Series:
@@ -59,7 +74,7 @@ class Series:
         """The same series with only the evaluations over the docs of the latest one (a run whose
         `max_samples` changed, an aggregate over other tasks at some steps: a trend across them
         would be a difference of doc subsets or of tasks)."""
-        return self._with([p for p in self.points if p.docs == self.points[-1].docs]) if self.points else self
+        return self._with([p for p in self.points if p.same_docs(self.points[-1])]) if self.points else self
 
     def _with(self, points: list[Point]) -> Series:
         return Series(self.entry, self.metric, points, self.higher_is_better, self.chance)
@@ -149,7 +164,7 @@ class RunHistory:
     def _put(self, entry: str, metric: str, point: Point) -> None:
         series = self.series.setdefault((entry, metric), Series(entry, metric))
         series.points = sorted([p for p in series.points if p.step != point.step] + [point], key=lambda p: p.step)
-        members = [task for task, *_ in series.points[-1].docs]  # the tasks of its latest evaluation
+        members = sorted(series.points[-1].tasks())  # the tasks of its latest evaluation
         series.higher_is_better = self._direction(entry, metric, members)
         series.chance = self._chance_of(entry, metric, members)
 
