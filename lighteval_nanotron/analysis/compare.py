@@ -1,9 +1,12 @@
 """Is run A ahead of run B beyond the noise? Per entry and metric, at the last step both reached.
 
 Each run's series is cut at the common step (the earlier of the two runs' last evaluations) and
-analyzed there (`signal.analyze`). A run is ahead when its smoothed value is better than the
-other's by more than `separation` times their combined noise, sqrt(noise_A^2 + noise_B^2)
-(SIGNAL.md: two runs differ when their smoothed values differ by more than the combined noise).
+analyzed there (`signal.analyze`); both trend lines are read at that step (a run not evaluated at
+it: its line moved on from its last evaluation before it, less than one of its intervals, so
+that one run is not compared at an earlier step of training than the other). A run is ahead when
+its smoothed value is better than the other's by more than `separation` times their combined
+noise, sqrt(noise_A^2 + noise_B^2) (SIGNAL.md: two runs differ when their smoothed values differ
+by more than the combined noise).
 A group average or suite score is compared only when both runs have it over the same tasks there.
 """
 
@@ -36,7 +39,7 @@ class Comparison:
     a: SeriesSignal
     b: SeriesSignal
     difference: float | None
-    """Smoothed A - smoothed B, signed so that > 0 means A is better (None: not comparable)."""
+    """Smoothed A - smoothed B at `step`, signed so that > 0 means A is better (None: not comparable)."""
     combined_noise: float | None
     leader: str | None
     note: str
@@ -67,7 +70,7 @@ def compare_series(
     if not last_a.same_docs(last_b):  # another max_samples or data source: other docs
         return Comparison(entry, metric, run_a.name, run_b.name, step, a, b, None, None, None, DIFFERENT_DOCS)
     sign = 1.0 if series_a.higher_is_better else -1.0
-    difference = sign * (a.trend - b.trend)
+    difference = sign * (a.trend_at(step) - b.trend_at(step))
     if a.noise is None or b.noise is None or min(a.evaluations, b.evaluations) < settings.min_evaluations:
         return Comparison(
             entry, metric, run_a.name, run_b.name, step, a, b, difference, None, None, "too few evaluations"

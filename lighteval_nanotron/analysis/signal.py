@@ -85,6 +85,13 @@ class SeriesSignal:
     def verdict_code(self) -> int:
         return VERDICT_CODES[self.verdict]
 
+    def trend_at(self, step: int) -> float:
+        """The trend line at `step` (the smoothed value moved along the slope; the value itself
+        before there is a line)."""
+        if self.slope_per_1k_steps is None:
+            return self.trend
+        return self.trend + self.slope_per_1k_steps / 1000.0 * (step - self.step)
+
     def to_dict(self) -> dict:
         return {**asdict(self), "verdict_code": self.verdict_code}
 

@@ -253,3 +253,26 @@ def test_the_same_max_samples_over_another_data_source_is_other_docs(tmp_path):
         write_run(tmp_path / "c", "c", 1.0, seed=4), lambda task, step: "hub" if step > 500 else "slice"
     )
     assert analyze(load_runs(changed)["c"].series[(ARC, "gold_bpb")]).evaluations == 5
+
+
+def test_runs_evaluated_at_other_steps_are_compared_at_the_same_step():
+    """One curve, gold bits per byte falling 1 per 1000 steps, evaluated every 100 steps in run a
+    and every 150 in run b: at the common step 1000, b's trend was read at its evaluation at 900,
+    0.1 worse, and `a ahead` came from the 100 steps of training between them."""
+    from lighteval_nanotron.analysis.history import RunHistory
+    from lighteval_nanotron.analysis.report_table import comparison_table
+
+    rng = np.random.default_rng(0)
+
+    def run(name, steps):
+        history = RunHistory(name)
+        for step in steps:
+            scores = {"gold_bpb": 3.0 - step / 1000 + rng.normal(0, 0.005), "gold_bpb_stderr": 0.05}
+            history.add(step, {"results": {ARC: scores}, "config_tasks": {ARC: CONFIG}})
+        return history
+
+    (comparison,) = compare_runs([run("a", range(0, 1001, 100)), run("b", range(0, 1051, 150))])
+    assert comparison.step == 1000 and comparison.b.step == 900
+    assert comparison.note == "within noise" and abs(comparison.difference) < 0.02
+    row = comparison_table([comparison]).splitlines()[2].split("|")  # the task name holds "|" too: from the end
+    assert float(row[-7]) == pytest.approx(2.0, abs=0.02) and float(row[-5]) == pytest.approx(2.0, abs=0.02)
