@@ -59,6 +59,13 @@ class SignalSettings:
             raise ValueError(f"window={self.window}: the trend and its noise need at least 3 evaluations.")
         if self.min_evaluations < 3:
             raise ValueError(f"min_evaluations={self.min_evaluations}: use at least 3.")
+        if not (math.isfinite(self.snr_threshold) and self.snr_threshold > 0):
+            raise ValueError(
+                f"snr_threshold={self.snr_threshold}: use a positive finite number (at 0 or below every series is "
+                "informative, at NaN none is; 4 is a 5% false-alarm rate for a 5-evaluation window)."
+            )
+        if not (math.isfinite(self.chance_stderrs) and self.chance_stderrs >= 0):
+            raise ValueError(f"chance_stderrs={self.chance_stderrs}: use a finite number >= 0 (2 by default).")
 
 
 DEFAULT_SETTINGS = SignalSettings()

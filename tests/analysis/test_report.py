@@ -102,6 +102,8 @@ def test_report_errors_are_one_line(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["report", str(tmp_path / "empty")]) == 2
     assert "no results file" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "empty"), "--snr-threshold", "nan"]) == 2
+    assert capsys.readouterr().err.startswith("error: snr_threshold=nan: use a positive finite number")
     with pytest.raises(SystemExit):
         main(["report"])
 
