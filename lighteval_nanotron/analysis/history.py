@@ -130,14 +130,16 @@ class RunHistory:
         self.name = name
         self.series: dict[tuple[str, str], Series] = {}
         self._directions: dict[str, dict[str, bool]] = {}
-        self._chance: dict[str, dict[str, float]] = {}
+        self._chance: dict[tuple[str, int], dict[str, float]] = {}
+        """(task, step) -> each metric's chance level over the docs evaluated then."""
 
     def add(self, step: int, content: Mapping[str, Any]) -> None:
         """One evaluation's results-file content (`EvaluationResult.to_dict()` or a file read back)."""
         for task, config in (content.get("config_tasks") or {}).items():
             if isinstance(config, Mapping):
                 self._directions.setdefault(task, {}).update(recorded_directions(config))
-                self._chance.setdefault(task, {}).update(config.get("chance") or {})
+                chance = config.get("chance")
+                self._chance[(task, int(step))] = dict(chance) if isinstance(chance, Mapping) else {}
         entries = dict(content.get("results") or {})
         entries.pop(ALL_TASKS_KEY, None)
         if content.get(SUITE_SCORE_KEY):
@@ -166,7 +168,7 @@ class RunHistory:
         series.points = sorted([p for p in series.points if p.step != point.step] + [point], key=lambda p: p.step)
         members = sorted(series.points[-1].tasks())  # the tasks of its latest evaluation
         series.higher_is_better = self._direction(entry, metric, members)
-        series.chance = self._chance_of(entry, metric, members)
+        series.chance = self._chance_of(entry, metric, members, series.points[-1].step)
 
     def _direction(self, entry: str, metric: str, members: list[str]) -> bool:
         if entry == SUITE_SCORE_KEY:
@@ -174,10 +176,11 @@ class RunHistory:
         known = {self._directions.get(member, {}).get(metric) for member in members} - {None}
         return known.pop() if len(known) == 1 else guessed_direction(metric)
 
-    def _chance_of(self, entry: str, metric: str, members: list[str]) -> float | None:
+    def _chance_of(self, entry: str, metric: str, members: list[str], step: int) -> float | None:
+        """The chance level over the docs of the evaluation at `step` (a group: its tasks' mean)."""
         if entry == SUITE_SCORE_KEY:
             return 0.0
-        levels = [self._chance.get(member, {}).get(metric) for member in members]
+        levels = [self._chance.get((member, step), {}).get(metric) for member in members]
         if not levels or any(level is None for level in levels):
             return None
         return sum(levels) / len(levels)

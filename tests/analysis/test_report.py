@@ -278,3 +278,19 @@ def test_runs_evaluated_at_other_steps_are_compared_at_the_same_step():
     assert comparison.note == "within noise" and abs(comparison.difference) < 0.02
     row = comparison_table([comparison]).splitlines()[2].split("|")  # the task name holds "|" too: from the end
     assert float(row[-7]) == pytest.approx(2.0, abs=0.02) and float(row[-5]) == pytest.approx(2.0, abs=0.02)
+
+
+def test_the_chance_level_is_that_of_the_latest_evaluations_docs(tmp_path):
+    """Step 200 over 20 docs (chance 0.25), step 1000 over 50 docs with more two-choice rows (chance
+    0.30): read in file order ("1000/" before "200/"), the chance was step 200's, not that of the docs
+    the analysis is over."""
+    for step, samples, chance in ((200, 20, 0.25), (1000, 50, 0.30)):
+        content = {
+            "config_general": {"model_name": "m", "training_step": step, "max_samples_by_task": {ARC: samples}},
+            "results": {ARC: {"acc": 0.4, "acc_stderr": 0.05}},
+            "config_tasks": {ARC: {"higher_is_better": {"acc": True}, "chance": {"acc": chance}}},
+        }
+        path = tmp_path / "results" / "m" / str(step) / "results_2025-01-01T00-00-00.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(content))
+    assert load_runs(tmp_path)["m"].series[(ARC, "acc")].chance == 0.30
