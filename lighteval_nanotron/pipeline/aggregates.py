@@ -33,12 +33,13 @@ Results = Mapping[str, Mapping[str, float]]
 
 
 def group_key(task_name: str) -> str | None:
-    """lighteval's group entry for a `suite|task|k` key (None for any other key)."""
+    """lighteval's group entry for a `suite|task|k` key, or for a `task|k` key as lighteval 0.12.1
+    and later name tasks in their results files (None for any other key, held-out domains too)."""
     parts = task_name.split("|")
-    if len(parts) != 3 or GROUP_MARK in task_name:
+    if len(parts) not in (2, 3) or GROUP_MARK in task_name or is_held_out_key(task_name):
         return None
-    suite, task, fewshot = parts
-    return f"{suite}|{task.split(':')[0]}:_average|{fewshot}"
+    *suite, task, fewshot = parts
+    return "|".join([*suite, f"{task.split(':')[0]}:_average", fewshot])
 
 
 def is_aggregate_key(name: str) -> bool:

@@ -294,3 +294,28 @@ def test_the_chance_level_is_that_of_the_latest_evaluations_docs(tmp_path):
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps(content))
     assert load_runs(tmp_path)["m"].series[(ARC, "acc")].chance == 0.30
+
+
+def test_group_averages_of_lighteval_0_12_names_stand_for_their_tasks(tmp_path):
+    """lighteval 0.12.1 and later name tasks without a suite (`mmlu:anatomy|5`) and write
+    `mmlu:_average|5`: the group had no tasks to stand for, so a run's average over three subjects
+    was compared with another's over two."""
+    from lighteval_nanotron.analysis.compare import DIFFERENT_TASKS
+
+    def run(name, subjects, shift):
+        rng = np.random.default_rng(len(subjects))
+        for step in STEPS:
+            tasks = {f"mmlu:{s}|5": {"acc": 0.25 + shift + rng.normal(0, 0.01), "acc_stderr": 0.03} for s in subjects}
+            group = {"acc": sum(t["acc"] for t in tasks.values()) / len(tasks), "acc_stderr": 0.02}
+            results = {**tasks, "mmlu:_average|5": group}
+            content = {"config_general": {"model_name": f"{name}/{step}"}, "results": results}
+            path = tmp_path / name / "results" / name / str(step) / "results_2025-01-01T00-00-00.json"
+            path.parent.mkdir(parents=True)
+            path.write_text(json.dumps(content))
+        return load_runs(tmp_path / name)[name]
+
+    three = run("three", ["anatomy", "virology", "astronomy"], 0.2)
+    two = run("two", ["anatomy", "virology"], 0.0)
+    assert three.entries() == ["mmlu:_average|5"]  # the group stands for its subjects
+    comparisons = {(c.entry, c.metric): c for c in compare_runs([three, two])}
+    assert comparisons[("mmlu:_average|5", "acc")].note == DIFFERENT_TASKS
