@@ -160,3 +160,23 @@ def test_a_failed_task_leaves_out_every_aggregate_it_belongs_to():
     merged = merge_results(earlier, {"results": with_aggregates(centered), "config_general": {}})
     assert "leaderboard|mmlu:_average|5" not in merged["results"] and "suite_score" not in merged
     assert "all" not in merged["results"]
+
+
+def test_a_failed_held_out_domain_leaves_out_the_averages_over_domains():
+    """Of three domains, `code` got a NaN loss: `_micro` and `_macro` were written over the other two."""
+    import numpy as np
+
+    from lighteval_nanotron.pipeline.held_out import MACRO_KEY, MICRO_KEY, HeldOutRun, PreparedHeldOut, held_out_results
+    from lighteval_nanotron.requests.held_out import HeldOutLosses, HeldOutSet
+
+    def domain(name):
+        return HeldOutSet(name, np.zeros((2, 5), dtype=np.int32), np.full(2, 12, dtype=np.int64))
+
+    sets = [domain("web"), domain("code"), domain("books")]
+    losses = {"web": [8.0, 9.0], "code": [7.0, math.nan], "books": [6.0, 6.5]}
+    runs = [HeldOutRun(HeldOutLosses(np.array(losses[s.name]), 4), 1.0) for s in sets]
+    out = held_out_results(PreparedHeldOut(sets=sets), runs)
+    assert set(out.failed) == {"heldout|code"}
+    assert set(out.results) == {"heldout|web", "heldout|books"}  # the domains, no averages over two of three
+    complete = held_out_results(PreparedHeldOut(sets=sets[::2]), runs[::2])
+    assert {MICRO_KEY, MACRO_KEY} <= set(complete.results)
