@@ -23,8 +23,9 @@ SEPARATION = 2.0
 """Combined noises by which smoothed values must differ for one run to be ahead."""
 DIFFERENT_TASKS = "not comparable: other tasks"
 """The note of an aggregate (a group average, the suite score) over other tasks in each run."""
-DIFFERENT_DOCS = "not comparable: other docs"
-"""The note of an entry evaluated over another `max_samples` in each run."""
+DIFFERENT_DOCS = "not comparable: other docs or prompts"
+"""The note of an entry evaluated over other docs (another `max_samples` or data source) or other
+prompts (few-shot examples, chat template, system prompt) in each run."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def compare_series(
     last_a, last_b = cut_a.points[-1], cut_b.points[-1]
     if last_a.tasks() != last_b.tasks():  # a group or suite score of other tasks
         return Comparison(entry, metric, run_a.name, run_b.name, step, a, b, None, None, None, DIFFERENT_TASKS)
-    if not last_a.same_docs(last_b):  # another max_samples or data source: other docs
+    if not last_a.same_docs(last_b):  # another max_samples, data source or prompts
         return Comparison(entry, metric, run_a.name, run_b.name, step, a, b, None, None, None, DIFFERENT_DOCS)
     sign = 1.0 if series_a.higher_is_better else -1.0
     difference = sign * (a.trend_at(step) - b.trend_at(step))

@@ -35,23 +35,25 @@ class Point:
     step: int
     value: float
     stderr: float | None
-    docs: tuple[tuple[str, int | None, str | None], ...] = ()
-    """Which docs the value is over: (task, its `max_samples`, the hash of its docs' examples) of
-    its task, or of each task an aggregate averaged at this step; evaluations over other docs or
-    other tasks are not points of one curve."""
+    docs: tuple[tuple[str, int | None, tuple[str | None, ...]], ...] = ()
+    """Which docs the value is over: (task, its `max_samples`, the hashes of its docs' examples and
+    full prompts) of its task, or of each task an aggregate averaged at this step; evaluations over
+    other docs, other prompts or other tasks are not points of one curve."""
 
     def tasks(self) -> set[str]:
         return {task for task, *_ in self.docs}
 
     def same_docs(self, other: Point) -> bool:
-        """Over the same tasks at the same `max_samples`, with the same examples where both record
-        their hash (a file without `summary_tasks` says nothing against it)."""
+        """Over the same tasks at the same `max_samples`, with the same examples and prompts where
+        both record their hashes (a file without `summary_tasks` says nothing against it)."""
         if self.tasks() != other.tasks():
             return False
-        theirs = {task: (samples, examples) for task, samples, examples in other.docs}
-        for task, samples, examples in self.docs:
-            other_samples, other_examples = theirs[task]
-            if samples != other_samples or (None not in (examples, other_examples) and examples != other_examples):
+        theirs = {task: (samples, hashes) for task, samples, hashes in other.docs}
+        for task, samples, hashes in self.docs:
+            other_samples, other_hashes = theirs[task]
+            if samples != other_samples or any(
+                None not in (mine, its) and mine != its for mine, its in zip(hashes, other_hashes)
+            ):
                 return False
         return True
 
@@ -104,16 +106,20 @@ def recorded_directions(config: Mapping[str, Any]) -> dict[str, bool]:
     return directions
 
 
-def examples_hashes(content: Mapping[str, Any]) -> dict[str, str]:
-    """`{task: hash of its docs' examples}` (`summary_tasks[task].hashes.hash_examples`, as this
-    project and lighteval write it): the same `max_samples` over another data source (a shipped
-    slice, the Hub's full split, another revision) is other docs."""
+PROMPT_HASHES = ("hash_examples", "hash_full_prompts")
+"""The `summary_tasks[task].hashes` that say which docs and prompts a task's value is over."""
+
+
+def prompt_hashes(content: Mapping[str, Any]) -> dict[str, tuple[str | None, ...]]:
+    """`{task: (hash of its docs' examples, of their full prompts)}` as this project and lighteval
+    write them (None where not recorded): the same `max_samples` over another data source (a
+    shipped slice, the Hub's full split, another revision) is other docs, and other few-shot
+    examples, chat template or system prompt are other prompts."""
     hashes = {}
     for task, summary in (content.get("summary_tasks") or {}).items():
         recorded = summary.get("hashes") if isinstance(summary, Mapping) else None
-        found = recorded.get("hash_examples") if isinstance(recorded, Mapping) else None
-        if isinstance(found, str):
-            hashes[task] = found
+        recorded = recorded if isinstance(recorded, Mapping) else {}
+        hashes[task] = tuple(found if isinstance(found := recorded.get(name), str) else None for name in PROMPT_HASHES)
     return hashes
 
 
@@ -145,7 +151,7 @@ class RunHistory:
         if content.get(SUITE_SCORE_KEY):
             entries[SUITE_SCORE_KEY] = content[SUITE_SCORE_KEY]
         samples = task_max_samples(content)
-        examples = examples_hashes(content)
+        hashes = prompt_hashes(content)
         tasks = {name: scores for name, scores in entries.items() if GROUP_MARK not in name and name != SUITE_SCORE_KEY}
         groups = task_groups(tasks)
         for entry, scores in entries.items():
@@ -159,7 +165,8 @@ class RunHistory:
                     members = [name for name, found in tasks.items() if isinstance(found, Mapping) and metric in found]
                 else:
                     members = groups.get(entry, []) if GROUP_MARK in entry else [entry]
-                docs = tuple(sorted((member, samples.get(member), examples.get(member)) for member in members))
+                unknown = (None,) * len(PROMPT_HASHES)
+                docs = tuple(sorted((member, samples.get(member), hashes.get(member, unknown)) for member in members))
                 stderr = _number(scores.get(metric + STDERR_SUFFIX))
                 self._put(entry, metric, Point(int(step), value, stderr, docs))
 

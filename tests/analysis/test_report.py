@@ -224,13 +224,15 @@ def test_a_results_file_lighteval_wrote_gives_each_metric_its_direction(tmp_path
     assert comparison.leader == "better" and comparison.difference > 0
 
 
-def _with_examples_hash(output_dir, hash_at):
-    """Record each task's `summary_tasks[task].hashes.hash_examples` (`hash_at(task, step)`)."""
+def _with_examples_hash(output_dir, hash_at, prompts_hash_at=lambda task, step: "prompts"):
+    """Record each task's `summary_tasks[task].hashes`: `hash_examples` (`hash_at(task, step)`) and
+    `hash_full_prompts` (`prompts_hash_at(task, step)`)."""
     for path in output_dir.rglob("results_*.json"):
         content = json.loads(path.read_text())
         step = content["config_general"]["training_step"]
         content["summary_tasks"] = {
-            task: {"hashes": {"hash_examples": hash_at(task, step)}} for task in (ARC, MMLU_A, MMLU_B)
+            task: {"hashes": {"hash_examples": hash_at(task, step), "hash_full_prompts": prompts_hash_at(task, step)}}
+            for task in (ARC, MMLU_A, MMLU_B)
         }
         path.write_text(json.dumps(content))
     return output_dir
@@ -319,3 +321,17 @@ def test_group_averages_of_lighteval_0_12_names_stand_for_their_tasks(tmp_path):
     assert three.entries() == ["mmlu:_average|5"]  # the group stands for its subjects
     comparisons = {(c.entry, c.metric): c for c in compare_runs([three, two])}
     assert comparisons[("mmlu:_average|5", "acc")].note == DIFFERENT_TASKS
+
+
+def test_the_same_docs_with_other_few_shot_examples_are_other_prompts(tmp_path):
+    """Both runs on the same docs, run b with other few-shot examples (another draw), a chat
+    template or a system prompt: its prompts differ, and `b ahead` compared two formulations."""
+    from lighteval_nanotron.analysis.compare import DIFFERENT_DOCS
+
+    same = lambda task, step: "docs"  # noqa: E731
+    a = _with_examples_hash(write_run(tmp_path / "a", "a", 0.3, seed=3), same)
+    b = _with_examples_hash(write_run(tmp_path / "b", "b", 1.0, seed=2), same, lambda task, step: "other few-shots")
+    comparisons = {(c.entry, c.metric): c for c in compare_runs([load_runs(a)["a"], load_runs(b)["b"]])}
+    assert comparisons[(ARC, "gold_bpb")].note == DIFFERENT_DOCS and comparisons[(ARC, "gold_bpb")].leader is None
+    again = _with_examples_hash(write_run(tmp_path / "c", "c", 1.0, seed=2), same)
+    assert compare_runs([load_runs(a)["a"], load_runs(again)["c"]])[0].note != DIFFERENT_DOCS  # the same prompts
