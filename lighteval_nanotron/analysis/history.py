@@ -92,7 +92,8 @@ def recorded_directions(config: Mapping[str, Any]) -> dict[str, bool]:
     `higher_is_better` map, or the `metrics` list of a results file lighteval wrote (each metric
     with its `metric_name` and `higher_is_better`; `ter` and `edit_distance` are lower-is-better)."""
     directions: dict[str, bool] = {}
-    for metric in config.get("metrics") or []:
+    metrics = config.get("metrics")
+    for metric in metrics if isinstance(metrics, list) else []:
         if not isinstance(metric, Mapping):
             continue
         names, direction = metric.get("metric_name"), metric.get("higher_is_better")
