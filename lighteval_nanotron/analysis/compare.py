@@ -1,9 +1,12 @@
 """Is run A ahead of run B beyond the noise? Per entry and metric, at the last step both reached.
 
 Each run's series is cut at the common step (the earlier of the two runs' last evaluations) and
-analyzed there (`signal.analyze`). A run is ahead when its smoothed value is better than the
-other's by more than `separation` times their combined noise, sqrt(noise_A^2 + noise_B^2)
-(SIGNAL.md: two runs differ when their smoothed values differ by more than the combined noise).
+analyzed there (`signal.analyze`); both trend lines are read at that step (a run not evaluated at
+it: its line moved on from its last evaluation before it, less than one of its intervals, so
+that one run is not compared at an earlier step of training than the other). A run is ahead when
+its smoothed value is better than the other's by more than `separation` times their combined
+noise, sqrt(noise_A^2 + noise_B^2) (SIGNAL.md: two runs differ when their smoothed values differ
+by more than the combined noise).
 A group average or suite score is compared only when both runs have it over the same tasks there.
 """
 
@@ -20,8 +23,9 @@ SEPARATION = 2.0
 """Combined noises by which smoothed values must differ for one run to be ahead."""
 DIFFERENT_TASKS = "not comparable: other tasks"
 """The note of an aggregate (a group average, the suite score) over other tasks in each run."""
-DIFFERENT_DOCS = "not comparable: other docs"
-"""The note of an entry evaluated over another `max_samples` in each run."""
+DIFFERENT_DOCS = "not comparable: other docs or prompts"
+"""The note of an entry evaluated over other docs (another `max_samples` or data source) or other
+prompts (few-shot examples, chat template, system prompt) in each run."""
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,7 @@ class Comparison:
     a: SeriesSignal
     b: SeriesSignal
     difference: float | None
-    """Smoothed A - smoothed B, signed so that > 0 means A is better (None: not comparable)."""
+    """Smoothed A - smoothed B at `step`, signed so that > 0 means A is better (None: not comparable)."""
     combined_noise: float | None
     leader: str | None
     note: str
@@ -61,12 +65,13 @@ def compare_series(
     if not cut_a.points or not cut_b.points:
         return None
     a, b = analyze(cut_a, settings), analyze(cut_b, settings)
-    if run_a.members_at(entry, step) != run_b.members_at(entry, step):  # a group or suite score of other tasks
+    last_a, last_b = cut_a.points[-1], cut_b.points[-1]
+    if last_a.tasks() != last_b.tasks():  # a group or suite score of other tasks
         return Comparison(entry, metric, run_a.name, run_b.name, step, a, b, None, None, None, DIFFERENT_TASKS)
-    if cut_a.points[-1].docs != cut_b.points[-1].docs:  # another max_samples: other docs
+    if not last_a.same_docs(last_b):  # another max_samples, data source or prompts
         return Comparison(entry, metric, run_a.name, run_b.name, step, a, b, None, None, None, DIFFERENT_DOCS)
     sign = 1.0 if series_a.higher_is_better else -1.0
-    difference = sign * (a.trend - b.trend)
+    difference = sign * (a.trend_at(step) - b.trend_at(step))
     if a.noise is None or b.noise is None or min(a.evaluations, b.evaluations) < settings.min_evaluations:
         return Comparison(
             entry, metric, run_a.name, run_b.name, step, a, b, difference, None, None, "too few evaluations"

@@ -4,8 +4,9 @@ and metric, read from results files or added live from each evaluation's results
 An entry is a task (`suite|task|k`), one of lighteval's group averages (`suite|name:_average|k`,
 which then stands for its tasks) or the centered suite score (`suite_score`). Each series knows
 whether higher is better and its chance level, from `config_tasks` where the results record them
-(a group: its tasks' common direction and mean chance; the suite score: higher, chance 0), else
-from the metric's name (perplexities and bits per byte: lower; chance unknown).
+(a group: its tasks' common direction and mean chance; the suite score: higher, chance 0; a
+results file lighteval wrote: the direction of each metric in its `metrics` list), else from the
+metric's name (perplexities and bits per byte: lower; chance unknown).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lighteval_nanotron.metrics.chance import CENTERED_SUFFIX
 from lighteval_nanotron.pipeline.aggregates import task_groups
 from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, GROUP_MARK, SUITE_SCORE_KEY
 from lighteval_nanotron.tracking.paths import results_file_content
@@ -35,9 +35,27 @@ class Point:
     step: int
     value: float
     stderr: float | None
-    docs: tuple[int | None, ...] = ()
-    """Which docs the value is over: the `max_samples` of its task, or of its tasks for an aggregate
-    (distinct values, sorted); evaluations over other docs are not points of one curve."""
+    docs: tuple[tuple[str, int | None, tuple[str | None, ...]], ...] = ()
+    """Which docs the value is over: (task, its `max_samples`, the hashes of its docs' examples and
+    full prompts) of its task, or of each task an aggregate averaged at this step; evaluations over
+    other docs, other prompts or other tasks are not points of one curve."""
+
+    def tasks(self) -> set[str]:
+        return {task for task, *_ in self.docs}
+
+    def same_docs(self, other: Point) -> bool:
+        """Over the same tasks at the same `max_samples`, with the same examples and prompts where
+        both record their hashes (a file without `summary_tasks` says nothing against it)."""
+        if self.tasks() != other.tasks():
+            return False
+        theirs = {task: (samples, hashes) for task, samples, hashes in other.docs}
+        for task, samples, hashes in self.docs:
+            other_samples, other_hashes = theirs[task]
+            if samples != other_samples or any(
+                None not in (mine, its) and mine != its for mine, its in zip(hashes, other_hashes)
+            ):
+                return False
+        return True
 
 
 @dataclass
@@ -56,8 +74,9 @@ class Series:
 
     def over_latest_docs(self) -> Series:
         """The same series with only the evaluations over the docs of the latest one (a run whose
-        `max_samples` changed: a trend across other doc subsets would be a difference of subsets)."""
-        return self._with([p for p in self.points if p.docs == self.points[-1].docs]) if self.points else self
+        `max_samples` changed, an aggregate over other tasks at some steps: a trend across them
+        would be a difference of doc subsets or of tasks)."""
+        return self._with([p for p in self.points if p.same_docs(self.points[-1])]) if self.points else self
 
     def _with(self, points: list[Point]) -> Series:
         return Series(self.entry, self.metric, points, self.higher_is_better, self.chance)
@@ -66,6 +85,43 @@ class Series:
 def guessed_direction(metric: str) -> bool:
     """Higher is better unless the name says it is a loss, a perplexity or bits per byte."""
     return not any(mark in metric for mark in LOWER_IS_BETTER_MARKS)
+
+
+def recorded_directions(config: Mapping[str, Any]) -> dict[str, bool]:
+    """Each metric's direction as a task's `config_tasks` entry records it: this project's
+    `higher_is_better` map, or the `metrics` list of a results file lighteval wrote (each metric
+    with its `metric_name` and `higher_is_better`; `ter` and `edit_distance` are lower-is-better)."""
+    directions: dict[str, bool] = {}
+    metrics = config.get("metrics")
+    for metric in metrics if isinstance(metrics, list) else []:
+        if not isinstance(metric, Mapping):
+            continue
+        names, direction = metric.get("metric_name"), metric.get("higher_is_better")
+        for name in names if isinstance(names, list) else [names]:
+            value = direction.get(name) if isinstance(direction, Mapping) else direction
+            if isinstance(name, str) and isinstance(value, bool):
+                directions[name] = value
+    own = config.get("higher_is_better")
+    if isinstance(own, Mapping):
+        directions.update({name: value for name, value in own.items() if isinstance(value, bool)})
+    return directions
+
+
+PROMPT_HASHES = ("hash_examples", "hash_full_prompts")
+"""The `summary_tasks[task].hashes` that say which docs and prompts a task's value is over."""
+
+
+def prompt_hashes(content: Mapping[str, Any]) -> dict[str, tuple[str | None, ...]]:
+    """`{task: (hash of its docs' examples, of their full prompts)}` as this project and lighteval
+    write them (None where not recorded): the same `max_samples` over another data source (a
+    shipped slice, the Hub's full split, another revision) is other docs, and other few-shot
+    examples, chat template or system prompt are other prompts."""
+    hashes = {}
+    for task, summary in (content.get("summary_tasks") or {}).items():
+        recorded = summary.get("hashes") if isinstance(summary, Mapping) else None
+        recorded = recorded if isinstance(recorded, Mapping) else {}
+        hashes[task] = tuple(found if isinstance(found := recorded.get(name), str) else None for name in PROMPT_HASHES)
+    return hashes
 
 
 def _number(value: Any) -> float | None:
@@ -81,53 +137,58 @@ class RunHistory:
         self.name = name
         self.series: dict[tuple[str, str], Series] = {}
         self._directions: dict[str, dict[str, bool]] = {}
-        self._chance: dict[str, dict[str, float]] = {}
+        self._chance: dict[tuple[str, int], dict[str, float]] = {}
+        """(task, step) -> each metric's chance level over the docs evaluated then."""
 
     def add(self, step: int, content: Mapping[str, Any]) -> None:
         """One evaluation's results-file content (`EvaluationResult.to_dict()` or a file read back)."""
         for task, config in (content.get("config_tasks") or {}).items():
             if isinstance(config, Mapping):
-                self._directions.setdefault(task, {}).update(config.get("higher_is_better") or {})
-                self._chance.setdefault(task, {}).update(config.get("chance") or {})
+                self._directions.setdefault(task, {}).update(recorded_directions(config))
+                chance = config.get("chance")
+                self._chance[(task, int(step))] = dict(chance) if isinstance(chance, Mapping) else {}
         entries = dict(content.get("results") or {})
         entries.pop(ALL_TASKS_KEY, None)
         if content.get(SUITE_SCORE_KEY):
             entries[SUITE_SCORE_KEY] = content[SUITE_SCORE_KEY]
         samples = task_max_samples(content)
-        every = tuple(sorted(set(samples.values()), key=lambda n: -1 if n is None else n))
+        hashes = prompt_hashes(content)
+        tasks = {name: scores for name, scores in entries.items() if GROUP_MARK not in name and name != SUITE_SCORE_KEY}
+        groups = task_groups(tasks)
         for entry, scores in entries.items():
             if not isinstance(scores, Mapping):
                 continue
-            docs = (samples[entry],) if entry in samples else every
             for metric, raw in scores.items():
                 value = _number(raw)
                 if metric.endswith(STDERR_SUFFIX) or value is None or not math.isfinite(value):
                     continue
+                if entry == SUITE_SCORE_KEY:  # the tasks with this centered metric
+                    members = [name for name, found in tasks.items() if isinstance(found, Mapping) and metric in found]
+                else:
+                    members = groups.get(entry, []) if GROUP_MARK in entry else [entry]
+                unknown = (None,) * len(PROMPT_HASHES)
+                docs = tuple(sorted((member, samples.get(member), hashes.get(member, unknown)) for member in members))
                 stderr = _number(scores.get(metric + STDERR_SUFFIX))
                 self._put(entry, metric, Point(int(step), value, stderr, docs))
 
     def _put(self, entry: str, metric: str, point: Point) -> None:
         series = self.series.setdefault((entry, metric), Series(entry, metric))
         series.points = sorted([p for p in series.points if p.step != point.step] + [point], key=lambda p: p.step)
-        series.higher_is_better = self._direction(entry, metric)
-        series.chance = self._chance_of(entry, metric)
+        members = sorted(series.points[-1].tasks())  # the tasks of its latest evaluation
+        series.higher_is_better = self._direction(entry, metric, members)
+        series.chance = self._chance_of(entry, metric, members, series.points[-1].step)
 
-    def _members(self, entry: str) -> list[str]:
-        if GROUP_MARK not in entry:
-            return [entry]
-        tasks = {name for name, _ in self.series if GROUP_MARK not in name and name != SUITE_SCORE_KEY}
-        return task_groups(sorted(tasks)).get(entry, [])
-
-    def _direction(self, entry: str, metric: str) -> bool:
+    def _direction(self, entry: str, metric: str, members: list[str]) -> bool:
         if entry == SUITE_SCORE_KEY:
             return True
-        known = {self._directions.get(member, {}).get(metric) for member in self._members(entry)} - {None}
+        known = {self._directions.get(member, {}).get(metric) for member in members} - {None}
         return known.pop() if len(known) == 1 else guessed_direction(metric)
 
-    def _chance_of(self, entry: str, metric: str) -> float | None:
+    def _chance_of(self, entry: str, metric: str, members: list[str], step: int) -> float | None:
+        """The chance level over the docs of the evaluation at `step` (a group: its tasks' mean)."""
         if entry == SUITE_SCORE_KEY:
             return 0.0
-        levels = [self._chance.get(member, {}).get(metric) for member in self._members(entry)]
+        levels = [self._chance.get((member, step), {}).get(metric) for member in members]
         if not levels or any(level is None for level in levels):
             return None
         return sum(levels) / len(levels)
@@ -141,16 +202,6 @@ class RunHistory:
         ordered = [group_of.get(n, n) for n in names if GROUP_MARK not in n and n != SUITE_SCORE_KEY]
         ordered += [n for n in names if GROUP_MARK in n and n not in ordered]
         return list(dict.fromkeys(ordered)) + ([SUITE_SCORE_KEY] if SUITE_SCORE_KEY in names else [])
-
-    def members_at(self, entry: str, step: int) -> set[str]:
-        """The tasks an aggregate entry stands for at `step`: a group's tasks, or for the suite score
-        the tasks with a centered metric; a task stands for itself."""
-        if entry == SUITE_SCORE_KEY:
-            candidates = {name for name, metric in self.series if metric.endswith(CENTERED_SUFFIX)}
-        else:
-            candidates = set(self._members(entry))
-        evaluated = {name for (name, _), series in self.series.items() if any(p.step == step for p in series.points)}
-        return {name for name in candidates & evaluated if name != SUITE_SCORE_KEY and GROUP_MARK not in name}
 
     def metrics(self, entry: str) -> list[str]:
         return [metric for name, metric in self.series if name == entry]

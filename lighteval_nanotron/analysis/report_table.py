@@ -82,10 +82,10 @@ def comparison_table(comparisons: list[Comparison]) -> str:
                 c.metric,
                 str(c.step),
                 c.run_a,
-                _number(c.a.trend),
+                _number(c.a.trend_at(c.step)),
                 c.run_b,
-                _number(c.b.trend),
-                _number(c.a.trend - c.b.trend if c.difference is not None else None),
+                _number(c.b.trend_at(c.step)),
+                _number(c.a.trend_at(c.step) - c.b.trend_at(c.step) if c.difference is not None else None),
                 _number(c.combined_noise),
                 c.note,
             )

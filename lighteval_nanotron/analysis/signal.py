@@ -59,6 +59,13 @@ class SignalSettings:
             raise ValueError(f"window={self.window}: the trend and its noise need at least 3 evaluations.")
         if self.min_evaluations < 3:
             raise ValueError(f"min_evaluations={self.min_evaluations}: use at least 3.")
+        if not (math.isfinite(self.snr_threshold) and self.snr_threshold > 0):
+            raise ValueError(
+                f"snr_threshold={self.snr_threshold}: use a positive finite number (at 0 or below every series is "
+                "informative, at NaN none is; 4 is a 5% false-alarm rate for a 5-evaluation window)."
+            )
+        if not (math.isfinite(self.chance_stderrs) and self.chance_stderrs >= 0):
+            raise ValueError(f"chance_stderrs={self.chance_stderrs}: use a finite number >= 0 (2 by default).")
 
 
 DEFAULT_SETTINGS = SignalSettings()
@@ -84,6 +91,13 @@ class SeriesSignal:
     @property
     def verdict_code(self) -> int:
         return VERDICT_CODES[self.verdict]
+
+    def trend_at(self, step: int) -> float:
+        """The trend line at `step` (the smoothed value moved along the slope; the value itself
+        before there is a line)."""
+        if self.slope_per_1k_steps is None:
+            return self.trend
+        return self.trend + self.slope_per_1k_steps / 1000.0 * (step - self.step)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "verdict_code": self.verdict_code}

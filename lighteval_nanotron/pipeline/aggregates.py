@@ -10,6 +10,11 @@
 - **Suite score**: for every centered metric (`*_centered`, see `metrics.chance`), the mean over
   the suite's benchmarks, a group counting once (the mean of its tasks) like any single task
   (DCLM's CORE: the mean of centered accuracies), with the standard error of that mean.
+
+A task that failed at the step (`failed`) leaves out every aggregate it belongs to: its group's
+average, `all` and the suite score (it may have been one of its benchmarks). A mean over the other
+tasks printed under the aggregate's name would be another quantity, and a curve or comparison
+through it would measure the change of tasks.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from lighteval_nanotron.metrics import average_over_tasks
 from lighteval_nanotron.metrics.chance import CENTERED_SUFFIX
 from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, GROUP_MARK
+from lighteval_nanotron.requests.held_out import is_held_out_key
 
 STDERR_SUFFIX = "_stderr"
 
@@ -27,12 +33,13 @@ Results = Mapping[str, Mapping[str, float]]
 
 
 def group_key(task_name: str) -> str | None:
-    """lighteval's group entry for a `suite|task|k` key (None for any other key)."""
+    """lighteval's group entry for a `suite|task|k` key, or for a `task|k` key as lighteval 0.12.1
+    and later name tasks in their results files (None for any other key, held-out domains too)."""
     parts = task_name.split("|")
-    if len(parts) != 3 or GROUP_MARK in task_name:
+    if len(parts) not in (2, 3) or GROUP_MARK in task_name or is_held_out_key(task_name):
         return None
-    suite, task, fewshot = parts
-    return f"{suite}|{task.split(':')[0]}:_average|{fewshot}"
+    *suite, task, fewshot = parts
+    return "|".join([*suite, f"{task.split(':')[0]}:_average", fewshot])
 
 
 def is_aggregate_key(name: str) -> bool:
@@ -69,10 +76,19 @@ def group_averages(task_results: Results) -> dict[str, dict[str, float]]:
     return averages
 
 
-def with_aggregates(task_results: Results) -> dict[str, dict[str, float]]:
-    """The `results` section: the tasks, then lighteval's group averages, then `all`."""
+def failed_benchmark_tasks(failed: Iterable[str]) -> list[str]:
+    """The failed tasks an aggregate could have averaged (held-out domains are in none)."""
+    return [name for name in failed if not is_held_out_key(name) and not is_aggregate_key(name)]
+
+
+def with_aggregates(task_results: Results, failed: Iterable[str] = ()) -> dict[str, dict[str, float]]:
+    """The `results` section: the tasks, then lighteval's group averages, then `all`; none of the
+    aggregates a task of `failed` belongs to."""
     tasks = {name: dict(scores) for name, scores in task_results.items() if not is_aggregate_key(name)}
-    return {**tasks, **group_averages(tasks), ALL_TASKS_KEY: average_over_tasks(tasks)}
+    missing = failed_benchmark_tasks(failed)
+    incomplete = {group_key(name) for name in missing}
+    groups = {key: scores for key, scores in group_averages(tasks).items() if key not in incomplete}
+    return {**tasks, **groups, **({} if missing else {ALL_TASKS_KEY: average_over_tasks(tasks)})}
 
 
 def _units(task_results: Results) -> list[list[str]]:
@@ -85,8 +101,11 @@ def _units(task_results: Results) -> list[list[str]]:
     return list(units.values())
 
 
-def suite_score(task_results: Results) -> dict[str, float]:
-    """`{m_centered: score, m_centered_stderr: error}` for every centered metric of the tasks."""
+def suite_score(task_results: Results, failed: Iterable[str] = ()) -> dict[str, float]:
+    """`{m_centered: score, m_centered_stderr: error}` for every centered metric of the tasks;
+    nothing when a task of `failed` could have been one of the suite's benchmarks."""
+    if failed_benchmark_tasks(failed):
+        return {}
     tasks = {name: scores for name, scores in task_results.items() if not is_aggregate_key(name)}
     names = list(dict.fromkeys(n for s in tasks.values() for n in s if n.endswith(CENTERED_SUFFIX)))
     score: dict[str, float] = {}

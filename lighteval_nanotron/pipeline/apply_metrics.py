@@ -160,8 +160,8 @@ def aggregate_results(
     failed: dict[str, str] | None = None,
 ) -> dict[str, dict[str, float]]:
     """`{task: {metric: value, metric_stderr: error}}` in task order, then lighteval's group
-    averages and the `all` average (`aggregates.with_aggregates`). A task whose corpus aggregation
-    raises is left out and added to `failed` with the reason."""
+    averages and the `all` average (`aggregates.with_aggregates`), none of them over a failed task.
+    A task whose corpus aggregation raises is left out and added to `failed` with the reason."""
     options = {} if bootstrap_iters is None else {"bootstrap_iters": bootstrap_iters}
     results = {}
     for task, values in sample_values.items():
@@ -171,4 +171,4 @@ def aggregate_results(
             if failed is None:
                 raise
             failed[task] = f"aggregating its metrics failed ({type(error).__name__}: {error})"
-    return with_aggregates(results)
+    return with_aggregates(results, failed or ())

@@ -130,7 +130,8 @@ def _detail(key: str, index: int, nll: float, targets: int, size: int) -> Sample
 
 def held_out_results(prepared: PreparedHeldOut, runs: Sequence[HeldOutRun]) -> HeldOutResults:
     """Scores, details, descriptions and costs of every domain (reporting rank). A domain whose
-    losses are not finite fails alone (its reason under `failed`)."""
+    losses are not finite fails alone (its reason under `failed`), and then there are no averages
+    over domains (`_micro`, `_macro`): a mean over the other domains is not them."""
     out = HeldOutResults()
     pooled: dict[str, tuple[np.ndarray, int, np.ndarray]] = {}
     for held_out, run in zip(prepared.sets, runs, strict=True):
@@ -159,7 +160,7 @@ def held_out_results(prepared: PreparedHeldOut, runs: Sequence[HeldOutRun]) -> H
             "useful_tokens": tokens,
             "tokens_per_s": tokens / run.seconds if run.seconds > 0 else 0.0,
         }
-    if len(pooled) > 1:
+    if len(pooled) > 1 and not out.failed:  # an average without a failed domain is not the average
         out.results[MICRO_KEY] = micro_scores(pooled)
         out.results[MACRO_KEY] = macro_scores({key: out.results[key] for key in pooled})
     return out

@@ -347,5 +347,5 @@ class EvaluationPipeline:
             failed_tasks={name: failed[name] for name in self.result_names if name in failed},
             extra_config=dict(self.settings),
             task_costs={**{name: costs[name].to_dict() for name in evaluated}, **held_out.task_costs},
-            suite_score=suite_score(results),
+            suite_score=suite_score(results, failed),
         )

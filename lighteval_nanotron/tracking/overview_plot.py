@@ -2,9 +2,11 @@
 then one panel per task, on a shared step axis.
 
 Each task panel shows its main metric (the first one its results list) against the training step,
-with a ± one standard error band and, where it is known, the chance level as a dashed line:
-1 / number of choices (averaged over docs, read from the details files) for accuracy metrics of
-multiple-choice tasks, or a value passed in `chance`. A task that reports the gold answer's bits per
+with a ± one standard error band and, where it is known, the chance level as a dashed line: the
+one the results record for the metric (`config_tasks[task].chance`, per doc from its golds and
+choices, the one the signal analysis measures against), else for accuracy metrics of
+multiple-choice tasks 1 / number of choices averaged over the docs of the details files (results
+files lighteval wrote), or a value passed in `chance`. A task that reports the gold answer's bits per
 byte (`gold_bpb`) gets a second panel with it, beside the first. lighteval's group averages and
 `all` are left out (their tasks are shown).
 """
@@ -19,7 +21,13 @@ from typing import Any
 from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, GROUP_MARK
 from lighteval_nanotron.requests.held_out import HELD_OUT_PREFIX, is_held_out_key
 from lighteval_nanotron.steps import numbered_folders
-from lighteval_nanotron.tracking.paths import results_dir, step_details_dir, step_details_root
+from lighteval_nanotron.tracking.paths import (
+    results_dir,
+    results_file_content,
+    results_files_by_step,
+    step_details_dir,
+    step_details_root,
+)
 from lighteval_nanotron.tracking.plot import History, load_history, new_figure
 from lighteval_nanotron.tracking.training_loss import read_training_loss, training_loss_path
 
@@ -33,8 +41,27 @@ GOLD_BPB = "gold_bpb"
 
 
 def chance_levels(output_dir: str | Path, model_name: str) -> Chance:
+    """Chance levels of a run's tasks: those its results record (the latest step's), and for a task
+    whose results record none, its `acc*` metrics' from the details (`details_chance`)."""
+    return {**details_chance(output_dir, model_name), **recorded_chance(output_dir, model_name)}
+
+
+def recorded_chance(output_dir: str | Path, model_name: str) -> Chance:
+    """Each task's `config_tasks[task].chance` in its latest results file that records it."""
+    chance: Chance = {}
+    for _, path in sorted(results_files_by_step(output_dir, model_name).items()):
+        configs = (results_file_content(path)[0] or {}).get("config_tasks") or {}
+        for task, config in configs.items():
+            levels = config.get("chance") if isinstance(config, dict) else None
+            if isinstance(levels, dict) and levels:
+                chance[task] = {name: float(v) for name, v in levels.items() if isinstance(v, (int, float))}
+    return chance
+
+
+def details_chance(output_dir: str | Path, model_name: str) -> Chance:
     """Chance of `acc*` metrics for the multiple-choice tasks of a run: the mean of 1 / choices
-    over the docs of its first details step (`<output_dir>/details/<model>/<step>/<date_id>/`)."""
+    over the docs of its first details step (`<output_dir>/details/<model>/<step>/<date_id>/`);
+    one gold per doc assumed (results files lighteval wrote record no chance)."""
     import pyarrow.parquet as pq
 
     root = step_details_root(output_dir, model_name, None)

@@ -176,11 +176,11 @@ def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any
         for task, scores in merged["results"].items()
         if isinstance(scores, dict) and not is_aggregate_key(task)
     }
-    merged["results"] = with_aggregates(_as_numbers(task_results))
+    merged["results"] = with_aggregates(_as_numbers(task_results), failed)
     merged.pop(SUITE_SCORE_KEY, None)
     if SIGNAL_KEY not in new:  # an earlier signal was computed from the scores replaced here
         merged.pop(SIGNAL_KEY, None)
-    score = suite_score(merged["results"])
+    score = suite_score(merged["results"], failed)
     if score:
         merged[SUITE_SCORE_KEY] = score
     summaries = {task: summary for task, summary in merged["summary_tasks"].items() if isinstance(summary, dict)}

@@ -144,3 +144,8 @@ def test_trend_curve_is_what_each_evaluation_saw():
 def test_settings_are_checked():
     with pytest.raises(ValueError, match="at least 3"):
         SignalSettings(window=2)
+    for threshold in (0.0, -1.0, math.nan, math.inf):  # 0 or -1 made every series informative, NaN none
+        with pytest.raises(ValueError, match="snr_threshold=.*positive finite"):
+            SignalSettings(snr_threshold=threshold)
+    with pytest.raises(ValueError, match="chance_stderrs=nan"):
+        SignalSettings(chance_stderrs=math.nan)

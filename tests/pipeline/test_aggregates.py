@@ -141,3 +141,42 @@ def test_merging_a_results_file_recomputes_groups_and_suite_score():
     assert merged["results"]["custom|b:_average|0"]["acc_centered"] == pytest.approx(0.3)
     assert merged["suite_score"]["acc_centered"] == pytest.approx(0.3)
     assert merged["config_general"]["max_samples_by_task"] == {"custom|b:x|0": None, "custom|b:y|0": None}
+
+
+def test_a_failed_task_leaves_out_every_aggregate_it_belongs_to():
+    """MMLU's virology failed: its group's average over the other subjects, `all` and the suite
+    score were written under their names (a mean over other tasks, with a jump in every curve)."""
+    failed = {"leaderboard|mmlu:virology|5": "its metric raised", "heldout|web": "a held-out domain"}
+    tasks = {name: scores for name, scores in TASKS.items() if name not in failed}
+    written = with_aggregates(tasks, failed)
+    assert "leaderboard|mmlu:_average|5" not in written and "all" not in written
+    assert written["lighteval|arc:_average|0"] == group_averages(tasks)["lighteval|arc:_average|0"]  # complete
+    assert {name for name in written if name in TASKS} == set(tasks)  # the tasks' own results are kept
+    centered = {"custom|a|0": {"acc_centered": 0.2, "acc_centered_stderr": 0.1}}
+    assert suite_score(centered, failed) == {} and suite_score(centered, ["heldout|web"]) != {}
+    assert "all" in with_aggregates(tasks, ["heldout|web"])  # a held-out domain is in no aggregate
+    # a step written with the failure, then merged with another task's results: still left out
+    earlier = {"results": written, "failed_tasks": failed, "config_general": {}}
+    merged = merge_results(earlier, {"results": with_aggregates(centered), "config_general": {}})
+    assert "leaderboard|mmlu:_average|5" not in merged["results"] and "suite_score" not in merged
+    assert "all" not in merged["results"]
+
+
+def test_a_failed_held_out_domain_leaves_out_the_averages_over_domains():
+    """Of three domains, `code` got a NaN loss: `_micro` and `_macro` were written over the other two."""
+    import numpy as np
+
+    from lighteval_nanotron.pipeline.held_out import MACRO_KEY, MICRO_KEY, HeldOutRun, PreparedHeldOut, held_out_results
+    from lighteval_nanotron.requests.held_out import HeldOutLosses, HeldOutSet
+
+    def domain(name):
+        return HeldOutSet(name, np.zeros((2, 5), dtype=np.int32), np.full(2, 12, dtype=np.int64))
+
+    sets = [domain("web"), domain("code"), domain("books")]
+    losses = {"web": [8.0, 9.0], "code": [7.0, math.nan], "books": [6.0, 6.5]}
+    runs = [HeldOutRun(HeldOutLosses(np.array(losses[s.name]), 4), 1.0) for s in sets]
+    out = held_out_results(PreparedHeldOut(sets=sets), runs)
+    assert set(out.failed) == {"heldout|code"}
+    assert set(out.results) == {"heldout|web", "heldout|books"}  # the domains, no averages over two of three
+    complete = held_out_results(PreparedHeldOut(sets=sets[::2]), runs[::2])
+    assert {MICRO_KEY, MACRO_KEY} <= set(complete.results)

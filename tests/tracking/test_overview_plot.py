@@ -33,3 +33,21 @@ def test_overview_with_loss_and_chance(tmp_path):
     assert read_training_loss(log.path) == [(1, 5.0), (6, 2.5)]
     path = plot_overview(tmp_path, "m")
     assert path == tmp_path / "plots" / "overview.png" and path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_chance_line_is_the_one_the_results_record(tmp_path):
+    """Docs with two golds among four choices: chance 0.5 (golds / choices, as the results record it
+    and the signal measures against), where the details' 1 / choices drew 0.25."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _results(tmp_path, 0, 0.6)
+    path = tmp_path / "results" / "m" / "0" / "results_2024-01-01T00-00-00.json"
+    content = json.loads(path.read_text())
+    content["config_tasks"] = {"t|mc|0": {"chance": {"acc": 0.5, "acc_centered": 0.0}}}
+    path.write_text(json.dumps(content))
+    details = tmp_path / "details" / "m" / "0" / "2024-01-01T00-00-00"
+    details.mkdir(parents=True)
+    rows = {"task_name": ["t|mc|0"], "sampling_method": ["LOGPROBS"], "choices": [list("abcd")]}
+    pq.write_table(pa.table(rows), details / "details_t|mc|0_2024-01-01T00-00-00.parquet")
+    assert chance_levels(tmp_path, "m") == {"t|mc|0": {"acc": 0.5, "acc_centered": 0.0}}
