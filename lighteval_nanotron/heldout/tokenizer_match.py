@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from lighteval_nanotron.heldout.windows import whole_documents
+
 AGREEMENT_FLOOR = 0.95
 """Least share of a Nanoset's tokens that re-encoding its decoded text must reproduce."""
 SAMPLE_TOKENS = 4096
@@ -39,7 +41,8 @@ def decode_batch(tokenizer: Any, rows: list[list[int]]) -> list[str]:
 def _encode_batch(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     inner, backend = _backend(tokenizer)
     if backend is not None and hasattr(backend, "encode_batch"):
-        return [encoding.ids for encoding in backend.encode_batch(texts, add_special_tokens=False)]
+        with whole_documents(backend):
+            return [encoding.ids for encoding in backend.encode_batch(texts, add_special_tokens=False)]
     return [list(inner.encode(text, add_special_tokens=False)) for text in texts]
 
 

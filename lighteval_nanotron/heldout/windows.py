@@ -14,6 +14,7 @@ of a document's tokens add up to `len(text.encode("utf-8"))`.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -38,6 +39,25 @@ def backend_tokenizer(tokenizer: Any) -> Any:
         f"Held-out text needs a fast tokenizer (a `tokenizers` tokenizer.json) for its byte offsets; "
         f"{type(tokenizer).__name__} is not one: save the tokenizer with tokenizer.json, or use a Nanoset folder."
     )
+
+
+@contextlib.contextmanager
+def whole_documents(backend: Any) -> Iterator[Any]:
+    """`backend` (a `tokenizers.Tokenizer`) with truncation and padding off inside the block, as they
+    were after it. A `tokenizer.json` may set either, and transformers keeps them on its backend,
+    switching them off per call of the tokenizer; held-out text is encoded by the backend itself
+    (for its offsets), where a truncated document would lose the tokens of its tail but not their
+    bytes, and padding would add tokens to the stream."""
+    truncation, padding = backend.truncation, backend.padding
+    backend.no_truncation()
+    backend.no_padding()
+    try:
+        yield backend
+    finally:
+        if truncation is not None:
+            backend.enable_truncation(**truncation)
+        if padding is not None:
+            backend.enable_padding(**padding)
 
 
 def end_of_text_id(tokenizer: Any) -> int | None:
@@ -86,7 +106,9 @@ def text_stream(
     sizes: list[np.ndarray] = []
     total = documents = 0
     for batch in _batches(texts, batch_size):
-        for text, encoding in zip(batch, backend.encode_batch(batch, add_special_tokens=True)):
+        with whole_documents(backend):
+            encodings = backend.encode_batch(batch, add_special_tokens=True)
+        for text, encoding in zip(batch, encodings):
             doc_ids = list(encoding.ids) + ([eos] if eos is not None else [])
             doc_bytes = token_bytes(text, encoding.offsets, encoding.special_tokens_mask)
             if eos is not None:

@@ -163,3 +163,31 @@ def test_a_nanoset_of_another_tokenizer_is_refused_even_when_its_ids_fit(tmp_pat
     message = str(refused.value)
     assert "was not tokenized with the model's tokenizer (its metadata names 'gpt2-permuted')" in message
     assert "Tokenize the data with the model's tokenizer, or give its text" in message
+
+
+def test_a_tokenizer_json_that_truncates_or_pads_tokenizes_whole_documents(tmp_path):
+    """transformers keeps a tokenizer.json's truncation and padding on its backend (switched off per
+    call of the tokenizer); held-out text is encoded by the backend: each document was cut to 8
+    tokens (its bytes all counted: 4x the bytes per token) and padded, and the tokenizer check
+    refused the model's own Nanoset."""
+    from lighteval_nanotron.setup.tokenizer import load_tokenizer
+
+    saved = tiny_tokenizer()
+    saved.backend_tokenizer.enable_truncation(max_length=8)
+    saved.backend_tokenizer.enable_padding(pad_id=saved.eos_token_id, pad_token=saved.eos_token)
+    saved.save_pretrained(tmp_path / "tokenizer")
+    tokenizer = load_tokenizer(str(tmp_path / "tokenizer"))
+    assert tokenizer.backend_tokenizer.truncation["max_length"] == 8
+    source = write_text_jsonl(tmp_path / "web.jsonl", documents=12)
+    spec = HeldOutSpec("d", str(source), 10_000)
+    held_out = build_held_out_set(spec, tokenizer, LENGTH, VOCAB_SIZE, 256)
+    plain = _build(source)
+    assert held_out.windows.tolist() == plain.windows.tolist()
+    assert held_out.target_bytes.tolist() == plain.target_bytes.tolist()
+    documents = [[int(token) for token in plain.windows[:, 1:].reshape(-1)]]
+    nanoset = build_held_out_set(
+        HeldOutSpec("n", str(write_nanoset(tmp_path / "ns", [documents]))), tokenizer, LENGTH, VOCAB_SIZE, 256
+    )
+    assert nanoset.description["tokenizer_agreement"] >= 0.95
+    assert tokenizer.backend_tokenizer.truncation["max_length"] == 8  # as it was: other callers' settings stay
+    assert tokenizer.backend_tokenizer.padding is not None
