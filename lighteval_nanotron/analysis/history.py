@@ -20,6 +20,7 @@ from typing import Any
 from lighteval_nanotron.metrics.chance import CENTERED_SUFFIX
 from lighteval_nanotron.pipeline.aggregates import task_groups
 from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, GROUP_MARK, SUITE_SCORE_KEY
+from lighteval_nanotron.requests.held_out import WINDOWS_DIGEST, is_held_out_key
 from lighteval_nanotron.tracking.paths import results_file_content
 from lighteval_nanotron.tracking.plot import model_of, step_of
 from lighteval_nanotron.tracking.results_file import task_max_samples
@@ -35,9 +36,10 @@ class Point:
     step: int
     value: float
     stderr: float | None
-    docs: tuple[int | None, ...] = ()
+    docs: tuple[int | str | None, ...] = ()
     """Which docs the value is over: the `max_samples` of its task, or of its tasks for an aggregate
-    (distinct values, sorted); evaluations over other docs are not points of one curve."""
+    (distinct values, sorted); a held-out domain's window digest, or its domains' for the averages
+    over domains. Evaluations over other docs are not points of one curve."""
 
 
 @dataclass
@@ -68,6 +70,16 @@ def guessed_direction(metric: str) -> bool:
     return not any(mark in metric for mark in LOWER_IS_BETTER_MARKS)
 
 
+def _window_digests(content: Mapping[str, Any]) -> dict[str, str]:
+    """`{heldout|<name>: digest}` of the held-out domains whose `config_tasks` record their windows."""
+    configs = content.get("config_tasks") or {}
+    return {
+        key: config[WINDOWS_DIGEST]
+        for key, config in configs.items()
+        if isinstance(config, Mapping) and isinstance(config.get(WINDOWS_DIGEST), str)
+    }
+
+
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -95,10 +107,13 @@ class RunHistory:
             entries[SUITE_SCORE_KEY] = content[SUITE_SCORE_KEY]
         samples = task_max_samples(content)
         every = tuple(sorted(set(samples.values()), key=lambda n: -1 if n is None else n))
+        windows = _window_digests(content)
         for entry, scores in entries.items():
             if not isinstance(scores, Mapping):
                 continue
             docs = (samples[entry],) if entry in samples else every
+            if windows and is_held_out_key(entry):
+                docs = (windows[entry],) if entry in windows else tuple(sorted(windows.values()))
             for metric, raw in scores.items():
                 value = _number(raw)
                 if metric.endswith(STDERR_SUFFIX) or value is None or not math.isfinite(value):

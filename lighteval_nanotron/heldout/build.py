@@ -16,7 +16,7 @@ from lighteval_nanotron.heldout.spec import HeldOutSpec
 from lighteval_nanotron.heldout.text_source import load_text_dataset, texts_in_order
 from lighteval_nanotron.heldout.tokenizer_match import AGREEMENT_FLOOR, decode_batch, reencoding_agreement
 from lighteval_nanotron.heldout.windows import cut_windows, fixed_subset, stream_windows, text_stream
-from lighteval_nanotron.requests.held_out import HeldOutSet
+from lighteval_nanotron.requests.held_out import WINDOWS_DIGEST, HeldOutSet
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ def build_held_out_set(
     description.update(sequence_length=sequence_length, sequences=int(held_out.windows.shape[0]))
     description.update(target_tokens=held_out.target_tokens, target_bytes=int(held_out.target_bytes.sum()))
     description.update(token_budget=spec.tokens, seed=spec.seed)
+    description[WINDOWS_DIGEST] = held_out.digest()
     for note in description.get("notes", []):
         logger.warning("%s: %s", where, note)
     return held_out

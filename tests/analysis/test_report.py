@@ -155,3 +155,68 @@ def test_evaluations_over_other_docs_are_not_one_curve(tmp_path):
     comparisons = {(c.entry, c.metric): c for c in compare_runs([run, fewer["fewer"]])}
     for key in ((ARC, "gold_bpb"), ("suite_score", "acc_centered")):
         assert comparisons[key].note == DIFFERENT_DOCS and comparisons[key].leader is None, key
+
+
+@pytest.fixture(scope="module")
+def held_out_sets(tmp_path_factory):
+    """Real held-out sets of the tests' text: `web` at two sequence lengths (other windows), `code`."""
+    from lighteval_nanotron.heldout import HeldOutSpec, build_held_out_set
+    from tests.helpers.tiny_model import VOCAB_SIZE, tiny_tokenizer
+    from tests.models.held_out_cases import write_text_jsonl
+
+    folder = tmp_path_factory.mktemp("held_out")
+    web, code = (write_text_jsonl(folder / f"{name}.jsonl", seed=seed) for name, seed in (("web", 0), ("code", 1)))
+
+    def build(name, source, length):
+        return build_held_out_set(HeldOutSpec(name, str(source), 8 * length), tiny_tokenizer(), length, VOCAB_SIZE, 64)
+
+    return {"short": build("web", web, 16), "long": build("web", web, 32), "code": build("code", code, 16)}
+
+
+def _held_out_run(output_dir, model, sets, web_at, shift_at, seed):
+    """A run whose held-out domains `web` and `code` are flat (noise only); `web` scored on the set
+    `web_at(step)`, its loss shifted by `shift_at(step)`; results as the pipeline records them."""
+    from lighteval_nanotron.pipeline.held_out import HeldOutRun, PreparedHeldOut, held_out_results
+    from lighteval_nanotron.requests.held_out import HeldOutLosses
+
+    rng = np.random.default_rng(seed)
+    for step in STEPS:
+        prepared = PreparedHeldOut([sets[web_at(step)], sets["code"]], [None, None])
+        runs = []
+        for held_out, shift in zip(prepared.sets, (shift_at(step), 0.0)):
+            loss = 3.0 + shift + rng.normal(0, 0.01, len(held_out.windows))
+            runs.append(HeldOutRun(HeldOutLosses(loss * held_out.sequence_length, held_out.sequence_length), 1.0))
+        out = held_out_results(prepared, runs)
+        content = {
+            "config_general": {"model_name": model, "training_step": step},
+            "results": out.results,
+            "config_tasks": out.config_tasks,
+        }
+        path = output_dir / "results" / model / str(step) / "results_2025-01-01T00-00-00.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(content))
+    return load_runs(output_dir)[model]
+
+
+def test_held_out_evaluations_over_other_windows_are_not_one_curve(tmp_path, held_out_sets):
+    """The held-out set changed at step 500 (here its sequence length; a budget, seed or file alike):
+    `web`'s loss was 0.3 higher on the first windows, and the flat curve was called informative, its
+    micro and macro averages too; two runs on other windows were compared as if on the same ones."""
+    from lighteval_nanotron.analysis import analyze
+    from lighteval_nanotron.analysis.compare import DIFFERENT_DOCS
+    from lighteval_nanotron.analysis.signal import NOISE_DOMINATED
+
+    sets = held_out_sets
+    assert sets["short"].description["windows_sha256"] != sets["long"].description["windows_sha256"]
+    changed = _held_out_run(
+        tmp_path / "a", "a", sets, lambda s: "short" if s < 500 else "long", lambda s: 0.3 * (s < 500), 1
+    )
+    for entry in ("heldout|web", "heldout|_micro", "heldout|_macro"):
+        signal = analyze(changed.series[(entry, "loss")])
+        assert signal.evaluations == 6 and signal.verdict == NOISE_DOMINATED, entry
+    assert analyze(changed.series[("heldout|code", "loss")]).evaluations == len(STEPS)  # its windows never changed
+    other = _held_out_run(tmp_path / "b", "b", sets, lambda s: "short", lambda s: 0.3, 2)
+    comparisons = {(c.entry, c.metric): c for c in compare_runs([changed, other])}
+    assert comparisons[("heldout|web", "loss")].note == DIFFERENT_DOCS
+    assert comparisons[("heldout|web", "loss")].leader is None
+    assert comparisons[("heldout|code", "loss")].note != DIFFERENT_DOCS
