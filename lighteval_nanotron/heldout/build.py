@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.heldout.nanoset import is_nanoset_folder, open_nanoset
+from lighteval_nanotron.heldout.nanoset import HIGH_HALF_LIMIT, is_nanoset_folder, open_nanoset
 from lighteval_nanotron.heldout.spec import HeldOutSpec
 from lighteval_nanotron.heldout.text_source import load_text_dataset, texts_in_order
 from lighteval_nanotron.heldout.tokenizer_match import AGREEMENT_FLOOR, decode_batch, reencoding_agreement
@@ -78,7 +78,10 @@ def _check_tokenizer(held_out: HeldOutSet, tokenizer: Any, where: str) -> None:
 
 
 def _nanoset_set(spec: HeldOutSpec, path: Path, tokenizer: Any, sequence_length: int, wanted: int) -> HeldOutSet:
-    folder = open_nanoset(path)
+    try:
+        folder = open_nanoset(path)
+    except ConfigError as error:
+        raise ConfigError(f"held-out domain {spec.name!r}: {error}") from None
     available = sum(folder.windows_per_file(sequence_length))
     if available == 0:
         raise ConfigError(
@@ -140,8 +143,14 @@ def _check_vocabulary(held_out: HeldOutSet, vocab_size: int, where: str) -> None
     highest = int(held_out.windows.max())
     lowest = int(held_out.windows.min())
     if highest >= vocab_size or lowest < 0:
+        wider = held_out.description.get("token_size") == 4 and highest >= HIGH_HALF_LIMIT << 16
         raise ConfigError(
             f"{where}: token id {highest if highest >= vocab_size else lowest} in {held_out.description.get('source')} "
             f"does not fit the model's vocabulary of {vocab_size}: the data was tokenized with another tokenizer "
-            "(re-tokenize it with the model's)."
+            "(re-tokenize it with the model's)"
+            + (
+                ", or its 2-byte tokens were read as 4 bytes (check the token size its .metadata names)."
+                if wider
+                else "."
+            )
         )

@@ -56,6 +56,28 @@ class NanosetFolder:
         return out
 
 
+SAMPLE_TOKENS = 4096
+"""Tokens of each file read at setup to tell 4-byte tokens from 2-byte ones."""
+HIGH_HALF_LIMIT = 4
+"""4-byte ids below 4 x 65536 (every vocabulary in use) read as 2-byte tokens put a value under this
+limit at every other position; a 2-byte file of text does not."""
+
+
+def _check_not_wider(file: Path, token_size: int) -> None:
+    """A file read as 2-byte tokens whose every other token is below HIGH_HALF_LIMIT holds 4-byte
+    tokens (the high halves of little-endian uint32 ids): read as 2 bytes, each id would be followed
+    by a 0 or 1 token that the tokenizer check cannot see (the ids stay its own, "!" between words)."""
+    if token_size != 2:
+        return
+    sample = np.fromfile(file, dtype=_DTYPES[2], count=SAMPLE_TOKENS)
+    if len(sample) >= 64 and int(sample[1::2].max()) < HIGH_HALF_LIMIT and int(sample[0::2].max()) >= HIGH_HALF_LIMIT:
+        raise ConfigError(
+            f"{file}: read as 2-byte tokens (its .metadata says so, or there is none) it holds 4-byte tokens: every "
+            f"other token of its first {len(sample)} is below {HIGH_HALF_LIMIT}, the high half of a uint32 id. "
+            f"Put back the {file.name}.metadata datatrove wrote ('tokenizer_name|4' on its first line)."
+        )
+
+
 def _metadata(file: Path) -> tuple[str | None, int | None]:
     """(tokenizer name, token size) from `<file>.metadata`, when there is one."""
     path = file.with_name(file.name + ".metadata")
@@ -98,6 +120,7 @@ def open_nanoset(folder: Path) -> NanosetFolder:
                 f"{file}: {size} bytes is not a whole number of {token_size}-byte tokens "
                 "(truncated, or another token size)."
             )
+        _check_not_wider(file, token_size)
         counts.append(size // token_size)
     if not sum(counts):
         raise ConfigError(f"{folder}: its token files are empty.")

@@ -88,7 +88,9 @@ def test_nanoset_without_metadata_reads_two_byte_tokens(tmp_path):
 @pytest.mark.parametrize(
     "case, message",
     [
-        ("odd_size", "not a whole number of 2-byte tokens"),
+        ("odd_size", "domain 'd': .* not a whole number of 2-byte tokens"),
+        ("four_byte_tokens_read_as_two", "domain 'd': .* it holds 4-byte tokens: every other token"),
+        ("two_byte_tokens_read_as_four", "or its 2-byte tokens were read as 4 bytes"),
         ("beyond_vocabulary", "does not fit the model's vocabulary"),
         ("beyond_positions", "beyond the model's 256 positions"),
         ("no_files", r"has no \.jsonl, \.json, \.parquet or \*\.ds files"),
@@ -101,6 +103,14 @@ def test_refusals(tmp_path, case, message):
     if case == "odd_size":
         write_nanoset(folder, [[list(range(100))]])
         next(folder.glob("*.ds")).write_bytes(b"\x00" * 101)
+    elif case == "four_byte_tokens_read_as_two":  # datatrove's metadata left behind: read as 2 bytes, "!" between ids
+        write_nanoset(folder, [text_token_documents([300])], token_size=4)
+        for metadata in folder.glob("*.metadata"):
+            metadata.unlink()
+    elif case == "two_byte_tokens_read_as_four":
+        write_nanoset(folder, [text_token_documents([300])], token_size=2)
+        for metadata in folder.glob("*.metadata"):
+            metadata.write_text("tiny|4\n")
     elif case == "beyond_vocabulary":
         write_nanoset(folder, [[list(range(1000, 1100))]])
     elif case == "beyond_positions":
