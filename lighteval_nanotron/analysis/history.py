@@ -20,7 +20,7 @@ from typing import Any
 from lighteval_nanotron.metrics.chance import CENTERED_SUFFIX
 from lighteval_nanotron.pipeline.aggregates import task_groups
 from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, GROUP_MARK, SUITE_SCORE_KEY
-from lighteval_nanotron.requests.held_out import WINDOWS_DIGEST, is_held_out_key
+from lighteval_nanotron.requests.held_out import WINDOWS_DIGEST
 from lighteval_nanotron.tracking.paths import results_file_content
 from lighteval_nanotron.tracking.plot import model_of, step_of
 from lighteval_nanotron.tracking.results_file import task_max_samples
@@ -38,8 +38,8 @@ class Point:
     stderr: float | None
     docs: tuple[int | str | None, ...] = ()
     """Which docs the value is over: the `max_samples` of its task, or of its tasks for an aggregate
-    (distinct values, sorted); a held-out domain's window digest, or its domains' for the averages
-    over domains. Evaluations over other docs are not points of one curve."""
+    (distinct values, sorted); for held-out entries, the digest of their windows. Evaluations over
+    other docs are not points of one curve."""
 
 
 @dataclass
@@ -71,7 +71,7 @@ def guessed_direction(metric: str) -> bool:
 
 
 def _window_digests(content: Mapping[str, Any]) -> dict[str, str]:
-    """`{heldout|<name>: digest}` of the held-out domains whose `config_tasks` record their windows."""
+    """`{heldout|<name>: digest}` of the held-out entries whose `config_tasks` record their windows."""
     configs = content.get("config_tasks") or {}
     return {
         key: config[WINDOWS_DIGEST]
@@ -112,8 +112,8 @@ class RunHistory:
             if not isinstance(scores, Mapping):
                 continue
             docs = (samples[entry],) if entry in samples else every
-            if windows and is_held_out_key(entry):
-                docs = (windows[entry],) if entry in windows else tuple(sorted(windows.values()))
+            if entry in windows:
+                docs = (windows[entry],)
             for metric, raw in scores.items():
                 value = _number(raw)
                 if metric.endswith(STDERR_SUFFIX) or value is None or not math.isfinite(value):

@@ -21,9 +21,10 @@ parts, `suite|task|k`, so the two can never collide); the averages over domains 
 `heldout|_micro` and `heldout|_macro` (a domain name cannot start with `_`)."""
 
 WINDOWS_DIGEST = "windows_sha256"
-"""The `config_tasks` key of a domain's window digest (`HeldOutSet.digest`): evaluations of a domain
-whose digests differ scored other windows (other data, budget, seed or sequence length), and the
-signal analysis never draws one curve through them."""
+"""The `config_tasks` key of a domain's window digest (`HeldOutSet.digest`; the averages over domains:
+`domains_digest` of theirs): evaluations whose digests differ scored other windows (other data,
+budget, seed or sequence length, other domains), and the signal analysis never draws one curve
+through them."""
 
 HELD_OUT_METHOD = "HELDOUT"
 """The `sampling_method` of a held-out window's details row."""
@@ -36,6 +37,12 @@ def held_out_key(name: str) -> str:
 
 def is_held_out_key(key: str) -> bool:
     return key.startswith(HELD_OUT_PREFIX)
+
+
+def domains_digest(digests: dict[str, str]) -> str:
+    """The window digest of an average over domains: of its domains' keys and digests."""
+    text = "\n".join(f"{key} {digests[key]}" for key in sorted(digests))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass
