@@ -97,8 +97,9 @@ def _metadata(file: Path) -> tuple[str | None, int | None]:
 
 
 def open_nanoset(folder: Path) -> NanosetFolder:
-    """The folder's token files, checked: a token size of 2 or 4 bytes agreed by every metadata file
-    (2 where there is none, datatrove's default), file sizes whole tokens, at least one token."""
+    """The folder's token files, checked: a token size of 2 or 4 bytes and a tokenizer agreed by every
+    metadata file (2 bytes where there is none, datatrove's default), file sizes whole tokens, 4-byte
+    tokens not read as 2, at least one token."""
     files = sorted(folder.glob("*" + TOKEN_FILE_SUFFIX))
     if not files:
         raise ConfigError(f"{folder}: no *{TOKEN_FILE_SUFFIX} token files (is it a Nanoset folder?).")
@@ -112,6 +113,11 @@ def open_nanoset(folder: Path) -> NanosetFolder:
     if token_size not in _DTYPES:
         raise ConfigError(f"{folder}: token size {token_size} bytes: Nanosets store 2 (uint16) or 4 (uint32).")
     names = sorted({name for name, _ in found if name})
+    if len(names) > 1:
+        raise ConfigError(
+            f"{folder}: its .metadata files name several tokenizers ({', '.join(names)}): one tokenizer per folder "
+            "(the tokenizer check reads only the first windows); keep the files of the model's tokenizer."
+        )
     counts = []
     for file in files:
         size = file.stat().st_size

@@ -91,6 +91,7 @@ def test_nanoset_without_metadata_reads_two_byte_tokens(tmp_path):
         ("odd_size", "domain 'd': .* not a whole number of 2-byte tokens"),
         ("four_byte_tokens_read_as_two", "domain 'd': .* it holds 4-byte tokens: every other token"),
         ("two_byte_tokens_read_as_four", "or its 2-byte tokens were read as 4 bytes"),
+        ("two_tokenizers", "domain 'd': .* name several tokenizers \\(gpt2, tiny\\)"),
         ("beyond_vocabulary", "does not fit the model's vocabulary"),
         ("beyond_positions", "beyond the model's 256 positions"),
         ("no_files", r"has no \.jsonl, \.json, \.parquet or \*\.ds files"),
@@ -107,6 +108,11 @@ def test_refusals(tmp_path, case, message):
         write_nanoset(folder, [text_token_documents([300])], token_size=4)
         for metadata in folder.glob("*.metadata"):
             metadata.unlink()
+    elif case == "two_tokenizers":  # the first windows are the model's tokenizer's: the check would pass
+        write_nanoset(folder, [text_token_documents([300])])
+        write_nanoset(tmp_path / "other", [text_token_documents([300], seed=1)], tokenizer_name="gpt2")
+        for file in (tmp_path / "other").iterdir():
+            file.rename(folder / file.name.replace("_00000_", "_00001_"))
     elif case == "two_byte_tokens_read_as_four":
         write_nanoset(folder, [text_token_documents([300])], token_size=2)
         for metadata in folder.glob("*.metadata"):
