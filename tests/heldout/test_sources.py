@@ -91,6 +91,8 @@ def test_nanoset_without_metadata_reads_two_byte_tokens(tmp_path):
         ("odd_size", "domain 'd': .* not a whole number of 2-byte tokens"),
         ("four_byte_tokens_read_as_two", "domain 'd': .* it holds 4-byte tokens: every other token"),
         ("two_byte_tokens_read_as_four", "or its 2-byte tokens were read as 4 bytes"),
+        ("link_to_nothing", "domain 'd': .*zz.ds is not a file \\(a folder, or a link to nothing\\)"),
+        ("undecodable_metadata", "domain 'd': .*metadata cannot be read \\(UnicodeDecodeError"),
         ("two_tokenizers", "domain 'd': .* name several tokenizers \\(gpt2, tiny\\)"),
         ("beyond_vocabulary", "does not fit the model's vocabulary"),
         ("beyond_positions", "beyond the model's 256 positions"),
@@ -108,6 +110,12 @@ def test_refusals(tmp_path, case, message):
         write_nanoset(folder, [text_token_documents([300])], token_size=4)
         for metadata in folder.glob("*.metadata"):
             metadata.unlink()
+    elif case == "link_to_nothing":  # a shard on shared storage deleted under its link
+        write_nanoset(folder, [text_token_documents([300])])
+        (folder / "zz.ds").symlink_to(tmp_path / "deleted.ds")
+    elif case == "undecodable_metadata":
+        write_nanoset(folder, [text_token_documents([300])])
+        next(folder.glob("*.metadata")).write_bytes(b"\xff\xfe|2\n")
     elif case == "two_tokenizers":  # the first windows are the model's tokenizer's: the check would pass
         write_nanoset(folder, [text_token_documents([300])])
         write_nanoset(tmp_path / "other", [text_token_documents([300], seed=1)], tokenizer_name="gpt2")
