@@ -25,7 +25,7 @@ from lighteval_nanotron.metrics.held_out import (
 )
 from lighteval_nanotron.models.interface import HeldOutModel, LightevalModel, missing_members
 from lighteval_nanotron.pipeline.progress import EvaluationProgress
-from lighteval_nanotron.pipeline.result import SampleDetail
+from lighteval_nanotron.pipeline.result import GENERATIVE_KEY, SampleDetail
 from lighteval_nanotron.requests.held_out import (
     HELD_OUT_METHOD,
     WINDOWS_DIGEST,
@@ -141,6 +141,7 @@ def held_out_results(prepared: PreparedHeldOut, runs: Sequence[HeldOutRun]) -> H
     losses are not finite fails alone (its reason under `failed`)."""
     out = HeldOutResults()
     directions = dict.fromkeys(LOWER_IS_BETTER, False)
+    scored = {"higher_is_better": directions, GENERATIVE_KEY: False}  # generation parameters apply to nothing here
     pooled: dict[str, tuple[np.ndarray, int, np.ndarray]] = {}
     for held_out, run in zip(prepared.sets, runs, strict=True):
         key, losses = held_out.key, run.losses
@@ -158,7 +159,7 @@ def held_out_results(prepared: PreparedHeldOut, runs: Sequence[HeldOutRun]) -> H
         out.details[key] = [
             _detail(key, i, float(v), per_window, int(b)) for i, (v, b) in enumerate(zip(nll, held_out.target_bytes))
         ]
-        out.config_tasks[key] = {**held_out.description, "higher_is_better": directions}
+        out.config_tasks[key] = {**held_out.description, **scored}
         tokens = held_out.target_tokens
         out.task_costs[key] = {
             "seconds": run.seconds,
@@ -172,6 +173,6 @@ def held_out_results(prepared: PreparedHeldOut, runs: Sequence[HeldOutRun]) -> H
         out.results[MICRO_KEY] = micro_scores(pooled)
         out.results[MACRO_KEY] = macro_scores({key: out.results[key] for key in pooled})
         digests = {key: out.config_tasks[key][WINDOWS_DIGEST] for key in pooled}
-        average = {"domains": list(pooled), WINDOWS_DIGEST: domains_digest(digests), "higher_is_better": directions}
+        average = {"domains": list(pooled), WINDOWS_DIGEST: domains_digest(digests), **scored}
         out.config_tasks.update({MICRO_KEY: average, MACRO_KEY: dict(average)})
     return out
