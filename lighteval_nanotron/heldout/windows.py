@@ -95,9 +95,13 @@ def token_bytes(text: str, offsets: list[tuple[int, int]], special: list[int]) -
     return counts
 
 
-def text_stream(
-    texts: Iterable[str], tokenizer: Any, needed_tokens: int | None, batch_size: int = 256
-) -> tuple[np.ndarray, np.ndarray, int]:
+BATCH_DOCUMENTS = 256
+BATCH_CHARACTERS = 1_000_000
+"""Most characters encoded in one batch (at least one document): a batch's encodings are all held at
+once (about 100 bytes a token), so 256 books were encoded, gigabytes, to fill a budget one of them held."""
+
+
+def text_stream(texts: Iterable[str], tokenizer: Any, needed_tokens: int | None) -> tuple[np.ndarray, np.ndarray, int]:
     """`(ids int32, bytes per token int64, documents used)` of `texts`, each followed by the end-of-text
     token, stopping once at least `needed_tokens` tokens are there (None: every text)."""
     backend = backend_tokenizer(tokenizer)
@@ -105,7 +109,7 @@ def text_stream(
     ids: list[np.ndarray] = []
     sizes: list[np.ndarray] = []
     total = documents = 0
-    for batch in _batches(texts, batch_size):
+    for batch in _batches(texts):
         with whole_documents(backend):
             encodings = backend.encode_batch(batch, add_special_tokens=True)
         for text, encoding in zip(batch, encodings):
@@ -129,13 +133,16 @@ def text_stream(
     return stream.astype(np.int32), np.concatenate(sizes), documents
 
 
-def _batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
+def _batches(texts: Iterable[str]) -> Iterator[list[str]]:
+    """`texts` in batches of up to BATCH_DOCUMENTS documents and BATCH_CHARACTERS characters (or one document)."""
     batch: list[str] = []
+    characters = 0
     for text in texts:
         batch.append(text)
-        if len(batch) == size:
+        characters += len(text)
+        if len(batch) == BATCH_DOCUMENTS or characters >= BATCH_CHARACTERS:
             yield batch
-            batch = []
+            batch, characters = [], 0
     if batch:
         yield batch
 

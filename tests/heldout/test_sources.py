@@ -215,3 +215,18 @@ def test_a_tokenizer_json_that_truncates_or_pads_tokenizes_whole_documents(tmp_p
     assert nanoset.description["tokenizer_agreement"] >= 0.95
     assert tokenizer.backend_tokenizer.truncation["max_length"] == 8  # as it was: other callers' settings stay
     assert tokenizer.backend_tokenizer.padding is not None
+
+
+def test_long_documents_are_encoded_only_as_far_as_the_budget_needs():
+    """A budget one long document fills: batches of 256 documents encoded 40 books of 200,000
+    characters (all held at once: gigabytes for real books) to use one."""
+    pulled = []
+
+    def books():
+        for index in range(40):
+            pulled.append(index)
+            yield "the river ran past the old mill " * 6_250
+
+    ids, sizes, documents = text_stream(books(), tiny_tokenizer(), needed_tokens=100)
+    assert documents == 1 and len(ids) > 100 and sizes.sum() == 200_000
+    assert len(pulled) <= 5  # BATCH_CHARACTERS: 1,000,000 characters a batch
