@@ -14,7 +14,7 @@ from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.heldout.nanoset import HIGH_HALF_LIMIT, is_nanoset_folder, open_nanoset
 from lighteval_nanotron.heldout.spec import HeldOutSpec
 from lighteval_nanotron.heldout.text_source import load_text_dataset, texts_in_order
-from lighteval_nanotron.heldout.tokenizer_match import AGREEMENT_FLOOR, decode_batch, reencoding_agreement
+from lighteval_nanotron.heldout.tokenizer_match import AGREEMENT_FLOOR, decode_batch, reencoding_agreement, unknown_ids
 from lighteval_nanotron.heldout.windows import cut_windows, fixed_subset, stream_windows, text_stream
 from lighteval_nanotron.requests.held_out import WINDOWS_DIGEST, HeldOutSet
 
@@ -63,7 +63,15 @@ def _budget_note(spec: HeldOutSpec, available_windows: int, sequence_length: int
 
 
 def _check_tokenizer(held_out: HeldOutSet, tokenizer: Any, where: str) -> None:
-    """Pre-tokenized ids must be the model's tokenizer's (`heldout.tokenizer_match`)."""
+    """Pre-tokenized ids must be the model's tokenizer's (`heldout.tokenizer_match`): each one a token of
+    it, and their text encoded again giving them back."""
+    unknown = unknown_ids(tokenizer, held_out.windows)
+    if unknown:
+        raise ConfigError(
+            f"{where}: token id {unknown[0]} in {held_out.description['source']} ({len(unknown)} distinct ids in all)"
+            " is not a token of the model's tokenizer, though it fits the model's (padded) vocabulary: the data was "
+            "tokenized with another tokenizer (re-tokenize it with the model's)."
+        )
     agreement = reencoding_agreement(tokenizer, held_out.windows)
     held_out.description["tokenizer_agreement"] = round(agreement, 4)
     if agreement < AGREEMENT_FLOOR:

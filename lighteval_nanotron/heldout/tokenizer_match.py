@@ -46,6 +46,22 @@ def _encode_batch(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     return [list(inner.encode(text, add_special_tokens=False)) for text in texts]
 
 
+def unknown_ids(tokenizer: Any, ids: np.ndarray) -> list[int]:
+    """The distinct ids of `ids` that the tokenizer has no token for (sorted). A model's vocabulary
+    is often padded beyond its tokenizer's ids; such an id decodes to nothing, so the re-encoding
+    check cannot see it, while the model scores it with an embedding row no text trained."""
+    inner, backend = _backend(tokenizer)
+    to_token = backend.id_to_token if backend is not None else inner.convert_ids_to_tokens
+
+    def known(token: int) -> bool:
+        try:
+            return to_token(token) is not None
+        except (IndexError, KeyError, ValueError):  # a slow tokenizer's lookup past its table
+            return False
+
+    return [int(token) for token in np.unique(ids) if not known(int(token))]
+
+
 def reencoding_agreement(tokenizer: Any, windows: np.ndarray) -> float:
     """Share of the targets of the first windows (up to SAMPLE_TOKENS) that encoding their decoded
     text reproduces, in order (difflib's matching ratio); tokens that decode to nothing (special

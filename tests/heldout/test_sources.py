@@ -17,8 +17,8 @@ from tests.models.held_out_cases import text_token_documents, write_nanoset, wri
 LENGTH = 16
 
 
-def _build(path, tokens=10_000, length=LENGTH, **spec):
-    return build_held_out_set(HeldOutSpec("d", str(path), tokens, **spec), tiny_tokenizer(), length, VOCAB_SIZE, 256)
+def _build(path, tokens=10_000, length=LENGTH, vocab_size=VOCAB_SIZE, **spec):
+    return build_held_out_set(HeldOutSpec("d", str(path), tokens, **spec), tiny_tokenizer(), length, vocab_size, 256)
 
 
 def test_text_windows_are_the_training_loaders_rows(tmp_path):
@@ -93,6 +93,7 @@ def test_nanoset_without_metadata_reads_two_byte_tokens(tmp_path):
         ("two_byte_tokens_read_as_four", "or its 2-byte tokens were read as 4 bytes"),
         ("link_to_nothing", "domain 'd': .*zz.ds is not a file \\(a folder, or a link to nothing\\)"),
         ("undecodable_metadata", "domain 'd': .*metadata cannot be read \\(UnicodeDecodeError"),
+        ("id_in_the_padded_vocabulary", "token id 1030 .* is not a token of the model's tokenizer, though it fits"),
         ("two_tokenizers", "domain 'd': .* name several tokenizers \\(gpt2, tiny\\)"),
         ("beyond_vocabulary", "does not fit the model's vocabulary"),
         ("beyond_positions", "beyond the model's 256 positions"),
@@ -116,6 +117,9 @@ def test_refusals(tmp_path, case, message):
     elif case == "undecodable_metadata":
         write_nanoset(folder, [text_token_documents([300])])
         next(folder.glob("*.metadata")).write_bytes(b"\xff\xfe|2\n")
+    elif case == "id_in_the_padded_vocabulary":  # rows 1024..1087 of a padded vocabulary: no token decodes to them
+        (document,) = text_token_documents([400])
+        write_nanoset(folder, [[[token if index % 50 else 1030 for index, token in enumerate(document)]]])
     elif case == "two_tokenizers":  # the first windows are the model's tokenizer's: the check would pass
         write_nanoset(folder, [text_token_documents([300])])
         write_nanoset(tmp_path / "other", [text_token_documents([300], seed=1)], tokenizer_name="gpt2")
@@ -126,7 +130,7 @@ def test_refusals(tmp_path, case, message):
         for metadata in folder.glob("*.metadata"):
             metadata.write_text("tiny|4\n")
     elif case == "beyond_vocabulary":
-        write_nanoset(folder, [[list(range(1000, 1100))]])
+        write_nanoset(folder, [[list(range(1100, 1200))]])
     elif case == "beyond_positions":
         folder = write_text_jsonl(tmp_path / "web.jsonl")
         length = 300
@@ -137,7 +141,7 @@ def test_refusals(tmp_path, case, message):
         folder.mkdir()
         (folder / "rows.jsonl").write_text(json.dumps({"text": 3}) + "\n")
     with pytest.raises(ConfigError, match=message):
-        _build(folder, length=length)
+        _build(folder, length=length, vocab_size=VOCAB_SIZE + 64)  # a model vocabulary padded beyond the tokenizer
 
 
 def test_specs_from_the_section_and_the_command_line():
