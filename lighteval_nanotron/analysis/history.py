@@ -20,6 +20,7 @@ from typing import Any
 
 from lighteval_nanotron.pipeline.aggregates import task_groups
 from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, GROUP_MARK, SUITE_SCORE_KEY
+from lighteval_nanotron.requests.held_out import WINDOWS_DIGEST
 from lighteval_nanotron.tracking.paths import results_file_content
 from lighteval_nanotron.tracking.plot import model_of, step_of
 from lighteval_nanotron.tracking.results_file import task_max_samples
@@ -37,8 +38,9 @@ class Point:
     stderr: float | None
     docs: tuple[tuple[str, int | None, tuple[str | None, ...]], ...] = ()
     """Which docs the value is over: (task, its `max_samples`, the hashes of its docs' examples and
-    full prompts) of its task, or of each task an aggregate averaged at this step; evaluations over
-    other docs, other prompts or other tasks are not points of one curve."""
+    full prompts; for a held-out entry, the digest of its windows) of its task, or of each task an
+    aggregate averaged at this step; evaluations over other docs, other prompts, other windows or
+    other tasks are not points of one curve."""
 
     def tasks(self) -> set[str]:
         return {task for task, *_ in self.docs}
@@ -124,6 +126,16 @@ def prompt_hashes(content: Mapping[str, Any]) -> dict[str, tuple[str | None, ...
     return hashes
 
 
+def _window_digests(content: Mapping[str, Any]) -> dict[str, str]:
+    """`{heldout|<name>: digest}` of the held-out entries whose `config_tasks` record their windows."""
+    configs = content.get("config_tasks") or {}
+    return {
+        key: config[WINDOWS_DIGEST]
+        for key, config in configs.items()
+        if isinstance(config, Mapping) and isinstance(config.get(WINDOWS_DIGEST), str)
+    }
+
+
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -153,6 +165,8 @@ class RunHistory:
             entries[SUITE_SCORE_KEY] = content[SUITE_SCORE_KEY]
         samples = task_max_samples(content)
         hashes = prompt_hashes(content)
+        for key, digest in _window_digests(content).items():  # a held-out entry: its windows
+            hashes[key] = (digest, None)
         tasks = {name: scores for name, scores in entries.items() if GROUP_MARK not in name and name != SUITE_SCORE_KEY}
         groups = task_groups(tasks)
         for entry, scores in entries.items():

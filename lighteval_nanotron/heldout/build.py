@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.heldout.nanoset import is_nanoset_folder, open_nanoset
+from lighteval_nanotron.heldout.nanoset import HIGH_HALF_LIMIT, is_nanoset_folder, open_nanoset
 from lighteval_nanotron.heldout.spec import HeldOutSpec
 from lighteval_nanotron.heldout.text_source import load_text_dataset, texts_in_order
-from lighteval_nanotron.heldout.tokenizer_match import AGREEMENT_FLOOR, decode_batch, reencoding_agreement
+from lighteval_nanotron.heldout.tokenizer_match import AGREEMENT_FLOOR, decode_batch, reencoding_agreement, unknown_ids
 from lighteval_nanotron.heldout.windows import cut_windows, fixed_subset, stream_windows, text_stream
-from lighteval_nanotron.requests.held_out import HeldOutSet
+from lighteval_nanotron.requests.held_out import WINDOWS_DIGEST, HeldOutSet
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ def build_held_out_set(
     description.update(sequence_length=sequence_length, sequences=int(held_out.windows.shape[0]))
     description.update(target_tokens=held_out.target_tokens, target_bytes=int(held_out.target_bytes.sum()))
     description.update(token_budget=spec.tokens, seed=spec.seed)
+    description[WINDOWS_DIGEST] = held_out.digest()
     for note in description.get("notes", []):
         logger.warning("%s: %s", where, note)
     return held_out
@@ -62,7 +63,15 @@ def _budget_note(spec: HeldOutSpec, available_windows: int, sequence_length: int
 
 
 def _check_tokenizer(held_out: HeldOutSet, tokenizer: Any, where: str) -> None:
-    """Pre-tokenized ids must be the model's tokenizer's (`heldout.tokenizer_match`)."""
+    """Pre-tokenized ids must be the model's tokenizer's (`heldout.tokenizer_match`): each one a token of
+    it, and their text encoded again giving them back."""
+    unknown = unknown_ids(tokenizer, held_out.windows)
+    if unknown:
+        raise ConfigError(
+            f"{where}: token id {unknown[0]} in {held_out.description['source']} ({len(unknown)} distinct ids in all)"
+            " is not a token of the model's tokenizer, though it fits the model's (padded) vocabulary: the data was "
+            "tokenized with another tokenizer (re-tokenize it with the model's)."
+        )
     agreement = reencoding_agreement(tokenizer, held_out.windows)
     held_out.description["tokenizer_agreement"] = round(agreement, 4)
     if agreement < AGREEMENT_FLOOR:
@@ -77,7 +86,10 @@ def _check_tokenizer(held_out: HeldOutSet, tokenizer: Any, where: str) -> None:
 
 
 def _nanoset_set(spec: HeldOutSpec, path: Path, tokenizer: Any, sequence_length: int, wanted: int) -> HeldOutSet:
-    folder = open_nanoset(path)
+    try:
+        folder = open_nanoset(path)
+    except ConfigError as error:
+        raise ConfigError(f"held-out domain {spec.name!r}: {error}") from None
     available = sum(folder.windows_per_file(sequence_length))
     if available == 0:
         raise ConfigError(
@@ -139,8 +151,14 @@ def _check_vocabulary(held_out: HeldOutSet, vocab_size: int, where: str) -> None
     highest = int(held_out.windows.max())
     lowest = int(held_out.windows.min())
     if highest >= vocab_size or lowest < 0:
+        wider = held_out.description.get("token_size") == 4 and highest >= HIGH_HALF_LIMIT << 16
         raise ConfigError(
             f"{where}: token id {highest if highest >= vocab_size else lowest} in {held_out.description.get('source')} "
             f"does not fit the model's vocabulary of {vocab_size}: the data was tokenized with another tokenizer "
-            "(re-tokenize it with the model's)."
+            "(re-tokenize it with the model's)"
+            + (
+                ", or its 2-byte tokens were read as 4 bytes (check the token size its .metadata names)."
+                if wider
+                else "."
+            )
         )

@@ -56,12 +56,46 @@ class NanosetFolder:
         return out
 
 
+SAMPLE_TOKENS = 4096
+"""Tokens of each file read at setup: the file is readable, and 4-byte tokens are told from 2-byte ones."""
+HIGH_HALF_LIMIT = 4
+"""4-byte ids below 4 x 65536 (every vocabulary in use) read as 2-byte tokens put a value under this
+limit at every other position; a 2-byte file of text does not."""
+
+
+def _unreadable(path: Path, error: Exception) -> ConfigError:
+    return ConfigError(
+        f"{path} cannot be read ({type(error).__name__}: {error}): fix its permissions, or restore or remove it."
+    )
+
+
+def _check_tokens(file: Path, token_size: int) -> None:
+    """The file's first tokens can be read; read as 2-byte tokens, they are not 4-byte ones: every
+    other one below HIGH_HALF_LIMIT (the high halves of little-endian uint32 ids) would put a 0 or 1
+    token after each id, which the tokenizer check cannot see (the ids stay its own, "!" between words)."""
+    try:
+        sample = np.fromfile(file, dtype=_DTYPES[token_size], count=SAMPLE_TOKENS)
+    except OSError as error:
+        raise _unreadable(file, error) from None
+    if token_size != 2 or len(sample) < 64:
+        return
+    if int(sample[1::2].max()) < HIGH_HALF_LIMIT and int(sample[0::2].max()) >= HIGH_HALF_LIMIT:
+        raise ConfigError(
+            f"{file}: read as 2-byte tokens (its .metadata says so, or there is none) it holds 4-byte tokens: every "
+            f"other token of its first {len(sample)} is below {HIGH_HALF_LIMIT}, the high half of a uint32 id. "
+            f"Put back the {file.name}.metadata datatrove wrote ('tokenizer_name|4' on its first line)."
+        )
+
+
 def _metadata(file: Path) -> tuple[str | None, int | None]:
     """(tokenizer name, token size) from `<file>.metadata`, when there is one."""
     path = file.with_name(file.name + ".metadata")
-    if not path.is_file():
+    if not path.exists():
         return None, None
-    first = path.read_text(encoding="utf-8").splitlines()[:1]
+    try:
+        first = path.read_text(encoding="utf-8").splitlines()[:1]
+    except (OSError, UnicodeDecodeError) as error:
+        raise _unreadable(path, error) from None
     if not first:
         return None, None
     name, sep, size = first[0].partition("|")
@@ -75,11 +109,15 @@ def _metadata(file: Path) -> tuple[str | None, int | None]:
 
 
 def open_nanoset(folder: Path) -> NanosetFolder:
-    """The folder's token files, checked: a token size of 2 or 4 bytes agreed by every metadata file
-    (2 where there is none, datatrove's default), file sizes whole tokens, at least one token."""
+    """The folder's token files, checked: a token size of 2 or 4 bytes and a tokenizer agreed by every
+    metadata file (2 bytes where there is none, datatrove's default), every file readable, sizes whole
+    tokens, 4-byte tokens not read as 2, at least one token."""
     files = sorted(folder.glob("*" + TOKEN_FILE_SUFFIX))
     if not files:
         raise ConfigError(f"{folder}: no *{TOKEN_FILE_SUFFIX} token files (is it a Nanoset folder?).")
+    for file in files:
+        if not file.is_file():
+            raise ConfigError(f"{file} is not a file (a folder, or a link to nothing): restore it or remove it.")
     found = {_metadata(file) for file in files}
     sizes = {size for _, size in found if size is not None} or {2}
     if len(sizes) > 1:
@@ -90,6 +128,11 @@ def open_nanoset(folder: Path) -> NanosetFolder:
     if token_size not in _DTYPES:
         raise ConfigError(f"{folder}: token size {token_size} bytes: Nanosets store 2 (uint16) or 4 (uint32).")
     names = sorted({name for name, _ in found if name})
+    if len(names) > 1:
+        raise ConfigError(
+            f"{folder}: its .metadata files name several tokenizers ({', '.join(names)}): one tokenizer per folder "
+            "(the tokenizer check reads only the first windows); keep the files of the model's tokenizer."
+        )
     counts = []
     for file in files:
         size = file.stat().st_size
@@ -98,6 +141,7 @@ def open_nanoset(folder: Path) -> NanosetFolder:
                 f"{file}: {size} bytes is not a whole number of {token_size}-byte tokens "
                 "(truncated, or another token size)."
             )
+        _check_tokens(file, token_size)
         counts.append(size // token_size)
     if not sum(counts):
         raise ConfigError(f"{folder}: its token files are empty.")

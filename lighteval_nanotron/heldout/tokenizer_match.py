@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from lighteval_nanotron.heldout.windows import whole_documents
+
 AGREEMENT_FLOOR = 0.95
 """Least share of a Nanoset's tokens that re-encoding its decoded text must reproduce."""
 SAMPLE_TOKENS = 4096
@@ -39,8 +41,25 @@ def decode_batch(tokenizer: Any, rows: list[list[int]]) -> list[str]:
 def _encode_batch(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     inner, backend = _backend(tokenizer)
     if backend is not None and hasattr(backend, "encode_batch"):
-        return [encoding.ids for encoding in backend.encode_batch(texts, add_special_tokens=False)]
+        with whole_documents(backend):
+            return [encoding.ids for encoding in backend.encode_batch(texts, add_special_tokens=False)]
     return [list(inner.encode(text, add_special_tokens=False)) for text in texts]
+
+
+def unknown_ids(tokenizer: Any, ids: np.ndarray) -> list[int]:
+    """The distinct ids of `ids` that the tokenizer has no token for (sorted). A model's vocabulary
+    is often padded beyond its tokenizer's ids; such an id decodes to nothing, so the re-encoding
+    check cannot see it, while the model scores it with an embedding row no text trained."""
+    inner, backend = _backend(tokenizer)
+    to_token = backend.id_to_token if backend is not None else inner.convert_ids_to_tokens
+
+    def known(token: int) -> bool:
+        try:
+            return to_token(token) is not None
+        except (IndexError, KeyError, ValueError):  # a slow tokenizer's lookup past its table
+            return False
+
+    return [int(token) for token in np.unique(ids) if not known(int(token))]
 
 
 def reencoding_agreement(tokenizer: Any, windows: np.ndarray) -> float:

@@ -14,6 +14,7 @@ of a document's tokens add up to `len(text.encode("utf-8"))`.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -38,6 +39,25 @@ def backend_tokenizer(tokenizer: Any) -> Any:
         f"Held-out text needs a fast tokenizer (a `tokenizers` tokenizer.json) for its byte offsets; "
         f"{type(tokenizer).__name__} is not one: save the tokenizer with tokenizer.json, or use a Nanoset folder."
     )
+
+
+@contextlib.contextmanager
+def whole_documents(backend: Any) -> Iterator[Any]:
+    """`backend` (a `tokenizers.Tokenizer`) with truncation and padding off inside the block, as they
+    were after it. A `tokenizer.json` may set either, and transformers keeps them on its backend,
+    switching them off per call of the tokenizer; held-out text is encoded by the backend itself
+    (for its offsets), where a truncated document would lose the tokens of its tail but not their
+    bytes, and padding would add tokens to the stream."""
+    truncation, padding = backend.truncation, backend.padding
+    backend.no_truncation()
+    backend.no_padding()
+    try:
+        yield backend
+    finally:
+        if truncation is not None:
+            backend.enable_truncation(**truncation)
+        if padding is not None:
+            backend.enable_padding(**padding)
 
 
 def end_of_text_id(tokenizer: Any) -> int | None:
@@ -75,9 +95,13 @@ def token_bytes(text: str, offsets: list[tuple[int, int]], special: list[int]) -
     return counts
 
 
-def text_stream(
-    texts: Iterable[str], tokenizer: Any, needed_tokens: int | None, batch_size: int = 256
-) -> tuple[np.ndarray, np.ndarray, int]:
+BATCH_DOCUMENTS = 256
+BATCH_CHARACTERS = 1_000_000
+"""Most characters encoded in one batch (at least one document): a batch's encodings are all held at
+once (about 100 bytes a token), so 256 books were encoded, gigabytes, to fill a budget one of them held."""
+
+
+def text_stream(texts: Iterable[str], tokenizer: Any, needed_tokens: int | None) -> tuple[np.ndarray, np.ndarray, int]:
     """`(ids int32, bytes per token int64, documents used)` of `texts`, each followed by the end-of-text
     token, stopping once at least `needed_tokens` tokens are there (None: every text)."""
     backend = backend_tokenizer(tokenizer)
@@ -85,8 +109,10 @@ def text_stream(
     ids: list[np.ndarray] = []
     sizes: list[np.ndarray] = []
     total = documents = 0
-    for batch in _batches(texts, batch_size):
-        for text, encoding in zip(batch, backend.encode_batch(batch, add_special_tokens=True)):
+    for batch in _batches(texts):
+        with whole_documents(backend):
+            encodings = backend.encode_batch(batch, add_special_tokens=True)
+        for text, encoding in zip(batch, encodings):
             doc_ids = list(encoding.ids) + ([eos] if eos is not None else [])
             doc_bytes = token_bytes(text, encoding.offsets, encoding.special_tokens_mask)
             if eos is not None:
@@ -107,13 +133,16 @@ def text_stream(
     return stream.astype(np.int32), np.concatenate(sizes), documents
 
 
-def _batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
+def _batches(texts: Iterable[str]) -> Iterator[list[str]]:
+    """`texts` in batches of up to BATCH_DOCUMENTS documents and BATCH_CHARACTERS characters (or one document)."""
     batch: list[str] = []
+    characters = 0
     for text in texts:
         batch.append(text)
-        if len(batch) == size:
+        characters += len(text)
+        if len(batch) == BATCH_DOCUMENTS or characters >= BATCH_CHARACTERS:
             yield batch
-            batch = []
+            batch, characters = [], 0
     if batch:
         yield batch
 

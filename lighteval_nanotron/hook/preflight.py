@@ -7,7 +7,9 @@ traceback per rank after the model is built.
   torchrun), and the devices: a GPU run where no CUDA device is visible (`_cuda_setDevice` on every
   rank otherwise) or with more processes on a node than devices.
 - `check_evaluation_inputs`: the section's tasks (a misspelt name, a missing custom tasks file)
-  and the training tokenizer's source (a folder, the Hugging Face cache, or a reachable Hub).
+  and the training tokenizer's source (a folder, the Hugging Face cache, or a reachable Hub); with
+  `asynchronous:`, the held-out domains (built in the loop at setup, but by each launched evaluation
+  otherwise).
 """
 
 from __future__ import annotations
@@ -78,3 +80,19 @@ def check_evaluation_inputs(config: Any) -> None:
             tokenizer.tokenizer_revision,
             setting="tokenizer.tokenizer_name_or_path in the training config",
         )
+    if section.asynchronous is not None and section.held_out_specs:
+        _check_held_out(section, config)
+
+
+def _check_held_out(section: Any, config: Any) -> None:
+    """Each held-out domain built as a launched evaluation builds it (the training's tokenizer,
+    sequence length and model), so that bad held-out input stops `train` before step 1 rather than
+    failing every checkpoint's evaluation."""
+    from lighteval_nanotron.heldout import build_held_out_set
+    from lighteval_nanotron.setup.tokenizer import training_tokenizer
+
+    tokenizer = training_tokenizer(config)
+    model = config.model.model_config
+    length = section.held_out_sequence_length or config.tokens.sequence_length
+    for spec in section.held_out_specs:
+        build_held_out_set(spec, tokenizer, length, model.vocab_size, model.max_position_embeddings)

@@ -53,13 +53,17 @@ def _per_unit_nll(items: Sequence[PerplexityInput]) -> float:
     return -sum(item[0] for item in items) / total_weight
 
 
+def exp_or_inf(value: float) -> float:
+    """exp(value), inf where it overflows a float (the perplexity of a loss above 709 nats)."""
+    try:
+        return math.exp(value)
+    except OverflowError:
+        return math.inf
+
+
 def weighted_perplexity(items: Sequence[PerplexityInput]) -> float:
     """exp(-sum of log-likelihoods / sum of units): perplexity per word, byte or token."""
-    nll = _per_unit_nll(items)
-    try:
-        return math.exp(nll)
-    except OverflowError:
-        return float("inf")
+    return exp_or_inf(_per_unit_nll(items))
 
 
 def bits_per_byte(items: Sequence[PerplexityInput]) -> float:

@@ -5,7 +5,7 @@ Per domain, windows i = 1..n with summed negative log-likelihood S_i (nats), T_i
 bytes:
 
     loss = sum S_i / sum T_i                      (nats per token, the training loss's unit)
-    perplexity = exp(loss)
+    perplexity = exp(loss)                        (inf beyond a float: a loss above 709)
     bits_per_byte = sum S_i / (ln 2 * sum B_i)
 
 Standard errors treat windows as the sampled units (tokens of one window are not independent):
@@ -22,6 +22,8 @@ import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+
+from lighteval_nanotron.metrics.corpus import exp_or_inf
 
 LOSS, PERPLEXITY, BITS_PER_BYTE = "loss", "perplexity", "bits_per_byte"
 STDERR_SUFFIX = "_stderr"
@@ -52,8 +54,8 @@ def _scores(nll: np.ndarray, tokens: np.ndarray, sizes: np.ndarray, strata: Sequ
     return {
         LOSS: loss,
         LOSS + STDERR_SUFFIX: loss_stderr,
-        PERPLEXITY: math.exp(loss),
-        PERPLEXITY + STDERR_SUFFIX: math.exp(loss) * loss_stderr,
+        PERPLEXITY: exp_or_inf(loss),
+        PERPLEXITY + STDERR_SUFFIX: exp_or_inf(loss) * loss_stderr,
         BITS_PER_BYTE: bits_per_byte,
         BITS_PER_BYTE + STDERR_SUFFIX: _ratio_stderr(bits, sizes.astype(np.float64), strata),
     }
@@ -84,7 +86,7 @@ def macro_scores(per_domain: Mapping[str, Mapping[str, float]]) -> dict[str, flo
     for name in (LOSS, BITS_PER_BYTE):
         scores[name] = sum(d[name] for d in per_domain.values()) / count
         scores[name + STDERR_SUFFIX] = math.sqrt(sum(d[name + STDERR_SUFFIX] ** 2 for d in per_domain.values())) / count
-    scores[PERPLEXITY] = math.exp(scores[LOSS])
+    scores[PERPLEXITY] = exp_or_inf(scores[LOSS])
     scores[PERPLEXITY + STDERR_SUFFIX] = scores[PERPLEXITY] * scores[LOSS + STDERR_SUFFIX]
     return {key: scores[key] for key in _ORDER}
 

@@ -1,7 +1,8 @@
 """Held-out domains in the pipeline: built once (one rank reads and tokenizes, every rank receives
 the windows), planned by the model, run at every evaluation, and turned into results entries
 `heldout|<name>` (plus `heldout|_micro` / `heldout|_macro` with two domains or more), details rows
-(one per window), `config_tasks` (where the windows come from) and `task_costs`."""
+(one per window), `config_tasks` (where the windows come from; the averages: their domains and
+digest) and `task_costs`."""
 
 from __future__ import annotations
 
@@ -24,8 +25,15 @@ from lighteval_nanotron.metrics.held_out import (
 )
 from lighteval_nanotron.models.interface import HeldOutModel, LightevalModel, missing_members
 from lighteval_nanotron.pipeline.progress import EvaluationProgress
-from lighteval_nanotron.pipeline.result import SampleDetail
-from lighteval_nanotron.requests.held_out import HELD_OUT_METHOD, HeldOutLosses, HeldOutSet, held_out_key
+from lighteval_nanotron.pipeline.result import GENERATIVE_KEY, SampleDetail
+from lighteval_nanotron.requests.held_out import (
+    HELD_OUT_METHOD,
+    WINDOWS_DIGEST,
+    HeldOutLosses,
+    HeldOutSet,
+    domains_digest,
+    held_out_key,
+)
 
 MICRO_KEY = held_out_key("_micro")
 MACRO_KEY = held_out_key("_macro")
@@ -133,6 +141,8 @@ def held_out_results(prepared: PreparedHeldOut, runs: Sequence[HeldOutRun]) -> H
     losses are not finite fails alone (its reason under `failed`), and then there are no averages
     over domains (`_micro`, `_macro`): a mean over the other domains is not them."""
     out = HeldOutResults()
+    directions = dict.fromkeys(LOWER_IS_BETTER, False)
+    scored = {"higher_is_better": directions, GENERATIVE_KEY: False}  # generation parameters apply to nothing here
     pooled: dict[str, tuple[np.ndarray, int, np.ndarray]] = {}
     for held_out, run in zip(prepared.sets, runs, strict=True):
         key, losses = held_out.key, run.losses
@@ -150,7 +160,7 @@ def held_out_results(prepared: PreparedHeldOut, runs: Sequence[HeldOutRun]) -> H
         out.details[key] = [
             _detail(key, i, float(v), per_window, int(b)) for i, (v, b) in enumerate(zip(nll, held_out.target_bytes))
         ]
-        out.config_tasks[key] = {**held_out.description, "higher_is_better": dict.fromkeys(LOWER_IS_BETTER, False)}
+        out.config_tasks[key] = {**held_out.description, **scored}
         tokens = held_out.target_tokens
         out.task_costs[key] = {
             "seconds": run.seconds,
@@ -163,4 +173,9 @@ def held_out_results(prepared: PreparedHeldOut, runs: Sequence[HeldOutRun]) -> H
     if len(pooled) > 1 and not out.failed:  # an average without a failed domain is not the average
         out.results[MICRO_KEY] = micro_scores(pooled)
         out.results[MACRO_KEY] = macro_scores({key: out.results[key] for key in pooled})
+        digests = {key: out.config_tasks[key].get(WINDOWS_DIGEST) for key in pooled}
+        average = {"domains": list(pooled), **scored}
+        if None not in digests.values():  # sets built by `heldout.build` record their digest
+            average[WINDOWS_DIGEST] = domains_digest(digests)
+        out.config_tasks.update({MICRO_KEY: average, MACRO_KEY: dict(average)})
     return out

@@ -9,6 +9,7 @@ perplexity and bits per byte.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,12 @@ HELD_OUT_PREFIX = "heldout|"
 """Results keys of held-out domains are `heldout|<name>` (a task's full name has three `|`-separated
 parts, `suite|task|k`, so the two can never collide); the averages over domains are
 `heldout|_micro` and `heldout|_macro` (a domain name cannot start with `_`)."""
+
+WINDOWS_DIGEST = "windows_sha256"
+"""The `config_tasks` key of a domain's window digest (`HeldOutSet.digest`; the averages over domains:
+`domains_digest` of theirs): evaluations whose digests differ scored other windows (other data,
+budget, seed or sequence length, other domains), and the signal analysis never draws one curve
+through them."""
 
 HELD_OUT_METHOD = "HELDOUT"
 """The `sampling_method` of a held-out window's details row."""
@@ -30,6 +37,12 @@ def held_out_key(name: str) -> str:
 
 def is_held_out_key(key: str) -> bool:
     return key.startswith(HELD_OUT_PREFIX)
+
+
+def domains_digest(digests: dict[str, str]) -> str:
+    """The window digest of an average over domains: of its domains' keys and digests."""
+    text = "\n".join(f"{key} {digests[key]}" for key in sorted(digests))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -57,6 +70,11 @@ class HeldOutSet:
     @property
     def target_tokens(self) -> int:
         return int(self.windows.shape[0]) * self.sequence_length
+
+    def digest(self) -> str:
+        """The first 16 hex digits of the SHA-256 of the windows' shape and token ids."""
+        windows = np.ascontiguousarray(self.windows, dtype="<i4")
+        return hashlib.sha256(repr(windows.shape).encode() + windows.tobytes()).hexdigest()[:16]
 
 
 @dataclass

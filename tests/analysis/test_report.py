@@ -335,3 +335,88 @@ def test_the_same_docs_with_other_few_shot_examples_are_other_prompts(tmp_path):
     assert comparisons[(ARC, "gold_bpb")].note == DIFFERENT_DOCS and comparisons[(ARC, "gold_bpb")].leader is None
     again = _with_examples_hash(write_run(tmp_path / "c", "c", 1.0, seed=2), same)
     assert compare_runs([load_runs(a)["a"], load_runs(again)["c"]])[0].note != DIFFERENT_DOCS  # the same prompts
+
+
+@pytest.fixture(scope="module")
+def held_out_sets(tmp_path_factory):
+    """Real held-out sets of the tests' text: `web` at two sequence lengths (other windows), `code`, `wiki`."""
+    from lighteval_nanotron.heldout import HeldOutSpec, build_held_out_set
+    from tests.helpers.tiny_model import VOCAB_SIZE, tiny_tokenizer
+    from tests.models.held_out_cases import write_text_jsonl
+
+    folder = tmp_path_factory.mktemp("held_out")
+    web, code = (write_text_jsonl(folder / f"{name}.jsonl", seed=seed) for name, seed in (("web", 0), ("code", 1)))
+
+    def build(name, source, length):
+        return build_held_out_set(HeldOutSpec(name, str(source), 8 * length), tiny_tokenizer(), length, VOCAB_SIZE, 64)
+
+    return {
+        "short": build("web", web, 16),
+        "long": build("web", web, 32),
+        "code": build("code", code, 16),
+        "wiki": build("wiki", code, 32),
+    }
+
+
+def _held_out_content(model, step, sets, shifts, rng):
+    """One evaluation's results of the held-out `sets`, each domain's loss flat plus its shift, as the
+    pipeline records them."""
+    from lighteval_nanotron.pipeline.held_out import HeldOutRun, PreparedHeldOut, held_out_results
+    from lighteval_nanotron.requests.held_out import HeldOutLosses
+
+    prepared = PreparedHeldOut(list(sets), [None] * len(sets))
+    runs = []
+    for held_out, shift in zip(prepared.sets, shifts):
+        loss = 3.0 + shift + rng.normal(0, 0.01, len(held_out.windows))
+        runs.append(HeldOutRun(HeldOutLosses(loss * held_out.sequence_length, held_out.sequence_length), 1.0))
+    out = held_out_results(prepared, runs)
+    general = {"model_name": model, "training_step": step}
+    return {"config_general": general, "results": out.results, "config_tasks": out.config_tasks}
+
+
+def _held_out_run(output_dir, model, sets, web_at, shift_at, seed):
+    """A run whose held-out domains `web` and `code` are flat (noise only); `web` scored on the set
+    `web_at(step)`, its loss shifted by `shift_at(step)`."""
+    rng = np.random.default_rng(seed)
+    for step in STEPS:
+        content = _held_out_content(model, step, [sets[web_at(step)], sets["code"]], [shift_at(step), 0.0], rng)
+        path = output_dir / "results" / model / str(step) / "results_2025-01-01T00-00-00.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(content))
+    return load_runs(output_dir)[model]
+
+
+def test_held_out_evaluations_over_other_windows_are_not_one_curve(tmp_path, held_out_sets):
+    """The held-out set changed at step 500 (here its sequence length; a budget, seed or file alike):
+    `web`'s loss was 0.3 higher on the first windows, and the flat curve was called informative, its
+    micro and macro averages too; two runs on other windows were compared as if on the same ones. An
+    average over domains is labelled by its own domains, also when a backfill adds one to the file."""
+    from lighteval_nanotron.analysis import analyze
+    from lighteval_nanotron.analysis.compare import DIFFERENT_DOCS
+    from lighteval_nanotron.analysis.history import RunHistory
+    from lighteval_nanotron.analysis.signal import NOISE_DOMINATED
+    from lighteval_nanotron.tracking.results_file import merge_results
+
+    sets = held_out_sets
+    assert sets["short"].description["windows_sha256"] != sets["long"].description["windows_sha256"]
+    changed = _held_out_run(
+        tmp_path / "a", "a", sets, lambda s: "short" if s < 500 else "long", lambda s: 0.3 * (s < 500), 1
+    )
+    for entry in ("heldout|web", "heldout|_micro", "heldout|_macro"):
+        signal = analyze(changed.series[(entry, "loss")])
+        assert signal.evaluations == 6 and signal.verdict == NOISE_DOMINATED, entry
+    assert analyze(changed.series[("heldout|code", "loss")]).evaluations == len(STEPS)  # its windows never changed
+    other = _held_out_run(tmp_path / "b", "b", sets, lambda s: "short", lambda s: 0.3, 2)
+    comparisons = {(c.entry, c.metric): c for c in compare_runs([changed, other])}
+    assert comparisons[("heldout|web", "loss")].note == DIFFERENT_DOCS
+    assert comparisons[("heldout|web", "loss")].leader is None
+    assert comparisons[("heldout|code", "loss")].note != DIFFERENT_DOCS
+    rng = np.random.default_rng(3)
+    two = _held_out_content("c", 100, [sets["short"], sets["code"]], [0.0, 0.0], rng)
+    backfilled = merge_results(two, _held_out_content("c", 100, [sets["wiki"]], [0.0], rng))
+    assert backfilled["config_tasks"]["heldout|_micro"]["domains"] == ["heldout|web", "heldout|code"]
+    three = _held_out_content("c", 200, [sets["short"], sets["code"], sets["wiki"]], [0.0] * 3, rng)
+    history = RunHistory("c")
+    history.add(100, backfilled)
+    history.add(200, three)
+    assert len(history.series[("heldout|_micro", "loss")].over_latest_docs().points) == 1

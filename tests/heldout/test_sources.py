@@ -17,8 +17,8 @@ from tests.models.held_out_cases import text_token_documents, write_nanoset, wri
 LENGTH = 16
 
 
-def _build(path, tokens=10_000, length=LENGTH, **spec):
-    return build_held_out_set(HeldOutSpec("d", str(path), tokens, **spec), tiny_tokenizer(), length, VOCAB_SIZE, 256)
+def _build(path, tokens=10_000, length=LENGTH, vocab_size=VOCAB_SIZE, **spec):
+    return build_held_out_set(HeldOutSpec("d", str(path), tokens, **spec), tiny_tokenizer(), length, vocab_size, 256)
 
 
 def test_text_windows_are_the_training_loaders_rows(tmp_path):
@@ -88,7 +88,13 @@ def test_nanoset_without_metadata_reads_two_byte_tokens(tmp_path):
 @pytest.mark.parametrize(
     "case, message",
     [
-        ("odd_size", "not a whole number of 2-byte tokens"),
+        ("odd_size", "domain 'd': .* not a whole number of 2-byte tokens"),
+        ("four_byte_tokens_read_as_two", "domain 'd': .* it holds 4-byte tokens: every other token"),
+        ("two_byte_tokens_read_as_four", "or its 2-byte tokens were read as 4 bytes"),
+        ("link_to_nothing", "domain 'd': .*zz.ds is not a file \\(a folder, or a link to nothing\\)"),
+        ("undecodable_metadata", "domain 'd': .*metadata cannot be read \\(UnicodeDecodeError"),
+        ("id_in_the_padded_vocabulary", "token id 1030 .* is not a token of the model's tokenizer, though it fits"),
+        ("two_tokenizers", "domain 'd': .* name several tokenizers \\(gpt2, tiny\\)"),
         ("beyond_vocabulary", "does not fit the model's vocabulary"),
         ("beyond_positions", "beyond the model's 256 positions"),
         ("no_files", r"has no \.jsonl, \.json, \.parquet or \*\.ds files"),
@@ -101,8 +107,30 @@ def test_refusals(tmp_path, case, message):
     if case == "odd_size":
         write_nanoset(folder, [[list(range(100))]])
         next(folder.glob("*.ds")).write_bytes(b"\x00" * 101)
+    elif case == "four_byte_tokens_read_as_two":  # datatrove's metadata left behind: read as 2 bytes, "!" between ids
+        write_nanoset(folder, [text_token_documents([300])], token_size=4)
+        for metadata in folder.glob("*.metadata"):
+            metadata.unlink()
+    elif case == "link_to_nothing":  # a shard on shared storage deleted under its link
+        write_nanoset(folder, [text_token_documents([300])])
+        (folder / "zz.ds").symlink_to(tmp_path / "deleted.ds")
+    elif case == "undecodable_metadata":
+        write_nanoset(folder, [text_token_documents([300])])
+        next(folder.glob("*.metadata")).write_bytes(b"\xff\xfe|2\n")
+    elif case == "id_in_the_padded_vocabulary":  # rows 1024..1087 of a padded vocabulary: no token decodes to them
+        (document,) = text_token_documents([400])
+        write_nanoset(folder, [[[token if index % 50 else 1030 for index, token in enumerate(document)]]])
+    elif case == "two_tokenizers":  # the first windows are the model's tokenizer's: the check would pass
+        write_nanoset(folder, [text_token_documents([300])])
+        write_nanoset(tmp_path / "other", [text_token_documents([300], seed=1)], tokenizer_name="gpt2")
+        for file in (tmp_path / "other").iterdir():
+            file.rename(folder / file.name.replace("_00000_", "_00001_"))
+    elif case == "two_byte_tokens_read_as_four":
+        write_nanoset(folder, [text_token_documents([300])], token_size=2)
+        for metadata in folder.glob("*.metadata"):
+            metadata.write_text("tiny|4\n")
     elif case == "beyond_vocabulary":
-        write_nanoset(folder, [[list(range(1000, 1100))]])
+        write_nanoset(folder, [[list(range(1100, 1200))]])
     elif case == "beyond_positions":
         folder = write_text_jsonl(tmp_path / "web.jsonl")
         length = 300
@@ -113,7 +141,7 @@ def test_refusals(tmp_path, case, message):
         folder.mkdir()
         (folder / "rows.jsonl").write_text(json.dumps({"text": 3}) + "\n")
     with pytest.raises(ConfigError, match=message):
-        _build(folder, length=length)
+        _build(folder, length=length, vocab_size=VOCAB_SIZE + 64)  # a model vocabulary padded beyond the tokenizer
 
 
 def test_specs_from_the_section_and_the_command_line():
@@ -163,3 +191,46 @@ def test_a_nanoset_of_another_tokenizer_is_refused_even_when_its_ids_fit(tmp_pat
     message = str(refused.value)
     assert "was not tokenized with the model's tokenizer (its metadata names 'gpt2-permuted')" in message
     assert "Tokenize the data with the model's tokenizer, or give its text" in message
+
+
+def test_a_tokenizer_json_that_truncates_or_pads_tokenizes_whole_documents(tmp_path):
+    """transformers keeps a tokenizer.json's truncation and padding on its backend (switched off per
+    call of the tokenizer); held-out text is encoded by the backend: each document was cut to 8
+    tokens (its bytes all counted: 4x the bytes per token) and padded, and the tokenizer check
+    refused the model's own Nanoset."""
+    from lighteval_nanotron.setup.tokenizer import load_tokenizer
+
+    saved = tiny_tokenizer()
+    saved.backend_tokenizer.enable_truncation(max_length=8)
+    saved.backend_tokenizer.enable_padding(pad_id=saved.eos_token_id, pad_token=saved.eos_token)
+    saved.save_pretrained(tmp_path / "tokenizer")
+    tokenizer = load_tokenizer(str(tmp_path / "tokenizer"))
+    assert tokenizer.backend_tokenizer.truncation["max_length"] == 8
+    source = write_text_jsonl(tmp_path / "web.jsonl", documents=12)
+    spec = HeldOutSpec("d", str(source), 10_000)
+    held_out = build_held_out_set(spec, tokenizer, LENGTH, VOCAB_SIZE, 256)
+    plain = _build(source)
+    assert held_out.windows.tolist() == plain.windows.tolist()
+    assert held_out.target_bytes.tolist() == plain.target_bytes.tolist()
+    documents = [[int(token) for token in plain.windows[:, 1:].reshape(-1)]]
+    nanoset = build_held_out_set(
+        HeldOutSpec("n", str(write_nanoset(tmp_path / "ns", [documents]))), tokenizer, LENGTH, VOCAB_SIZE, 256
+    )
+    assert nanoset.description["tokenizer_agreement"] >= 0.95
+    assert tokenizer.backend_tokenizer.truncation["max_length"] == 8  # as it was: other callers' settings stay
+    assert tokenizer.backend_tokenizer.padding is not None
+
+
+def test_long_documents_are_encoded_only_as_far_as_the_budget_needs():
+    """A budget one long document fills: batches of 256 documents encoded 40 books of 200,000
+    characters (all held at once: gigabytes for real books) to use one."""
+    pulled = []
+
+    def books():
+        for index in range(40):
+            pulled.append(index)
+            yield "the river ran past the old mill " * 6_250
+
+    ids, sizes, documents = text_stream(books(), tiny_tokenizer(), needed_tokens=100)
+    assert documents == 1 and len(ids) > 100 and sizes.sum() == 200_000
+    assert len(pulled) <= 5  # BATCH_CHARACTERS: 1,000,000 characters a batch

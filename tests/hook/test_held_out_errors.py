@@ -39,3 +39,15 @@ def test_held_out_data_beyond_the_vocabulary_stops_every_rank_before_step_1(tmp_
     assert "held-out domain 'code'" in lines[0] and "does not fit the model's vocabulary of 1024" in lines[0]
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "checkpoints").exists()
+
+
+def test_bad_held_out_data_with_asynchronous_evaluation_stops_train_before_any_process(tmp_path, capsys):
+    """Launched evaluations build the held-out domains themselves: a Nanoset beyond the vocabulary
+    failed every checkpoint's evaluation while training went on, instead of stopping `train`."""
+    folder = write_nanoset(tmp_path / "code", [[list(range(1000, 1100))]])
+    section = {"held_out": {"code": str(folder)}, "asynchronous": {"launcher": "local", "cpu": True}}
+    config = write_config(tmp_path, dp=2, checkpoint_interval=2, section=section)
+    assert run_train.main(["--config-file", str(config), "--cpu", "--nproc", "2"]) == 2
+    (line,) = _error_lines(capsys.readouterr().err)
+    assert "held-out domain 'code'" in line and "does not fit the model's vocabulary of 1024" in line
+    assert not (tmp_path / "checkpoints").exists()

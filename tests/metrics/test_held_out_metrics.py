@@ -46,3 +46,15 @@ def test_micro_pools_windows_and_macro_averages_domains():
     assert macro["loss"] == pytest.approx((da["loss"] + db["loss"]) / 2)
     assert macro["loss_stderr"] == pytest.approx(math.hypot(da["loss_stderr"], db["loss_stderr"]) / 2)
     assert macro["perplexity"] == pytest.approx(math.exp(macro["loss"]))
+
+
+def test_a_loss_beyond_exps_range_has_an_infinite_perplexity():
+    """A diverged model's loss above 709 nats: perplexity inf (null in the results file), the loss
+    and bits per byte as they are; math.exp raised OverflowError and the evaluation was lost."""
+    diverged = (np.array([800.0 * 4, 900.0 * 4]), 4, np.array([10, 12]))
+    scores = domain_scores(*diverged)
+    assert scores["loss"] == pytest.approx(850.0) and math.isinf(scores["perplexity"])
+    assert scores["bits_per_byte"] == pytest.approx(1700 * 4 / math.log(2) / 22)
+    assert math.isinf(micro_scores({"a": diverged, "b": diverged})["perplexity"])
+    macro = macro_scores({"a": scores, "b": domain_scores(diverged[0] * 2, 4, diverged[2])})
+    assert macro["loss"] == pytest.approx(850.0 * 1.5) and math.isinf(macro["perplexity"])

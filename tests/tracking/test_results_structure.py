@@ -115,3 +115,31 @@ def test_generation_parameters_of_a_sampled_task_survive_a_run_that_generates_no
     assert merged["config_general"]["generation_parameters"] == {"temperature": 0.5}
     with pytest.raises(TrackingError, match=r"generation_parameters \{'temperature': 0.5\} there, \{\} now"):
         merge_results(merged, run("custom|gen2|0", True, {}))
+
+
+def test_a_held_out_domain_kept_in_a_step_does_not_depend_on_generation_parameters():
+    """A step with a sampled task and a held-out domain, the task scored again at another temperature:
+    the domain (kept) was taken for a generating task and the merge refused."""
+    import numpy as np
+
+    from lighteval_nanotron.pipeline.held_out import HeldOutRun, PreparedHeldOut, held_out_results
+    from lighteval_nanotron.requests.held_out import HeldOutLosses, HeldOutSet
+    from lighteval_nanotron.tracking.results_file import merge_results
+
+    windows = np.arange(3 * 9, dtype=np.int32).reshape(3, 9)
+    held_out = HeldOutSet("web", windows, np.array([20, 21, 22]))
+    out = held_out_results(
+        PreparedHeldOut([held_out], [None]), [HeldOutRun(HeldOutLosses(np.array([9.0, 8, 7]), 8), 1.0)]
+    )
+
+    def run(temperature: float, with_held_out: bool) -> dict:
+        content = make_result(step=10).to_dict()
+        content["results"] = {"custom|gen|0": {"em": 0.5, "em_stderr": 0.1}, **(out.results if with_held_out else {})}
+        content["config_tasks"] = {"custom|gen|0": {"generative": True}, **(out.config_tasks if with_held_out else {})}
+        content["summary_tasks"] = {"custom|gen|0": {"effective_num_docs": 4}}
+        content["config_general"]["generation_parameters"] = {"temperature": temperature}
+        return content
+
+    merged = merge_results(run(0.5, True), run(0.0, False))
+    assert merged["results"]["heldout|web"] == out.results["heldout|web"]
+    assert merged["config_general"]["generation_parameters"] == {"temperature": 0.0}
