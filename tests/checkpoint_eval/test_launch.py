@@ -64,6 +64,8 @@ def test_settings_are_checked():
         AsyncEvaluationConfig(launcher="ssh")
     with pytest.raises(ConfigError, match=r"^lighteval_nanotron\.asynchronous\.slurm\.gpus_per_node is 0"):
         SlurmSettings(gpus_per_node=0)
+    with pytest.raises(ConfigError, match=r"env has 'MY VAR': not an environment variable name"):
+        AsyncEvaluationConfig(cpu=True, env={"MY VAR": "1"})  # `export MY VAR=1` failed every launch
 
 
 def test_the_launched_command_carries_every_option_of_the_section(tmp_path):
@@ -129,6 +131,21 @@ def test_slurm_script_lines(tmp_path):
 
     cpu = AsyncEvaluationConfig(launcher="slurm", cpu=True, dp=2, slurm=SlurmSettings(time="00:10:00"))
     assert sbatch_options(job, cpu)[2:5] == ["--nodes=1", "--ntasks=2", "--time=00:10:00"]
+
+
+def test_sbatch_lines_hold_any_value_sbatch_can_read(tmp_path):
+    """sbatch splits a #SBATCH line at white space and ends it at `#`, and --output is a filename
+    pattern: a log folder with a space made every launch an 'Invalid directive' (the real Slurm
+    test runs such a folder); values that are not plain are quoted, the folder's `%` doubled."""
+    settings = AsyncEvaluationConfig(launcher="slurm", cpu=True, slurm=SlurmSettings(partition="gpu #2", account='a"b'))
+    job = dataclasses.replace(_job(tmp_path, tmp_path / "ckpt", settings, 3), logs_dir=Path("/runs/my run %x/3"))
+    options = sbatch_options(job, settings)
+    assert options[1] == '--output="/runs/my run %%x/3/slurm-%j.out"'
+    assert options[-2:] == ['--partition="gpu #2"', '--account="a\\"b"']
+    with pytest.raises(ConfigError, match="has a backslash: Slurm drops it"):
+        sbatch_options(dataclasses.replace(job, logs_dir=Path("/runs/a\\b/3")), settings)
+    with pytest.raises(ConfigError, match=r"slurm\.qos 'x\\ny' has a line break"):
+        sbatch_options(job, AsyncEvaluationConfig(launcher="slurm", cpu=True, slurm=SlurmSettings(qos="x\ny")))
 
 
 def test_slurm_template(tmp_path):
@@ -198,7 +215,8 @@ def test_slurm_launcher_against_a_real_slurm(tiny_converted, tmp_path):
         settings = AsyncEvaluationConfig(launcher="slurm", cpu=True, slurm=SlurmSettings(time="00:05:00"))
         outcomes = []
         queue = LaunchQueue(SlurmLauncher(settings), 2, 0.2, _has_results(tmp_path), outcomes.append)
-        done_job = _job(tmp_path, checkpoints[1], settings, 1)
+        logs = tmp_path / "logs #1 %x"  # sbatch reads a space and `#` in a #SBATCH line its own way
+        done_job = dataclasses.replace(_job(tmp_path, checkpoints[1], settings, 1), logs_dir=logs / "1")
         cancelled_job = _job(tmp_path, checkpoints[2], settings, 2)
         for job in (done_job, cancelled_job):
             job.base_env.update(SLURM_CONF=env["SLURM_CONF"])
@@ -206,13 +224,13 @@ def test_slurm_launcher_against_a_real_slurm(tiny_converted, tmp_path):
         queue.pump()
         (first, _), (second, _) = queue.running
         subprocess.run(["scancel", second.job_id], env=env, check=True, timeout=30)
-        assert wait_for_job(first.job_id, env, timeout=240) == "COMPLETED", (tmp_path / "logs" / "1").glob("*")
+        assert wait_for_job(first.job_id, env, timeout=240) == "COMPLETED", list((logs / "1").glob("*"))
         assert wait_for_job(second.job_id, env, timeout=60) == "CANCELLED"
         queue.pump(force_poll=True)
     assert [(record.step, record.ok) for record in outcomes] == [(1, True), (2, False)], outcomes
     assert "Slurm state CANCELLED" in outcomes[1].detail
     assert sorted(_results(tmp_path)) == [1]
-    log = next((tmp_path / "logs" / "1").glob("slurm-*.out")).read_text()
+    log = (logs / "1" / f"slurm-{first.job_id}.out").read_text()
     assert "Evaluation of tiny at step 1" in log
 
 
