@@ -12,7 +12,7 @@ import pytest
 
 from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.checkpoint_eval.launch.job import EvalJob, cleaned_environment, eval_arguments
-from lighteval_nanotron.checkpoint_eval.launch.launchers import LocalLauncher, SlurmLauncher
+from lighteval_nanotron.checkpoint_eval.launch.launchers import LocalLauncher, SlurmLauncher, launch_history
 from lighteval_nanotron.checkpoint_eval.launch.queue import LaunchQueue
 from lighteval_nanotron.checkpoint_eval.launch.script import local_script, read_template, sbatch_options, slurm_script
 from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig, SlurmSettings
@@ -247,8 +247,11 @@ def test_a_failed_local_evaluation_is_recorded_with_its_error_line(tmp_path):
     job = dataclasses.replace(_job(tmp_path, tmp_path / "run" / "2", settings, 2), python=str(python))
     outcomes = []
     queue = LaunchQueue(LocalLauncher(settings), 1, 0.1, lambda step: False, outcomes.append)
+    assert launch_history(job) is None
     queue.add(job)
+    assert launch_history(job) == "queued"  # what a training that dies now leaves for its resumed run
     queue.wait_all(poll_s=0.1)
+    assert launch_history(job) == "launched"
     (record,) = outcomes
     assert not record.ok
     assert record.detail == (

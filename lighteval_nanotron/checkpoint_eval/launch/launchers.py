@@ -27,6 +27,10 @@ COMMAND_TIMEOUT_S = 60
 """The longest a Slurm command (sbatch, scontrol) may take before it counts as failed."""
 ERROR_TAIL_BYTES = 65536
 """How much of a failed evaluation's log is searched for its `error:` line."""
+LOCAL_SCRIPT = "eval.sh"
+SLURM_SCRIPT = "eval.sbatch"
+QUEUED_MARKER = "queued"
+"""Written in a job's scripts folder when it is queued (`mark_queued`)."""
 SLURM_ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING")
 
 
@@ -121,7 +125,7 @@ class LocalLauncher:
         group = self._free.popleft()
         if group is not None:
             job = replace(job, exports={**job.exports, "CUDA_VISIBLE_DEVICES": ",".join(group)})
-        script = _write(job.scripts_dir / "eval.sh", self.script(job))
+        script = _write(job.scripts_dir / LOCAL_SCRIPT, self.script(job))
         job.logs_dir.mkdir(parents=True, exist_ok=True)
         log = open(job.logs_dir / "eval.log", "w")
         try:
@@ -168,7 +172,7 @@ class SlurmLauncher:
         return slurm_script(job, self.settings)
 
     def launch(self, job: EvalJob) -> SlurmLaunch:
-        script = _write(job.scripts_dir / "eval.sbatch", self.script(job))
+        script = _write(job.scripts_dir / SLURM_SCRIPT, self.script(job))
         job.logs_dir.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(
             ["sbatch", "--parsable", str(script)], cwd=job.workdir, env=job.base_env, capture_output=True, text=True,
@@ -189,6 +193,19 @@ def slurm_job_state(job_id: str, env: dict[str, str]) -> tuple[str | None, str |
         return None, None
     fields = dict(item.split("=", 1) for item in done.stdout.split() if "=" in item)
     return fields.get("JobState"), fields.get("ExitCode")
+
+
+def mark_queued(job: EvalJob) -> None:
+    """Leave a trace of `job` being queued, for a resumed training to find it if it is never launched."""
+    _write(job.scripts_dir / QUEUED_MARKER, "")
+
+
+def launch_history(job: EvalJob) -> str | None:
+    """What an earlier run did with `job`: `launched` (its script is written at launch), `queued`
+    (queued and never launched: the training ended first), None (nothing)."""
+    if any((job.scripts_dir / name).is_file() for name in (LOCAL_SCRIPT, SLURM_SCRIPT)):
+        return "launched"
+    return "queued" if (job.scripts_dir / QUEUED_MARKER).is_file() else None
 
 
 def launcher_for(settings: Any) -> LocalLauncher | SlurmLauncher:

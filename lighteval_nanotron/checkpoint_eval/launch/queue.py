@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lighteval_nanotron.checkpoint_eval.launch.job import EvalJob
+from lighteval_nanotron.checkpoint_eval.launch.launchers import mark_queued
 
 logger = logging.getLogger(__name__)
 
@@ -58,10 +59,16 @@ class LaunchQueue:
         self._last_poll = float("-inf")
 
     def add(self, job: EvalJob) -> None:
-        """Queue `job` (a step already queued, in flight or recorded is not queued again)."""
+        """Queue `job` (a step already queued, in flight or recorded is not queued again), leaving a
+        trace in its scripts folder (`launchers.mark_queued`) for a resumed training."""
         known = {queued.step for queued in self.pending} | {record.step for record in self.records}
-        if job.step not in known:
-            self.pending.append(job)
+        if job.step in known:
+            return
+        self.pending.append(job)
+        try:
+            mark_queued(job)
+        except OSError as error:  # the launch writes there too, and records its own failure
+            logger.warning("[lighteval_nanotron] step %d: cannot mark it queued: %s", job.step, error)
 
     def pump(self, force_poll: bool = False) -> None:
         """Record the evaluations that ended (asked every `poll_interval_s`, or now with
