@@ -68,7 +68,7 @@ class AsynchronousEvaluator(TrainingEvaluator):
         self.step_times.record(trainer)
         try:
             if self.queue is not None:
-                self.queue.pump()
+                self.queue.pump_in_background()  # sbatch, scontrol and the output folder off the training's thread
         finally:
             self.step_times.step_ended()
 

@@ -6,6 +6,7 @@ import dataclasses
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,34 @@ def test_a_failed_local_evaluation_is_recorded_with_its_error_line(tmp_path):
         f"exit status 2 (log: {tmp_path / 'logs' / '2' / 'eval.log'}): error: Step 2 of tiny in out: the step's "
         "results file holds arc scored with other settings"
     ), record.detail
+
+
+def test_a_slow_slurm_controller_never_holds_up_the_training_step(tmp_path):
+    """sbatch and scontrol answer in seconds from a busy controller (up to COMMAND_TIMEOUT_S each): the
+    training's step ran them itself and waited. They now run on a worker thread; an output folder that
+    cannot be read records the evaluation as failed instead of raising into the training step."""
+    commands = tmp_path / "bin"
+    commands.mkdir()
+    (commands / "sbatch").write_text("#!/bin/sh\nsleep 1\necho 41\n")
+    (commands / "scontrol").write_text("#!/bin/sh\nsleep 1\necho JobId=41 JobState=COMPLETED ExitCode=0:0\n")
+    for command in commands.iterdir():
+        command.chmod(0o755)
+    settings = AsyncEvaluationConfig(launcher="slurm", cpu=True, poll_interval_s=0.1)
+    job = _job(tmp_path, tmp_path / "run" / "5", settings, 5)
+    job = dataclasses.replace(job, base_env={**job.base_env, "PATH": f"{commands}:{job.base_env['PATH']}"})
+
+    def unreadable(step: int) -> bool:
+        raise PermissionError(f"{tmp_path / 'out'} cannot be listed")
+
+    outcomes = []
+    queue = LaunchQueue(SlurmLauncher(settings), 1, 0.1, unreadable, outcomes.append)
+    queue.add(job)
+    started = time.monotonic()
+    queue.pump_in_background()  # sbatch runs for a second, on the worker
+    queue.pump_in_background()  # a round is under way: nothing more to start
+    assert time.monotonic() - started < 0.5
+    queue.wait_all(poll_s=0.1)  # the end of training waits, as before
+    (record,) = outcomes
+    assert (record.step, record.where, record.ok) == (5, "Slurm job 41", False)
+    said = f"Slurm state COMPLETED, exit code 0:0 (log: {job.logs_dir}/slurm-41.out), but its results cannot be read"
+    assert record.detail.startswith(said), record.detail
