@@ -163,6 +163,12 @@ def test_slurm_template(tmp_path):
     template.write_text("#!/bin/bash\n${sbatch}\n")
     with pytest.raises(ConfigError, match="has no"):
         read_template(str(template))
+    template.write_text("#!/bin/bash\n#SBATCH --time=10\n${setup}\n${command}\n")  # its own #SBATCH lines only
+    with pytest.raises(ConfigError, match=r"has no \$\{sbatch\}: put it in \(the #SBATCH lines: without them"):
+        read_template(str(template))
+    template.write_text("#!/bin/bash\n${sbatch}\nsource venv/bin/activate\n${command}\n")
+    with pytest.raises(ConfigError, match=r"has no \$\{setup\}: put it in \(the cd to the training's folder"):
+        read_template(str(template))
 
 
 def _step_checkpoints(tmp_path: Path, checkpoint: Path, *steps: int) -> dict[int, Path]:

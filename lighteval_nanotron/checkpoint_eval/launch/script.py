@@ -33,6 +33,14 @@ DEFAULT_TEMPLATE = "#!/bin/bash\n${sbatch}\n${setup}\n${command}\n"
 SBATCH_PLAIN = re.compile(r"[A-Za-z0-9_./:=%,@+-]*")
 """Characters a `#SBATCH` value may have unquoted."""
 PLACEHOLDERS = ("sbatch", "setup", "command", "step", "checkpoint", "job_name")
+REQUIRED = {
+    "sbatch": "the #SBATCH lines: without them the job has no --output (its log is not where the hook reads it) "
+    "and one task whatever tp x pp x dp",
+    "setup": "the cd to the training's folder and the exports: without them relative paths (the output folder) "
+    "and the evaluation's own variables (its W&B run) are not the training's",
+    "command": "where the evaluation runs",
+}
+"""The placeholders a template must place, and what is lost without each."""
 KILL_AFTER_S = 30
 """Seconds `timeout` waits after its SIGTERM before SIGKILL."""
 
@@ -118,8 +126,8 @@ def slurm_script(job: EvalJob, settings: Any) -> str:
 
 def read_template(path: str | None) -> str:
     """The Slurm script template (the default when `path` is None), checked: it must place
-    `${command}`, and every lowercase `${name}` in it must be one of ours (a typo would leave the
-    script without a part)."""
+    `${sbatch}`, `${setup}` and `${command}` (`REQUIRED`), and every lowercase `${name}` in it must
+    be one of ours (a typo would leave the script without a part)."""
     if path is None:
         return DEFAULT_TEMPLATE
     where = "lighteval_nanotron.asynchronous.slurm.template"
@@ -131,6 +139,7 @@ def read_template(path: str | None) -> str:
     if unknown:
         known = ", ".join("${" + name + "}" for name in PLACEHOLDERS)
         raise ConfigError(f"{where} {path} has unknown placeholder(s) {unknown}: use {known}.")
-    if "${command}" not in text:
-        raise ConfigError(f"{where} {path} has no ${{command}}: put it where the evaluation runs (docs/hook.md).")
+    for name, why in REQUIRED.items():
+        if "${" + name + "}" not in text:
+            raise ConfigError(f"{where} {path} has no ${{{name}}}: put it in ({why}; docs/hook.md).")
     return text

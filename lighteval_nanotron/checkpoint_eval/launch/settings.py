@@ -48,9 +48,9 @@ class SlurmSettings(Options):
     extra_sbatch: Optional[List[str]] = None
     """More `#SBATCH` options, e.g. `--constraint=h100` or `--exclusive`."""
     template: Optional[str] = None
-    """A script template file: `${sbatch}` (the `#SBATCH` lines), `${setup}` (cd, env_setup, exports)
-    and `${command}` (the srun line) are filled in, and `${step}`, `${checkpoint}`, `${job_name}`.
-    Unset: those three in that order."""
+    """A script template file that places `${sbatch}` (the `#SBATCH` lines), `${setup}` (cd, env_setup,
+    exports) and `${command}` (the srun line), each required, and may place `${step}`, `${checkpoint}`,
+    `${job_name}`. Unset: those three in that order."""
     hf_cache: Optional[str] = None
     """Hugging Face cache of the job (exported as `HF_HOME`, `HF_DATASETS_CACHE`, `HUGGINGFACE_HUB_CACHE`)."""
 
