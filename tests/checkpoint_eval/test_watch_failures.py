@@ -30,7 +30,7 @@ def _place(source: Path, run: Path, step: int, train_steps: int, metadata: str |
 
 def _watch_a_training_that_starts_later(checkpoint: Path, root: Path) -> tuple:
     """run_distributed worker: the watch starts before the training created its checkpoints folder;
-    then step 10 arrives with damaged metadata and step 20, the last, intact."""
+    then step 10 arrives with damaged metadata, 15 holding step 10's, and step 20, the last, intact."""
     from lighteval_nanotron.checkpoint_eval import CheckpointEvalConfig
     from lighteval_nanotron.checkpoint_eval.watch import watch_checkpoints
 
@@ -38,6 +38,7 @@ def _watch_a_training_that_starts_later(checkpoint: Path, root: Path) -> tuple:
 
     def training() -> None:
         _place(checkpoint, run, 10, train_steps=20, metadata="{not json")
+        _place(checkpoint, run, 15, train_steps=20, metadata='{"metas": {"last_train_step": 10}}')
         _place(checkpoint, run, 20, train_steps=20)
 
     config = CheckpointEvalConfig(
@@ -58,15 +59,16 @@ def _watch_a_training_that_starts_later(checkpoint: Path, root: Path) -> tuple:
 
 def test_watch_waits_for_the_folder_and_skips_an_unreadable_checkpoint(tiny_converted, tmp_path):
     """Nanotron creates `checkpoints_path` at its first save: a watch started with the training stopped
-    at once ('does not exist'). A settled checkpoint whose metadata cannot be read stopped the whole
-    watch (the scan raised), so no later checkpoint was evaluated; it is recorded and skipped."""
+    at once ('does not exist'). A settled checkpoint whose metadata cannot be read, or names another
+    step, stopped the whole watch (the scan raised), so no later checkpoint was evaluated; each is
+    recorded and skipped."""
     _, checkpoint = tiny_converted
     [(lines, error_type, message)] = run_distributed(_watch_a_training_that_starts_later, 1, checkpoint, tmp_path)
     log = "\n".join(lines)
     assert f"watch: waiting for checkpoints in {tmp_path / 'checkpoints'} (not created yet" in log
     assert "watch: step 10 FAILED, going on: Cannot read" in log
-    assert "watch: evaluating step 20" in log and "evaluating step 10" not in log
+    assert "watch: step 15 FAILED, going on: Checkpoint folder" in log and "says step 10" in log
+    assert "watch: evaluating step 20" in log and "evaluating step 10" not in log and "evaluating step 15" not in log
     assert "watch: stopped: the training's last checkpoint (step 20) is handled" in log
-    assert error_type == "EvaluationError" and "1 checkpoint(s) could not be evaluated (step 10: Cannot read" in message
-    assert (tmp_path / "out" / "results" / "tiny" / "20").is_dir()
-    assert not (tmp_path / "out" / "results" / "tiny" / "10").exists()
+    assert error_type == "EvaluationError" and "2 checkpoint(s) could not be evaluated (step 10: Cannot read" in message
+    assert sorted(path.name for path in (tmp_path / "out" / "results" / "tiny").iterdir()) == ["20"]
