@@ -13,7 +13,12 @@ import pytest
 
 from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.checkpoint_eval.launch.job import EvalJob, cleaned_environment, eval_arguments
-from lighteval_nanotron.checkpoint_eval.launch.launchers import LocalLauncher, SlurmLauncher, launch_history
+from lighteval_nanotron.checkpoint_eval.launch.launchers import (
+    LocalLauncher,
+    SlurmLauncher,
+    launch_history,
+    slurm_job_state,
+)
 from lighteval_nanotron.checkpoint_eval.launch.queue import LaunchQueue
 from lighteval_nanotron.checkpoint_eval.launch.script import local_script, read_template, sbatch_options, slurm_script
 from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig, SlurmSettings
@@ -234,6 +239,12 @@ def test_slurm_launcher_against_a_real_slurm(tiny_converted, tmp_path):
         assert wait_for_job(first.job_id, env, timeout=240) == "COMPLETED", list((logs / "1").glob("*"))
         assert wait_for_job(second.job_id, env, timeout=60) == "CANCELLED"
         queue.pump(force_poll=True)
+        assert slurm_job_state("999999", env) == (None, None)  # a job the controller no longer knows
+    # The controller unreachable (stopped with the cluster; retries cut to 1 s) is not a forgotten job
+    dead = tmp_path / "dead.conf"
+    dead.write_text(Path(env["SLURM_CONF"]).read_text() + "MessageTimeout=1\n")
+    with pytest.raises(OSError, match="Unable to contact slurm controller"):
+        slurm_job_state(first.job_id, {**env, "SLURM_CONF": str(dead)})
     assert [(record.step, record.ok) for record in outcomes] == [(1, True), (2, False)], outcomes
     assert "Slurm state CANCELLED" in outcomes[1].detail
     assert sorted(_results(tmp_path)) == [1]

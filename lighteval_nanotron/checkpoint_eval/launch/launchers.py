@@ -29,6 +29,8 @@ ERROR_TAIL_BYTES = 65536
 """How much of a failed evaluation's log is searched for its `error:` line."""
 LOCAL_SCRIPT = "eval.sh"
 SLURM_SCRIPT = "eval.sbatch"
+SLURM_FORGOTTEN = "Invalid job id specified"
+"""What `scontrol show job` says of a job the controller no longer knows (purged after MinJobAge)."""
 QUEUED_MARKER = "queued"
 """Written in a job's scripts folder when it is queued (`mark_queued`)."""
 SLURM_ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING")
@@ -184,13 +186,18 @@ class SlurmLauncher:
 
 
 def slurm_job_state(job_id: str, env: dict[str, str]) -> tuple[str | None, str | None]:
-    """(JobState, ExitCode) of a job from `scontrol show job -o`, (None, None) once Slurm forgot it."""
+    """(JobState, ExitCode) of a job from `scontrol show job -o`, (None, None) once Slurm forgot it.
+    Any other failure of scontrol (the controller unreachable or timing out) is an OSError: the job
+    is not known to be gone (taken as forgotten, a running job was recorded as failed and its slot
+    given to the next one)."""
     done = subprocess.run(
         ["scontrol", "show", "job", "-o", job_id], env=env, capture_output=True, text=True,
         timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     if done.returncode != 0:
-        return None, None
+        if SLURM_FORGOTTEN in done.stderr:
+            return None, None
+        raise OSError(f"scontrol show job {job_id} failed (exit status {done.returncode}): {done.stderr.strip()}")
     fields = dict(item.split("=", 1) for item in done.stdout.split() if "=" in item)
     return fields.get("JobState"), fields.get("ExitCode")
 
