@@ -270,7 +270,16 @@ def test_a_failed_local_evaluation_is_recorded_with_its_error_line(tmp_path):
     assert launch_history(job) == "queued"  # what a training that dies now leaves for its resumed run
     queue.wait_all(poll_s=0.1)
     assert launch_history(job) == "launched"
-    (record,) = outcomes
+    # A launch whose script cannot be written (a full or read-only disk) is recorded and gives its
+    # slot back: the slot was kept, and every later launch failed with 'pop from an empty deque'.
+    blocked = tmp_path / "a_file"
+    blocked.write_text("")
+    queue.add(dataclasses.replace(job, step=3, scripts_dir=blocked / "3"))
+    queue.add(dataclasses.replace(job, step=4))
+    queue.wait_all(poll_s=0.1)
+    assert [(record.step, record.where) for record in outcomes[1:]] == [(3, "not launched"), (4, outcomes[2].where)]
+    assert "NotADirectoryError" in outcomes[1].detail and outcomes[2].where.startswith("pid ")
+    (record, *_) = outcomes
     assert not record.ok
     assert record.detail == (
         f"exit status 2 (log: {tmp_path / 'logs' / '2' / 'eval.log'}): error: Step 2 of tiny in out: the step's "

@@ -124,7 +124,18 @@ class LocalLauncher:
         return local_script(job, self.settings)
 
     def launch(self, job: EvalJob) -> LocalLaunch:
+        """Start `job` on a free group of devices; a launch that fails (its script or log cannot be
+        written, bash cannot start) gives the group back (kept, every later launch failed)."""
         group = self._free.popleft()
+        try:
+            job, process, log = self._start(job, group)
+        except BaseException:
+            self._free.appendleft(group)
+            raise
+        deadline = time.monotonic() + self.settings.timeout_s + KILL_AFTER_S + 30
+        return LocalLaunch(job, process, log, deadline, lambda: self._free.append(group))
+
+    def _start(self, job: EvalJob, group: list[str] | None) -> tuple[EvalJob, subprocess.Popen, IO[str]]:
         if group is not None:
             job = replace(job, exports={**job.exports, "CUDA_VISIBLE_DEVICES": ",".join(group)})
         script = _write(job.scripts_dir / LOCAL_SCRIPT, self.script(job))
@@ -135,12 +146,10 @@ class LocalLauncher:
                 ["bash", str(script)], cwd=job.workdir, env=job.base_env, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
-        except OSError:
+        except BaseException:
             log.close()
-            self._free.appendleft(group)
             raise
-        deadline = time.monotonic() + self.settings.timeout_s + KILL_AFTER_S + 30
-        return LocalLaunch(job, process, log, deadline, lambda: self._free.append(group))
+        return job, process, log
 
 
 class SlurmLaunch:
