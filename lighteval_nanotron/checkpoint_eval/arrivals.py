@@ -28,6 +28,8 @@ from pathlib import Path
 from lighteval_nanotron.checkpoint_eval.discovery import CheckpointInfo, step_folders
 from lighteval_nanotron.errors import CheckpointError
 from lighteval_nanotron.models.checkpoint.format import is_complete_checkpoint, read_training_config
+from lighteval_nanotron.models.checkpoint.path_hints import checkpoint_path_hint
+from lighteval_nanotron.steps import numbered_folders
 
 Fingerprint = tuple[tuple[str, int, int], ...]
 
@@ -83,8 +85,14 @@ class ArrivalScanner:
                     f"Checkpoints folder {self.root} was removed while watched: the results written so far are "
                     "kept; restart the watch on the folder's new place (steps with results are skipped)."
                 )
+            if self.root.exists():
+                raise CheckpointError(
+                    f"{self.root} is a file, not a folder: pass the trainer's checkpoints_path."
+                )
             return Scan([], [], None, root_exists=False)
-        self._root_seen = True
+        if not self._root_seen:
+            _check_checkpoints_folder(self.root)
+            self._root_seen = True
         folders = step_folders(self.root)
         ready: list[CheckpointInfo] = []
         writing: list[int] = []
@@ -111,6 +119,19 @@ class ArrivalScanner:
             self._seen[step] = (current, now)
             return self.settle_s == 0
         return now - previous[1] >= self.settle_s
+
+
+def _check_checkpoints_folder(root: Path) -> None:
+    """A folder that can never hold step folders is a CheckpointError: one checkpoint, or a Hugging
+    Face model folder, would be watched for ever."""
+    if is_complete_checkpoint(root):
+        raise CheckpointError(
+            f"{root} is one checkpoint, not a training's folder of step folders: watch the folder that holds the "
+            f"steps (the trainer's checkpoints_path), or evaluate it once (`lighteval-nanotron eval {root} ...`)."
+        )
+    hint = checkpoint_path_hint(root)
+    if hint and not numbered_folders(root):
+        raise CheckpointError(hint)
 
 
 @dataclass(frozen=True)

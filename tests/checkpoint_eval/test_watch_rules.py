@@ -76,6 +76,12 @@ def test_the_checkpoints_folder_may_come_later_but_not_go(tmp_path):
     shutil.rmtree(root)
     with pytest.raises(CheckpointError, match="was removed while watched"):
         scanner.scan(now=3, handled={10})
+    # what can never hold step folders is refused, not watched for ever
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(CheckpointError, match="a_file is a file, not a folder"):
+        ArrivalScanner(tmp_path / "a_file", settle_s=0).scan(now=0, handled=set())
+    with pytest.raises(CheckpointError, match="is one checkpoint, not a training's folder of step folders"):
+        ArrivalScanner(_write_checkpoint(tmp_path / "20"), settle_s=0).scan(now=0, handled=set())
 
 
 def test_last_saved_step(tmp_path):
