@@ -86,9 +86,7 @@ class ArrivalScanner:
                     "kept; restart the watch on the folder's new place (steps with results are skipped)."
                 )
             if self.root.exists():
-                raise CheckpointError(
-                    f"{self.root} is a file, not a folder: pass the trainer's checkpoints_path."
-                )
+                raise CheckpointError(f"{self.root} is a file, not a folder: pass the trainer's checkpoints_path.")
             return Scan([], [], None, root_exists=False)
         if not self._root_seen:
             _check_checkpoints_folder(self.root)

@@ -15,6 +15,7 @@ from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.checkpoint_eval.launch.job import EvalJob, cleaned_environment, eval_arguments
 from lighteval_nanotron.checkpoint_eval.launch.launchers import (
     LocalLauncher,
+    SlurmLaunch,
     SlurmLauncher,
     launch_history,
     slurm_job_state,
@@ -316,3 +317,21 @@ def test_a_slow_slurm_controller_never_holds_up_the_training_step(tmp_path):
     assert (record.step, record.where, record.ok) == (5, "Slurm job 41", False)
     said = f"Slurm state COMPLETED, exit code 0:0 (log: {job.logs_dir}/slurm-41.out), but its results cannot be read"
     assert record.detail.startswith(said), record.detail
+
+
+@pytest.mark.parametrize(
+    ("state", "over"),
+    [("STAGE_OUT", False), ("STOPPED", False), ("REQUEUE_HOLD", False), ("SPECIAL_EXIT", False), ("PENDING", False),
+     ("PREEMPTED", True), ("OUT_OF_MEMORY", True), ("COMPLETED", True)],
+)  # fmt: skip
+def test_a_slurm_job_held_stopped_or_staging_out_is_still_in_flight(tmp_path, state, over):
+    """Such a job was taken as ended: recorded as failed, its slot given to the next job (over
+    max_in_flight) while it was still to run or finishing."""
+    commands = tmp_path / "bin"
+    commands.mkdir()
+    (commands / "scontrol").write_text(f"#!/bin/sh\necho JobId=41 JobState={state} ExitCode=0:0\n")
+    (commands / "scontrol").chmod(0o755)
+    settings = AsyncEvaluationConfig(launcher="slurm", cpu=True)
+    job = _job(tmp_path, tmp_path / "run" / "5", settings, 5)
+    job = dataclasses.replace(job, base_env={**job.base_env, "PATH": f"{commands}:{job.base_env['PATH']}"})
+    assert (SlurmLaunch(job, "41").poll() is not None) == over

@@ -33,7 +33,12 @@ SLURM_FORGOTTEN = "Invalid job id specified"
 """What `scontrol show job` says of a job the controller no longer knows (purged after MinJobAge)."""
 QUEUED_MARKER = "queued"
 """Written in a job's scripts folder when it is queued (`mark_queued`)."""
-SLURM_ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING")
+SLURM_ACTIVE = (
+    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING", "STOPPED",
+    "STAGE_OUT", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT",
+)  # fmt: skip
+"""Job states (`squeue --help`, JOB STATE CODES) of a job not over: still to run, running, held or
+requeued (`SPECIAL_EXIT` is a requeue held for release). Any other state is the job's end."""
 
 
 @dataclass(frozen=True)
