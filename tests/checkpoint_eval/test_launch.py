@@ -3,6 +3,7 @@ local launcher (a real `eval` process group: done, or killed at its timeout and 
 Slurm launcher against a real single-node Slurm (a job that completes, one that is cancelled)."""
 
 import dataclasses
+import os
 import shutil
 import subprocess
 import sys
@@ -335,3 +336,23 @@ def test_a_slurm_job_held_stopped_or_staging_out_is_still_in_flight(tmp_path, st
     job = _job(tmp_path, tmp_path / "run" / "5", settings, 5)
     job = dataclasses.replace(job, base_env={**job.base_env, "PATH": f"{commands}:{job.base_env['PATH']}"})
     assert (SlurmLaunch(job, "41").poll() is not None) == over
+
+
+def test_a_job_sbatch_queued_without_answering_in_time_is_followed(tmp_path):
+    """sbatch timing out does not mean the controller did not queue the job: such a job was recorded as
+    never launched while it ran (its slot given to the next job); it is found by its name."""
+    commands = tmp_path / "bin"
+    commands.mkdir()
+    (commands / "sbatch").write_text("#!/bin/sh\nexec sleep 5\n")
+    (commands / "squeue").write_text('#!/bin/sh\ncase "$*" in *--name=eval-tiny-5*) echo 77;; esac\n')
+    for command in commands.iterdir():
+        command.chmod(0o755)
+    settings = AsyncEvaluationConfig(launcher="slurm", cpu=True)
+    launcher = SlurmLauncher(settings)
+    launcher.command_timeout_s = 0.5
+    path = {"PATH": f"{commands}:{os.environ['PATH']}"}
+    job = _job(tmp_path, tmp_path / "run" / "5", settings, 5)
+    assert launcher.launch(dataclasses.replace(job, base_env={**job.base_env, **path})).job_id == "77"
+    other = _job(tmp_path, tmp_path / "run" / "6", settings, 6)
+    with pytest.raises(OSError, match="did not answer within 0.5s and squeue lists none .* named eval-tiny-6"):
+        launcher.launch(dataclasses.replace(other, base_env={**other.base_env, **path}))

@@ -181,6 +181,8 @@ class SlurmLaunch:
 class SlurmLauncher:
     """Evaluations as `sbatch` jobs."""
 
+    command_timeout_s: float = COMMAND_TIMEOUT_S
+
     def __init__(self, settings: Any) -> None:
         self.settings = settings
 
@@ -190,13 +192,31 @@ class SlurmLauncher:
     def launch(self, job: EvalJob) -> SlurmLaunch:
         script = _write(job.scripts_dir / SLURM_SCRIPT, self.script(job))
         job.logs_dir.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            ["sbatch", "--parsable", str(script)], cwd=job.workdir, env=job.base_env, capture_output=True, text=True,
-            timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+        try:
+            done = subprocess.run(
+                ["sbatch", "--parsable", str(script)], cwd=job.workdir, env=job.base_env, capture_output=True,
+                text=True, timeout=self.command_timeout_s, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return SlurmLaunch(job, self._submitted_anyway(job, script))
         if done.returncode != 0:
             raise OSError(f"sbatch {script} failed (exit status {done.returncode}): {done.stderr.strip()}")
         return SlurmLaunch(job, done.stdout.strip().split(";")[0])
+
+    def _submitted_anyway(self, job: EvalJob, script: Path) -> str:
+        """The id of `job` when sbatch timed out but the controller queued it all the same (recorded as
+        never launched, it ran, and its slot went to the next job): found by its name among our jobs."""
+        done = subprocess.run(
+            ["squeue", "--me", "--noheader", "--format=%i", f"--name={job.name}"], env=job.base_env,
+            capture_output=True, text=True, timeout=self.command_timeout_s, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        found = done.stdout.split() if done.returncode == 0 else []
+        if len(found) != 1:
+            listed = f"squeue lists {found}" if found else f"squeue lists none ({done.stderr.strip() or 'no job'})"
+            raise OSError(
+                f"sbatch {script} did not answer within {self.command_timeout_s:g}s and {listed} named {job.name}"
+            )
+        return found[0]
 
 
 def slurm_job_state(job_id: str, env: dict[str, str]) -> tuple[str | None, str | None]:
