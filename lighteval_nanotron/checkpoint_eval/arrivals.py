@@ -12,6 +12,10 @@ The training's last checkpoint is the one at its final step, read from the newes
 `checkpoints.save_final_state`, or `train_steps` a multiple of `checkpoint_interval`), else the
 last multiple of `checkpoint_interval` below it.
 
+A scan reads no checkpoint's metadata: a checkpoint that cannot be read is the watch's to record
+and skip (`watch`), not a reason to stop looking. The checkpoints folder itself may not exist yet
+(Nanotron creates it at its first save): the watch waits for it; once seen, its removal is an error.
+
 Pure file reads and no torch: one rank scans and broadcasts what it found (`watch`).
 """
 
@@ -21,9 +25,11 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lighteval_nanotron.checkpoint_eval.discovery import CheckpointInfo, checkpoint_info, step_folders
+from lighteval_nanotron.checkpoint_eval.discovery import CheckpointInfo, step_folders
 from lighteval_nanotron.errors import CheckpointError
 from lighteval_nanotron.models.checkpoint.format import is_complete_checkpoint, read_training_config
+from lighteval_nanotron.models.checkpoint.path_hints import checkpoint_path_hint
+from lighteval_nanotron.steps import numbered_folders
 
 Fingerprint = tuple[tuple[str, int, int], ...]
 
@@ -66,14 +72,25 @@ class ArrivalScanner:
     root: Path
     settle_s: float
     _seen: dict[int, tuple[Fingerprint, float]] = field(default_factory=dict)
+    _root_seen: bool = False
 
     def scan(self, now: float, handled: set[int]) -> Scan:
-        """The complete, settled checkpoints not in `handled` (step order), the steps still being
-        written, and the training's last step according to the newest complete checkpoint."""
+        """The complete, settled checkpoints not in `handled` (step order, their metadata unread),
+        the steps still being written, and the training's last step according to the newest complete
+        checkpoint. A checkpoints folder not created yet holds nothing; one removed since is a
+        CheckpointError."""
         if not self.root.is_dir():
-            raise CheckpointError(
-                f"Checkpoints folder {self.root} does not exist: pass the trainer's checkpoints_path."
-            )
+            if self._root_seen:
+                raise CheckpointError(
+                    f"Checkpoints folder {self.root} was removed while watched: the results written so far are "
+                    "kept; restart the watch on the folder's new place (steps with results are skipped)."
+                )
+            if self.root.exists():
+                raise CheckpointError(f"{self.root} is a file, not a folder: pass the trainer's checkpoints_path.")
+            return Scan([], [], None, root_exists=False)
+        if not self._root_seen:
+            _check_checkpoints_folder(self.root)
+            self._root_seen = True
         folders = step_folders(self.root)
         ready: list[CheckpointInfo] = []
         writing: list[int] = []
@@ -89,8 +106,7 @@ class ArrivalScanner:
             if not self._settled(step, folder, now):
                 writing.append(step)
                 continue
-            info = checkpoint_info(folder)
-            ready.append(CheckpointInfo(folder, step, info.consumed_tokens, info.consumed_train_samples))
+            ready.append(CheckpointInfo(folder, step))
         last = last_saved_step(newest_complete) if newest_complete is not None else None
         return Scan(ready, writing, last)
 
@@ -103,13 +119,29 @@ class ArrivalScanner:
         return now - previous[1] >= self.settle_s
 
 
+def _check_checkpoints_folder(root: Path) -> None:
+    """A folder that can never hold step folders is a CheckpointError: one checkpoint, or a Hugging
+    Face model folder, would be watched for ever."""
+    if is_complete_checkpoint(root):
+        raise CheckpointError(
+            f"{root} is one checkpoint, not a training's folder of step folders: watch the folder that holds the "
+            f"steps (the trainer's checkpoints_path), or evaluate it once (`lighteval-nanotron eval {root} ...`)."
+        )
+    hint = checkpoint_path_hint(root)
+    if hint and not numbered_folders(root):
+        raise CheckpointError(hint)
+
+
 @dataclass(frozen=True)
 class Scan:
     """What one look at the checkpoints folder found."""
 
     ready: list[CheckpointInfo]
-    """Complete checkpoints whose files have not changed for the settle time, not handled yet."""
+    """Complete checkpoints whose files have not changed for the settle time, not handled yet (path
+    and folder step only: `discovery.checkpoint_info` reads the rest)."""
     writing: list[int]
     """Steps whose folders are incomplete or still changing."""
     last_step: int | None
     """The training's last checkpoint step (None: not known from the checkpoints' config)."""
+    root_exists: bool = True
+    """False while the checkpoints folder is not created yet."""

@@ -13,7 +13,8 @@ same poll interval:
   every task (a restart, or the training hook) is skipped;
 - stop when a stop file exists, when a rank received SIGINT/SIGTERM (the evaluation in progress
   finishes and is written first), or when the training's last checkpoint is handled;
-- otherwise sleep `poll_interval_s` (cut short by a signal) and look again.
+- otherwise sleep `poll_interval_s` (cut short by a signal) and look again; also while the
+  checkpoints folder is not created yet (Nanotron creates it at its first save).
 
 A checkpoint that cannot be read or evaluated is recorded and skipped, after every rank has checked
 that the others still answer; the watch goes on and fails at the end, naming those checkpoints.
@@ -31,7 +32,12 @@ import torch.distributed as dist
 
 from lighteval_nanotron.checkpoint_eval.arrivals import ArrivalScanner, Scan
 from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
-from lighteval_nanotron.checkpoint_eval.discovery import CheckpointInfo, default_model_name, pending_tasks
+from lighteval_nanotron.checkpoint_eval.discovery import (
+    CheckpointInfo,
+    checkpoint_info,
+    default_model_name,
+    pending_tasks,
+)
 from lighteval_nanotron.checkpoint_eval.loading import check_same_model
 from lighteval_nanotron.checkpoint_eval.mesh_setup import collectively, parallel_context_for
 from lighteval_nanotron.checkpoint_eval.runner import (
@@ -57,6 +63,7 @@ class WatchDecision:
     passed_over: tuple[int, ...] = ()
     """Ready steps left out by `skip_to_newest`."""
     reason: str = ""
+    """Why the watch stops, or why it waits when not for checkpoints being written."""
     writing: tuple[int, ...] = ()
 
 
@@ -64,6 +71,8 @@ def decide(scan: Scan, handled: set[int], stop_reason: str | None, skip_to_newes
     """The next move, from what the folder holds and what was handled (a pure function)."""
     if stop_reason is not None:
         return WatchDecision("stop", reason=stop_reason)
+    if not scan.root_exists:
+        return WatchDecision("wait", reason="not created yet: Nanotron creates it at its first checkpoint save")
     if scan.ready:
         if skip_to_newest:
             return WatchDecision("evaluate", scan.ready[-1], passed_over=tuple(info.step for info in scan.ready[:-1]))
@@ -113,6 +122,7 @@ class _Watch:
         checkpoint's (recorded, the watch goes on); a failure building the evaluator stops the watch.
         Every rank is in the same phase when one raises (`collectively`), so all take the same branch."""
         try:
+            info = collectively(self.world, f"reading checkpoint {info.path}", lambda: checkpoint_info(info.path))
             todo = self._pending(info)
         except LightevalNanotronError as error:
             self._failed(info, error)
@@ -217,7 +227,7 @@ def watch_checkpoints(
         stop_file = Path(config.stop_file) if config.stop_file else None
         watch = _Watch(config, parallel_context, on_result, say)
         handled: set[int] = set()
-        waiting_for: tuple[int, ...] | None = None
+        waiting_for: tuple[tuple[int, ...], str] | None = None
         try:
             while True:
                 decision = _next_decision(world, stop.reason, scanner, handled, stop_file, config.skip_to_newest)
@@ -226,10 +236,11 @@ def watch_checkpoints(
                     say(f"watch: stopped: {decision.reason}")
                     break
                 if decision.action == "wait":
-                    if decision.writing != waiting_for:
+                    if (decision.writing, decision.reason) != waiting_for:
                         being_written = f" (being written: {list(decision.writing)})" if decision.writing else ""
-                        say(f"watch: waiting for checkpoints in {config.checkpoints_dir}{being_written}")
-                        waiting_for = decision.writing
+                        why = f" ({decision.reason})" if decision.reason else ""
+                        say(f"watch: waiting for checkpoints in {config.checkpoints_dir}{why}{being_written}")
+                        waiting_for = (decision.writing, decision.reason)
                     stop.wait(config.poll_interval_s)
                     continue
                 waiting_for = None

@@ -3,13 +3,16 @@
 
 The hook decides *when*: a checkpoint is wanted when `eval_at_checkpoints` is set, when its step is
 a multiple of `eval_interval` (re-read from `eval_interval_file` at each save), or when it is the
-training's last step and `eval_at_end` is set. Only the launching rank (Nanotron's logging rank,
-DP0/TP0 of the last stage, where the W&B run and the loss log live) acts: it queues the checkpoint
-at `post_save_checkpoint` and launches at the next hook call (`post_train_step` or
-`post_training`), after every save of that step is done. No collective runs after setup, so the
-training's process groups never wait for an evaluation; a failed or lost evaluation is recorded
-(`failures`, the log) and never stops training. At the end, local evaluations are waited for (the
-queued ones launched as slots free); Slurm jobs are submitted and left to the batch system.
+training's last step and `eval_at_end` is set. A resumed training queues again, at setup, the
+checkpoints up to the step it resumes from that the earlier run queued and never launched (it ended
+first: they were lost with it); one launched before and without results is named in the log instead
+(it may still be running). Only the launching rank (Nanotron's logging rank, DP0/TP0 of the last
+stage, where the W&B run and the loss log live) acts: it queues the checkpoint at
+`post_save_checkpoint` and launches at the next hook call (`post_train_step` or `post_training`),
+after every save of that step is done. No collective runs after setup, so the training's process
+groups never wait for an evaluation; a failed or lost evaluation is recorded (`failures`, the log)
+and never stops training. At the end, local evaluations are waited for (the queued ones launched as
+slots free); Slurm jobs are submitted and left to the batch system.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any, Optional
 import torch.distributed as dist
 
 from lighteval_nanotron.checkpoint_eval.launch.job import EvalJob, build_job
-from lighteval_nanotron.checkpoint_eval.launch.launchers import launcher_for
+from lighteval_nanotron.checkpoint_eval.launch.launchers import launch_history, launcher_for
 from lighteval_nanotron.checkpoint_eval.launch.queue import LaunchQueue, LaunchRecord
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
@@ -65,7 +68,7 @@ class AsynchronousEvaluator(TrainingEvaluator):
         self.step_times.record(trainer)
         try:
             if self.queue is not None:
-                self.queue.pump()
+                self.queue.pump_in_background()  # sbatch, scontrol and the output folder off the training's thread
         finally:
             self.step_times.step_ended()
 
@@ -140,6 +143,33 @@ class AsynchronousEvaluator(TrainingEvaluator):
         self.queue = LaunchQueue(
             launcher, self.settings.max_in_flight, self.settings.poll_interval_s, self._has_results, self._record
         )
+        self._queue_earlier_checkpoints(trainer)
+
+    def _queue_earlier_checkpoints(self, trainer: Any) -> None:
+        """A resumed training's checkpoints up to its start step without results: queued again when the
+        earlier run queued them and ended before launching them, named in the log when it launched
+        them (running still, or failed: never twice at once)."""
+        from lighteval_nanotron.steps import numbered_folders
+
+        start = self._start_step(trainer)
+        for step, _ in numbered_folders(Path(trainer.config.checkpoints.checkpoints_path)):
+            if not 1 <= step <= start or step in self.schedule.seen_steps:
+                continue
+            job = self._job(trainer, step)
+            history = launch_history(job)
+            if history == "queued":
+                logger.warning(
+                    "[lighteval_nanotron] step %d: queued before this run resumed, never launched: queued", step
+                )
+                self.schedule.mark(step)
+                self.queue.add(job)
+            elif history == "launched":
+                logger.warning(
+                    "[lighteval_nanotron] step %d: launched before this run resumed and without results yet (still "
+                    "running, or failed: see %s); not launched again; `eval --checkpoints-dir` evaluates it if needed",
+                    step,
+                    job.logs_dir,
+                )
 
     def _plan_description(self, trainer: Any) -> str:
         checkpoints = trainer.config.checkpoints

@@ -82,7 +82,13 @@ def _layout_into_the_jobs(mapped: MappedOptions) -> None:
 def _slurm_jobs(fields: dict[str, Any]) -> AsyncEvaluationConfig:
     """Nanotron's runner settings as the Slurm launcher's: one task per GPU here where Nanotron ran one
     torchrun per node, so its CPUs per node are shared among the node's tasks."""
-    layout = {name: fields.get(name) or 1 for name in LAYOUT}
+    layout = {name: 1 if fields.get(name) is None else fields[name] for name in LAYOUT}
+    for name, size in layout.items():
+        if not isinstance(size, int) or size < 1:  # `or 1` made 0 a 1
+            raise ConfigError(
+                f"{WHERE}: parallelism.{name} is {size!r}: it is the layout of the evaluation jobs; set a positive "
+                "integer, or remove it for 1."
+            )
     slurm = dict(fields.get("slurm") or {})
     for name in SITE_DEFAULTS:
         if slurm.get(name) == NANOTRON_SLURM_DEFAULTS[name]:

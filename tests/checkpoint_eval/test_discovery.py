@@ -263,17 +263,13 @@ def test_two_folders_of_one_step_are_refused_and_other_digits_are_not_steps(tmp_
 
 def test_a_step_folder_whose_metadata_names_another_step_is_refused(tmp_path):
     """`20/` holding step 10's checkpoint (a copy under another step's name) was filed as step 20 by a
-    backfill and `--watch`, and as step 10 by `eval 20/` (the hook's asynchronous launches)."""
-    from lighteval_nanotron.checkpoint_eval.arrivals import ArrivalScanner
-
+    backfill and `--watch`, and as step 10 by `eval 20/` (the hook's asynchronous launches). `--watch`
+    reads it with `checkpoint_info` when it handles the step: that step's failure, recorded
+    (`test_watch_failures.py`), not the end of the watch."""
     _checkpoint(tmp_path / "10", metas={"last_train_step": 10})
     assert checkpoint_info(tmp_path / "10").step == 10
     _checkpoint(tmp_path / "20", metas={"last_train_step": 10})
-    looks = (
-        lambda: checkpoint_info(tmp_path / "20"),
-        lambda: find_checkpoints(tmp_path),
-        lambda: ArrivalScanner(tmp_path, settle_s=0).scan(0, set()),
-    )
+    looks = (lambda: checkpoint_info(tmp_path / "20"), lambda: find_checkpoints(tmp_path))
     for look in looks:
         with pytest.raises(CheckpointError, match=r"20 is named step 20 but its checkpoint_metadata.json says step 10"):
             look()

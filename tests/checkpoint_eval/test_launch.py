@@ -3,16 +3,24 @@ local launcher (a real `eval` process group: done, or killed at its timeout and 
 Slurm launcher against a real single-node Slurm (a job that completes, one that is cancelled)."""
 
 import dataclasses
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.checkpoint_eval.launch.job import EvalJob, cleaned_environment, eval_arguments
-from lighteval_nanotron.checkpoint_eval.launch.launchers import LocalLauncher, SlurmLauncher
+from lighteval_nanotron.checkpoint_eval.launch.launchers import (
+    LocalLauncher,
+    SlurmLaunch,
+    SlurmLauncher,
+    launch_history,
+    slurm_job_state,
+)
 from lighteval_nanotron.checkpoint_eval.launch.queue import LaunchQueue
 from lighteval_nanotron.checkpoint_eval.launch.script import local_script, read_template, sbatch_options, slurm_script
 from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig, SlurmSettings
@@ -64,6 +72,8 @@ def test_settings_are_checked():
         AsyncEvaluationConfig(launcher="ssh")
     with pytest.raises(ConfigError, match=r"^lighteval_nanotron\.asynchronous\.slurm\.gpus_per_node is 0"):
         SlurmSettings(gpus_per_node=0)
+    with pytest.raises(ConfigError, match=r"env has 'MY VAR': not an environment variable name"):
+        AsyncEvaluationConfig(cpu=True, env={"MY VAR": "1"})  # `export MY VAR=1` failed every launch
 
 
 def test_the_launched_command_carries_every_option_of_the_section(tmp_path):
@@ -131,6 +141,21 @@ def test_slurm_script_lines(tmp_path):
     assert sbatch_options(job, cpu)[2:5] == ["--nodes=1", "--ntasks=2", "--time=00:10:00"]
 
 
+def test_sbatch_lines_hold_any_value_sbatch_can_read(tmp_path):
+    """sbatch splits a #SBATCH line at white space and ends it at `#`, and --output is a filename
+    pattern: a log folder with a space made every launch an 'Invalid directive' (the real Slurm
+    test runs such a folder); values that are not plain are quoted, the folder's `%` doubled."""
+    settings = AsyncEvaluationConfig(launcher="slurm", cpu=True, slurm=SlurmSettings(partition="gpu #2", account='a"b'))
+    job = dataclasses.replace(_job(tmp_path, tmp_path / "ckpt", settings, 3), logs_dir=Path("/runs/my run %x/3"))
+    options = sbatch_options(job, settings)
+    assert options[1] == '--output="/runs/my run %%x/3/slurm-%j.out"'
+    assert options[-2:] == ['--partition="gpu #2"', '--account="a\\"b"']
+    with pytest.raises(ConfigError, match="has a backslash: Slurm drops it"):
+        sbatch_options(dataclasses.replace(job, logs_dir=Path("/runs/a\\b/3")), settings)
+    with pytest.raises(ConfigError, match=r"slurm\.qos 'x\\ny' has a line break"):
+        sbatch_options(job, AsyncEvaluationConfig(launcher="slurm", cpu=True, slurm=SlurmSettings(qos="x\ny")))
+
+
 def test_slurm_template(tmp_path):
     template = tmp_path / "template.sh"
     template.write_text("#!/bin/bash\n${sbatch}\n#SBATCH --comment=step-${step}\nmodule load cuda\n${setup}\n"
@@ -144,6 +169,12 @@ def test_slurm_template(tmp_path):
         read_template(str(template))
     template.write_text("#!/bin/bash\n${sbatch}\n")
     with pytest.raises(ConfigError, match="has no"):
+        read_template(str(template))
+    template.write_text("#!/bin/bash\n#SBATCH --time=10\n${setup}\n${command}\n")  # its own #SBATCH lines only
+    with pytest.raises(ConfigError, match=r"has no \$\{sbatch\}: put it in \(the #SBATCH lines: without them"):
+        read_template(str(template))
+    template.write_text("#!/bin/bash\n${sbatch}\nsource venv/bin/activate\n${command}\n")
+    with pytest.raises(ConfigError, match=r"has no \$\{setup\}: put it in \(the cd to the training's folder"):
         read_template(str(template))
 
 
@@ -198,7 +229,8 @@ def test_slurm_launcher_against_a_real_slurm(tiny_converted, tmp_path):
         settings = AsyncEvaluationConfig(launcher="slurm", cpu=True, slurm=SlurmSettings(time="00:05:00"))
         outcomes = []
         queue = LaunchQueue(SlurmLauncher(settings), 2, 0.2, _has_results(tmp_path), outcomes.append)
-        done_job = _job(tmp_path, checkpoints[1], settings, 1)
+        logs = tmp_path / "logs #1 %x"  # sbatch reads a space and `#` in a #SBATCH line its own way
+        done_job = dataclasses.replace(_job(tmp_path, checkpoints[1], settings, 1), logs_dir=logs / "1")
         cancelled_job = _job(tmp_path, checkpoints[2], settings, 2)
         for job in (done_job, cancelled_job):
             job.base_env.update(SLURM_CONF=env["SLURM_CONF"])
@@ -206,13 +238,19 @@ def test_slurm_launcher_against_a_real_slurm(tiny_converted, tmp_path):
         queue.pump()
         (first, _), (second, _) = queue.running
         subprocess.run(["scancel", second.job_id], env=env, check=True, timeout=30)
-        assert wait_for_job(first.job_id, env, timeout=240) == "COMPLETED", (tmp_path / "logs" / "1").glob("*")
+        assert wait_for_job(first.job_id, env, timeout=240) == "COMPLETED", list((logs / "1").glob("*"))
         assert wait_for_job(second.job_id, env, timeout=60) == "CANCELLED"
         queue.pump(force_poll=True)
+        assert slurm_job_state("999999", env) == (None, None)  # a job the controller no longer knows
+    # The controller unreachable (stopped with the cluster; retries cut to 1 s) is not a forgotten job
+    dead = tmp_path / "dead.conf"
+    dead.write_text(Path(env["SLURM_CONF"]).read_text() + "MessageTimeout=1\n")
+    with pytest.raises(OSError, match="Unable to contact slurm controller"):
+        slurm_job_state(first.job_id, {**env, "SLURM_CONF": str(dead)})
     assert [(record.step, record.ok) for record in outcomes] == [(1, True), (2, False)], outcomes
     assert "Slurm state CANCELLED" in outcomes[1].detail
     assert sorted(_results(tmp_path)) == [1]
-    log = next((tmp_path / "logs" / "1").glob("slurm-*.out")).read_text()
+    log = (logs / "1" / f"slurm-{first.job_id}.out").read_text()
     assert "Evaluation of tiny at step 1" in log
 
 
@@ -229,11 +267,92 @@ def test_a_failed_local_evaluation_is_recorded_with_its_error_line(tmp_path):
     job = dataclasses.replace(_job(tmp_path, tmp_path / "run" / "2", settings, 2), python=str(python))
     outcomes = []
     queue = LaunchQueue(LocalLauncher(settings), 1, 0.1, lambda step: False, outcomes.append)
+    assert launch_history(job) is None
     queue.add(job)
+    assert launch_history(job) == "queued"  # what a training that dies now leaves for its resumed run
     queue.wait_all(poll_s=0.1)
-    (record,) = outcomes
+    assert launch_history(job) == "launched"
+    # A launch whose script cannot be written (a full or read-only disk) is recorded and gives its
+    # slot back: the slot was kept, and every later launch failed with 'pop from an empty deque'.
+    blocked = tmp_path / "a_file"
+    blocked.write_text("")
+    queue.add(dataclasses.replace(job, step=3, scripts_dir=blocked / "3"))
+    queue.add(dataclasses.replace(job, step=4))
+    queue.wait_all(poll_s=0.1)
+    assert [(record.step, record.where) for record in outcomes[1:]] == [(3, "not launched"), (4, outcomes[2].where)]
+    assert "NotADirectoryError" in outcomes[1].detail and outcomes[2].where.startswith("pid ")
+    (record, *_) = outcomes
     assert not record.ok
     assert record.detail == (
         f"exit status 2 (log: {tmp_path / 'logs' / '2' / 'eval.log'}): error: Step 2 of tiny in out: the step's "
         "results file holds arc scored with other settings"
     ), record.detail
+
+
+def test_a_slow_slurm_controller_never_holds_up_the_training_step(tmp_path):
+    """sbatch and scontrol answer in seconds from a busy controller (up to COMMAND_TIMEOUT_S each): the
+    training's step ran them itself and waited. They now run on a worker thread; an output folder that
+    cannot be read records the evaluation as failed instead of raising into the training step."""
+    commands = tmp_path / "bin"
+    commands.mkdir()
+    (commands / "sbatch").write_text("#!/bin/sh\nsleep 1\necho 41\n")
+    (commands / "scontrol").write_text("#!/bin/sh\nsleep 1\necho JobId=41 JobState=COMPLETED ExitCode=0:0\n")
+    for command in commands.iterdir():
+        command.chmod(0o755)
+    settings = AsyncEvaluationConfig(launcher="slurm", cpu=True, poll_interval_s=0.1)
+    job = _job(tmp_path, tmp_path / "run" / "5", settings, 5)
+    job = dataclasses.replace(job, base_env={**job.base_env, "PATH": f"{commands}:{job.base_env['PATH']}"})
+
+    def unreadable(step: int) -> bool:
+        raise PermissionError(f"{tmp_path / 'out'} cannot be listed")
+
+    outcomes = []
+    queue = LaunchQueue(SlurmLauncher(settings), 1, 0.1, unreadable, outcomes.append)
+    queue.add(job)
+    started = time.monotonic()
+    queue.pump_in_background()  # sbatch runs for a second, on the worker
+    queue.pump_in_background()  # a round is under way: nothing more to start
+    assert time.monotonic() - started < 0.5
+    queue.wait_all(poll_s=0.1)  # the end of training waits, as before
+    (record,) = outcomes
+    assert (record.step, record.where, record.ok) == (5, "Slurm job 41", False)
+    said = f"Slurm state COMPLETED, exit code 0:0 (log: {job.logs_dir}/slurm-41.out), but its results cannot be read"
+    assert record.detail.startswith(said), record.detail
+
+
+@pytest.mark.parametrize(
+    ("state", "over"),
+    [("STAGE_OUT", False), ("STOPPED", False), ("REQUEUE_HOLD", False), ("SPECIAL_EXIT", False), ("PENDING", False),
+     ("PREEMPTED", True), ("OUT_OF_MEMORY", True), ("COMPLETED", True)],
+)  # fmt: skip
+def test_a_slurm_job_held_stopped_or_staging_out_is_still_in_flight(tmp_path, state, over):
+    """Such a job was taken as ended: recorded as failed, its slot given to the next job (over
+    max_in_flight) while it was still to run or finishing."""
+    commands = tmp_path / "bin"
+    commands.mkdir()
+    (commands / "scontrol").write_text(f"#!/bin/sh\necho JobId=41 JobState={state} ExitCode=0:0\n")
+    (commands / "scontrol").chmod(0o755)
+    settings = AsyncEvaluationConfig(launcher="slurm", cpu=True)
+    job = _job(tmp_path, tmp_path / "run" / "5", settings, 5)
+    job = dataclasses.replace(job, base_env={**job.base_env, "PATH": f"{commands}:{job.base_env['PATH']}"})
+    assert (SlurmLaunch(job, "41").poll() is not None) == over
+
+
+def test_a_job_sbatch_queued_without_answering_in_time_is_followed(tmp_path):
+    """sbatch timing out does not mean the controller did not queue the job: such a job was recorded as
+    never launched while it ran (its slot given to the next job); it is found by its name."""
+    commands = tmp_path / "bin"
+    commands.mkdir()
+    (commands / "sbatch").write_text("#!/bin/sh\nexec sleep 5\n")
+    (commands / "squeue").write_text('#!/bin/sh\ncase "$*" in *--name=eval-tiny-5*) echo 77;; esac\n')
+    for command in commands.iterdir():
+        command.chmod(0o755)
+    settings = AsyncEvaluationConfig(launcher="slurm", cpu=True)
+    launcher = SlurmLauncher(settings)
+    launcher.command_timeout_s = 0.5
+    path = {"PATH": f"{commands}:{os.environ['PATH']}"}
+    job = _job(tmp_path, tmp_path / "run" / "5", settings, 5)
+    assert launcher.launch(dataclasses.replace(job, base_env={**job.base_env, **path})).job_id == "77"
+    other = _job(tmp_path, tmp_path / "run" / "6", settings, 6)
+    with pytest.raises(OSError, match="did not answer within 0.5s and squeue lists none .* named eval-tiny-6"):
+        launcher.launch(dataclasses.replace(other, base_env={**other.base_env, **path}))

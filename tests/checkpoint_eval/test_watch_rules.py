@@ -3,6 +3,7 @@ training is done, and signals as stop requests."""
 
 import json
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ from lighteval_nanotron.checkpoint_eval.discovery import CheckpointInfo
 from lighteval_nanotron.checkpoint_eval.stop_signals import stop_signals
 from lighteval_nanotron.checkpoint_eval.watch import decide
 from lighteval_nanotron.cli.main import main
-from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.errors import CheckpointError, ConfigError
 
 
 def _write_checkpoint(folder: Path, metadata: bool = True, train_steps: int = 30, interval: int = 10) -> Path:
@@ -58,9 +59,29 @@ def test_settle_zero_takes_a_complete_checkpoint_at_once(tmp_path):
     _write_checkpoint(tmp_path / "10")
     (tmp_path / "latest.txt").write_text("20")
     (tmp_path / "notes").mkdir()
+    (tmp_path / "20" / "checkpoint_metadata.json").write_text("{not json")
     scan = ArrivalScanner(tmp_path, settle_s=0).scan(now=0, handled=set())
-    assert [info.step for info in scan.ready] == [10, 20]
-    assert scan.ready[0].consumed_train_samples == 40
+    # metadata unread: a damaged checkpoint is the watch's to record and skip, not a failed look
+    assert [(info.step, info.consumed_train_samples) for info in scan.ready] == [(10, None), (20, None)]
+
+
+def test_the_checkpoints_folder_may_come_later_but_not_go(tmp_path):
+    root = tmp_path / "checkpoints"
+    scanner = ArrivalScanner(root, settle_s=0)
+    assert scanner.scan(now=0, handled=set()) == Scan([], [], None, root_exists=False)
+    waiting = decide(scanner.scan(now=1, handled=set()), set(), None, False)
+    assert waiting.action == "wait" and waiting.reason.startswith("not created yet: Nanotron creates it")
+    _write_checkpoint(root / "10")
+    assert [info.step for info in scanner.scan(now=2, handled=set()).ready] == [10]
+    shutil.rmtree(root)
+    with pytest.raises(CheckpointError, match="was removed while watched"):
+        scanner.scan(now=3, handled={10})
+    # what can never hold step folders is refused, not watched for ever
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(CheckpointError, match="a_file is a file, not a folder"):
+        ArrivalScanner(tmp_path / "a_file", settle_s=0).scan(now=0, handled=set())
+    with pytest.raises(CheckpointError, match="is one checkpoint, not a training's folder of step folders"):
+        ArrivalScanner(_write_checkpoint(tmp_path / "20"), settle_s=0).scan(now=0, handled=set())
 
 
 def test_last_saved_step(tmp_path):

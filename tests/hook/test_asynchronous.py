@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.helpers.distributed import run_distributed
 from tests.helpers.slurm_cluster import SLURM_MISSING, missing_binaries, slurm_cluster, wait_for_job
@@ -148,6 +149,19 @@ def test_failed_evaluations_are_recorded_and_training_goes_on(tmp_path):
     ((step, failure),) = report["failures"]
     assert step == 2 and "timed out (exit status 124)" in failure, failure
     assert "eval.log" in failure and results_files(tmp_path / "eval") == {}
+
+    # A training that died with step 2 queued, not launched yet (its trace, no script), resumes from
+    # it: step 2 is launched now (it was lost for good: the resumed run saves steps 3 on, 3 not wanted).
+    launches = tmp_path / "eval" / "launches" / MODEL_NAME
+    (launches / "2" / "eval.sh").unlink()
+    assert sorted(path.name for path in (launches / "2").iterdir()) == ["eval.log", "queued"]
+    resumed = yaml.safe_load(config.read_text())
+    resumed["checkpoints"]["resume_checkpoint_path"] = str(tmp_path / "checkpoints" / "2")
+    resumed["tokens"]["train_steps"] = 3
+    (tmp_path / "resumed.yaml").write_text(yaml.safe_dump(resumed))
+    (report,) = run_distributed(_worker, 1, str(tmp_path / "resumed.yaml"), _environment(), timeout=300)
+    assert len(report["losses"]) == 1 and [launch["step"] for launch in report["launches"]] == [2]
+    assert [step for step, _ in report["failures"]] == [2] and _left_behind(report["children"]) == []
 
 
 def test_slurm_jobs_from_the_hook_against_a_real_slurm(tmp_path):

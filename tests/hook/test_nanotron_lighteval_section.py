@@ -166,3 +166,8 @@ def test_nanotron_slurm_fields_through_the_training_config(tmp_path):
         "eval" if ON_MAIN else str(template)
     )
     assert section.eval_at_checkpoints and section.loggers == ["json", "details", "log"]
+
+    content["lighteval"]["parallelism"]["tp"] = 0  # was taken as 1
+    path.write_text(yaml.safe_dump(content))
+    with pytest.raises(ConfigError, match=r"lighteval: section: parallelism\.tp is 0: it is the layout of the"):
+        load_training_config(str(path))

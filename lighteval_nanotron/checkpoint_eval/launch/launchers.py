@@ -27,7 +27,18 @@ COMMAND_TIMEOUT_S = 60
 """The longest a Slurm command (sbatch, scontrol) may take before it counts as failed."""
 ERROR_TAIL_BYTES = 65536
 """How much of a failed evaluation's log is searched for its `error:` line."""
-SLURM_ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING")
+LOCAL_SCRIPT = "eval.sh"
+SLURM_SCRIPT = "eval.sbatch"
+SLURM_FORGOTTEN = "Invalid job id specified"
+"""What `scontrol show job` says of a job the controller no longer knows (purged after MinJobAge)."""
+QUEUED_MARKER = "queued"
+"""Written in a job's scripts folder when it is queued (`mark_queued`)."""
+SLURM_ACTIVE = (
+    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING", "STOPPED",
+    "STAGE_OUT", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT",
+)  # fmt: skip
+"""Job states (`squeue --help`, JOB STATE CODES) of a job not over: still to run, running, held or
+requeued (`SPECIAL_EXIT` is a requeue held for release). Any other state is the job's end."""
 
 
 @dataclass(frozen=True)
@@ -118,10 +129,21 @@ class LocalLauncher:
         return local_script(job, self.settings)
 
     def launch(self, job: EvalJob) -> LocalLaunch:
+        """Start `job` on a free group of devices; a launch that fails (its script or log cannot be
+        written, bash cannot start) gives the group back (kept, every later launch failed)."""
         group = self._free.popleft()
+        try:
+            job, process, log = self._start(job, group)
+        except BaseException:
+            self._free.appendleft(group)
+            raise
+        deadline = time.monotonic() + self.settings.timeout_s + KILL_AFTER_S + 30
+        return LocalLaunch(job, process, log, deadline, lambda: self._free.append(group))
+
+    def _start(self, job: EvalJob, group: list[str] | None) -> tuple[EvalJob, subprocess.Popen, IO[str]]:
         if group is not None:
             job = replace(job, exports={**job.exports, "CUDA_VISIBLE_DEVICES": ",".join(group)})
-        script = _write(job.scripts_dir / "eval.sh", self.script(job))
+        script = _write(job.scripts_dir / LOCAL_SCRIPT, self.script(job))
         job.logs_dir.mkdir(parents=True, exist_ok=True)
         log = open(job.logs_dir / "eval.log", "w")
         try:
@@ -129,12 +151,10 @@ class LocalLauncher:
                 ["bash", str(script)], cwd=job.workdir, env=job.base_env, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
-        except OSError:
+        except BaseException:
             log.close()
-            self._free.appendleft(group)
             raise
-        deadline = time.monotonic() + self.settings.timeout_s + KILL_AFTER_S + 30
-        return LocalLaunch(job, process, log, deadline, lambda: self._free.append(group))
+        return job, process, log
 
 
 class SlurmLaunch:
@@ -161,6 +181,8 @@ class SlurmLaunch:
 class SlurmLauncher:
     """Evaluations as `sbatch` jobs."""
 
+    command_timeout_s: float = COMMAND_TIMEOUT_S
+
     def __init__(self, settings: Any) -> None:
         self.settings = settings
 
@@ -168,27 +190,63 @@ class SlurmLauncher:
         return slurm_script(job, self.settings)
 
     def launch(self, job: EvalJob) -> SlurmLaunch:
-        script = _write(job.scripts_dir / "eval.sbatch", self.script(job))
+        script = _write(job.scripts_dir / SLURM_SCRIPT, self.script(job))
         job.logs_dir.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            ["sbatch", "--parsable", str(script)], cwd=job.workdir, env=job.base_env, capture_output=True, text=True,
-            timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+        try:
+            done = subprocess.run(
+                ["sbatch", "--parsable", str(script)], cwd=job.workdir, env=job.base_env, capture_output=True,
+                text=True, timeout=self.command_timeout_s, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return SlurmLaunch(job, self._submitted_anyway(job, script))
         if done.returncode != 0:
             raise OSError(f"sbatch {script} failed (exit status {done.returncode}): {done.stderr.strip()}")
         return SlurmLaunch(job, done.stdout.strip().split(";")[0])
 
+    def _submitted_anyway(self, job: EvalJob, script: Path) -> str:
+        """The id of `job` when sbatch timed out but the controller queued it all the same (recorded as
+        never launched, it ran, and its slot went to the next job): found by its name among our jobs."""
+        done = subprocess.run(
+            ["squeue", "--me", "--noheader", "--format=%i", f"--name={job.name}"], env=job.base_env,
+            capture_output=True, text=True, timeout=self.command_timeout_s, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        found = done.stdout.split() if done.returncode == 0 else []
+        if len(found) != 1:
+            listed = f"squeue lists {found}" if found else f"squeue lists none ({done.stderr.strip() or 'no job'})"
+            raise OSError(
+                f"sbatch {script} did not answer within {self.command_timeout_s:g}s and {listed} named {job.name}"
+            )
+        return found[0]
+
 
 def slurm_job_state(job_id: str, env: dict[str, str]) -> tuple[str | None, str | None]:
-    """(JobState, ExitCode) of a job from `scontrol show job -o`, (None, None) once Slurm forgot it."""
+    """(JobState, ExitCode) of a job from `scontrol show job -o`, (None, None) once Slurm forgot it.
+    Any other failure of scontrol (the controller unreachable or timing out) is an OSError: the job
+    is not known to be gone (taken as forgotten, a running job was recorded as failed and its slot
+    given to the next one)."""
     done = subprocess.run(
         ["scontrol", "show", "job", "-o", job_id], env=env, capture_output=True, text=True,
         timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     if done.returncode != 0:
-        return None, None
+        if SLURM_FORGOTTEN in done.stderr:
+            return None, None
+        raise OSError(f"scontrol show job {job_id} failed (exit status {done.returncode}): {done.stderr.strip()}")
     fields = dict(item.split("=", 1) for item in done.stdout.split() if "=" in item)
     return fields.get("JobState"), fields.get("ExitCode")
+
+
+def mark_queued(job: EvalJob) -> None:
+    """Leave a trace of `job` being queued, for a resumed training to find it if it is never launched."""
+    _write(job.scripts_dir / QUEUED_MARKER, "")
+
+
+def launch_history(job: EvalJob) -> str | None:
+    """What an earlier run did with `job`: `launched` (its script is written at launch), `queued`
+    (queued and never launched: the training ended first), None (nothing)."""
+    if any((job.scripts_dir / name).is_file() for name in (LOCAL_SCRIPT, SLURM_SCRIPT)):
+        return "launched"
+    return "queued" if (job.scripts_dir / QUEUED_MARKER).is_file() else None
 
 
 def launcher_for(settings: Any) -> LocalLauncher | SlurmLauncher:

@@ -9,6 +9,13 @@ process (torchrun's variables are then read from Slurm's, `parallel/launch_env.p
 A Slurm template (`slurm.template`) is a file with `${sbatch}`, `${setup}` and `${command}`
 (and optionally `${step}`, `${checkpoint}`, `${job_name}`) where those go; other `$` text (shell
 variables) is left as written.
+
+sbatch reads a `#SBATCH` line its own way, not as the shell does: it splits it at white space, a
+`#` starts a comment, quotes group and `\` escapes; `--output` is a filename pattern besides (`%j`;
+`%%` is a `%`, and any `\` turns the patterns off and is dropped). So each value we write there
+is quoted for sbatch when it is not plain (a path with a space was an invalid directive: every
+launch failed), `%` in the log folder is doubled, and what cannot be written (a line break; a `\`
+in the log folder) is a ConfigError at setup.
 """
 
 from __future__ import annotations
@@ -23,7 +30,17 @@ from lighteval_nanotron.checkpoint_eval.launch.job import EvalJob, quoted
 from lighteval_nanotron.errors import ConfigError
 
 DEFAULT_TEMPLATE = "#!/bin/bash\n${sbatch}\n${setup}\n${command}\n"
+SBATCH_PLAIN = re.compile(r"[A-Za-z0-9_./:=%,@+-]*")
+"""Characters a `#SBATCH` value may have unquoted."""
 PLACEHOLDERS = ("sbatch", "setup", "command", "step", "checkpoint", "job_name")
+REQUIRED = {
+    "sbatch": "the #SBATCH lines: without them the job has no --output (its log is not where the hook reads it) "
+    "and one task whatever tp x pp x dp",
+    "setup": "the cd to the training's folder and the exports: without them relative paths (the output folder) "
+    "and the evaluation's own variables (its W&B run) are not the training's",
+    "command": "where the evaluation runs",
+}
+"""The placeholders a template must place, and what is lost without each."""
 KILL_AFTER_S = 30
 """Seconds `timeout` waits after its SIGTERM before SIGKILL."""
 
@@ -57,7 +74,7 @@ def sbatch_options(job: EvalJob, settings: Any) -> list[str]:
     """The `#SBATCH` options: one task per evaluation process, on as many nodes as the GPUs need."""
     slurm = settings.slurm
     world = settings.world_size
-    options = [f"--job-name={job.name}", f"--output={job.logs_dir / 'slurm-%j.out'}"]
+    options = [f"--job-name={sbatch_value(job.name, 'the job name')}", f"--output={_output_pattern(job.logs_dir)}"]
     if settings.cpu:
         options += ["--nodes=1", f"--ntasks={world}"]
     else:
@@ -65,11 +82,33 @@ def sbatch_options(job: EvalJob, settings: Any) -> list[str]:
         options += [f"--nodes={world // per_node}", f"--ntasks-per-node={per_node}", f"--gpus-per-node={per_node}"]
     if slurm.cpus_per_task is not None:
         options.append(f"--cpus-per-task={slurm.cpus_per_task}")
-    options.append(f"--time={slurm.time or math.ceil(settings.timeout_s / 60)}")
+    limit = slurm.time or str(math.ceil(settings.timeout_s / 60))
+    options.append(f"--time={sbatch_value(limit, slurm.named('time'))}")
     for name in ("partition", "account", "qos", "reservation"):
         if getattr(slurm, name):
-            options.append(f"--{name}={getattr(slurm, name)}")
+            options.append(f"--{name}={sbatch_value(str(getattr(slurm, name)), slurm.named(name))}")
     return options + [str(option) for option in slurm.extra_sbatch]
+
+
+def sbatch_value(value: str, what: str) -> str:
+    """`value` as sbatch reads it back from a `#SBATCH` line: as written when plain, else in double
+    quotes with `\\` and `"` escaped. A line break cannot be written there: ConfigError naming `what`."""
+    if "\n" in value or "\r" in value:
+        raise ConfigError(f"{what} {value!r} has a line break: a #SBATCH line cannot hold it; remove it.")
+    if SBATCH_PLAIN.fullmatch(value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _output_pattern(logs_dir: Path) -> str:
+    """`--output`'s value: `<logs_dir>/slurm-%j.out`, the folder's own `%` doubled (literal)."""
+    folder = str(logs_dir)
+    if "\\" in folder:
+        raise ConfigError(
+            f"The evaluation's log folder {folder} has a backslash: Slurm drops it from --output (the job's "
+            "output would go elsewhere). Set lighteval_nanotron.asynchronous.logs_dir to a folder without one."
+        )
+    return sbatch_value(folder.replace("%", "%%") + "/slurm-%j.out", "--output")
 
 
 def slurm_script(job: EvalJob, settings: Any) -> str:
@@ -87,8 +126,8 @@ def slurm_script(job: EvalJob, settings: Any) -> str:
 
 def read_template(path: str | None) -> str:
     """The Slurm script template (the default when `path` is None), checked: it must place
-    `${command}`, and every lowercase `${name}` in it must be one of ours (a typo would leave the
-    script without a part)."""
+    `${sbatch}`, `${setup}` and `${command}` (`REQUIRED`), and every lowercase `${name}` in it must
+    be one of ours (a typo would leave the script without a part)."""
     if path is None:
         return DEFAULT_TEMPLATE
     where = "lighteval_nanotron.asynchronous.slurm.template"
@@ -100,6 +139,7 @@ def read_template(path: str | None) -> str:
     if unknown:
         known = ", ".join("${" + name + "}" for name in PLACEHOLDERS)
         raise ConfigError(f"{where} {path} has unknown placeholder(s) {unknown}: use {known}.")
-    if "${command}" not in text:
-        raise ConfigError(f"{where} {path} has no ${{command}}: put it where the evaluation runs (docs/hook.md).")
+    for name, why in REQUIRED.items():
+        if "${" + name + "}" not in text:
+            raise ConfigError(f"{where} {path} has no ${{{name}}}: put it in ({why}; docs/hook.md).")
     return text

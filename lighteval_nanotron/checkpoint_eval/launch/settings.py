@@ -14,6 +14,7 @@ evaluation is launched (a local process group, or a Slurm job), checked when the
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Union
 
@@ -47,9 +48,9 @@ class SlurmSettings(Options):
     extra_sbatch: Optional[List[str]] = None
     """More `#SBATCH` options, e.g. `--constraint=h100` or `--exclusive`."""
     template: Optional[str] = None
-    """A script template file: `${sbatch}` (the `#SBATCH` lines), `${setup}` (cd, env_setup, exports)
-    and `${command}` (the srun line) are filled in, and `${step}`, `${checkpoint}`, `${job_name}`.
-    Unset: those three in that order."""
+    """A script template file that places `${sbatch}` (the `#SBATCH` lines), `${setup}` (cd, env_setup,
+    exports) and `${command}` (the srun line), each required, and may place `${step}`, `${checkpoint}`,
+    `${job_name}`. Unset: those three in that order."""
     hf_cache: Optional[str] = None
     """Hugging Face cache of the job (exported as `HF_HOME`, `HF_DATASETS_CACHE`, `HUGGINGFACE_HUB_CACHE`)."""
 
@@ -115,6 +116,12 @@ class AsyncEvaluationConfig(Options):
         self.check_positive("poll_interval_s", "(seconds)", kind="number")
         self.poll_interval_s = float(self.poll_interval_s)
         self.env = {str(key): str(value) for key, value in (self.env or {}).items()}
+        for name in self.env:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ConfigError(
+                    f"{WHERE}.env has {name!r}: not an environment variable name (letters, digits and _, not "
+                    "starting with a digit); the script's `export` would fail at every launch."
+                )
         if self.launcher == "slurm":
             self.slurm = self.slurm or SlurmSettings()
             if (
