@@ -43,6 +43,11 @@ def metric_samples(metrics: list[Any]) -> list[int]:
     return [int(n) for n in needs if isinstance(n, int)]
 
 
+def _has_images(doc: Doc) -> bool:
+    """Whether a doc carries images (a list of them, or one image object; an empty list is none)."""
+    return doc.images is not None and not (isinstance(doc.images, (list, tuple)) and len(doc.images) == 0)
+
+
 def _content_key(doc: Doc) -> tuple:
     return (doc.query, tuple(map(str, doc.choices)), repr(doc.gold_index), doc.instruction)
 
@@ -179,6 +184,13 @@ class LightevalTask:
             raise PromptFunctionError(
                 f"Task {self.full_name!r}: prompt function returned {type(doc).__name__} on row {index} of "
                 f"split {split!r}; it must return a Doc or None."
+            )
+        if doc is not None and _has_images(doc):
+            raise PromptFunctionError(
+                f"Task {self.full_name!r}: prompt function returned a Doc with images on row "
+                f"{index} of split {split!r}: a multimodal task. The models evaluated here read text only, and "
+                "scoring the text without its images is not this benchmark. Evaluate it with a vision-language "
+                "model (lighteval's VLM backend), or return no images if the task is meant to be text-only."
             )
         return doc
 

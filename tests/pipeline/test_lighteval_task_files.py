@@ -13,7 +13,7 @@ import helpers_pipeline
 import pytest
 from helpers_pipeline import BigramLM
 
-from lighteval_nanotron.errors import ConfigError, CustomTasksError
+from lighteval_nanotron.errors import ConfigError, CustomTasksError, PromptFunctionError
 from lighteval_nanotron.metrics import (
     LogProbCharNorm,
     LogProbPMINorm,
@@ -314,3 +314,47 @@ def test_target_perplexity_is_lightevals():
     samples = [metric.compute_sample(doc, response) for doc, response in docs]
     value = aggregate_task_metrics([metric], samples)["ppl"]
     assert value == pytest.approx(math.exp(4.0))  # -(-2 - 1 - 1 - 4) / 2 docs
+
+
+def test_a_doc_with_images_is_refused_naming_the_row(toy_data, tmp_path):
+    """A multimodal task (lighteval's `Doc(images=...)`, as its mmmu_pro tasks) is refused when its docs are
+    built, lighteval files and this project's alike: it was scored on its text alone, without a word."""
+    _lighteval()
+    path = _write(
+        tmp_path,
+        "def with_image(line, task_name):\n"
+        "    doc = prompt(line, task_name)\n"
+        "    doc.images = [object()] if line['gold'] == 1 else None\n"
+        "    return doc\n\n"
+        "TASKS_TABLE = [LightevalTaskConfig(name='t', prompt_function=with_image, hf_repo='toy', hf_subset='mc',\n"
+        "    metrics=[Metrics.loglikelihood_acc], evaluation_splits=['test'])]\n",
+    )
+    with pytest.raises(PromptFunctionError, match=r"images on row 1 of split 'test': a multimodal task") as error:
+        _results(str(path), "custom|t|0")
+    assert "\n" not in str(error.value)
+    native = types.ModuleType("native_images")
+    native.TASKS_TABLE = [
+        LightevalTaskConfig(
+            name="t", prompt_function=lambda line, name: Doc(query="q", choices=[" a"], gold_index=0, images=[b"png"]),
+            hf_repo="toy", hf_subset="mc", metrics=[Metrics.loglikelihood_acc], evaluation_splits=["test"],
+        )
+    ]  # fmt: skip
+    with pytest.raises(PromptFunctionError, match="images on row 0"):
+        _results(native, "custom|t|0")
+
+
+def test_a_config_listing_no_splits_draws_few_shots_where_lighteval_does(toy_data, tmp_path):
+    """`hf_avail_splits=[]`: lighteval takes the few-shot examples from the evaluation split; the adapter
+    put lighteval's default list back, so `train` (a split the file never named) became the pool."""
+    lighteval = _lighteval()
+    from lighteval_nanotron.tasks import lighteval_adapter
+
+    theirs = lighteval.lighteval_task.LightevalTaskConfig(
+        name="t", prompt_function=helpers_pipeline.mc_prompt, hf_repo="toy", hf_subset="mc",
+        hf_avail_splits=[], evaluation_splits=["test"], metrics=[lighteval.metrics.Metrics.loglikelihood_acc],
+    )  # fmt: skip
+    module = types.ModuleType("no_splits_listed")
+    module.TASKS_TABLE = [lighteval_adapter.adapt_task_config(theirs)]
+    (task,) = Registry("custom|t|1", custom_tasks=module).load_tasks().values()
+    assert task.fewshot_split == lighteval.lighteval_task.LightevalTask(theirs).fewshot_split is None
+    assert all(len(doc.fewshot_samples) == 1 for doc in task.get_docs())  # drawn from `test`

@@ -145,7 +145,9 @@ def adapt_task_config(config: Any, suite: Sequence[str] | None = None) -> Lighte
     values = {name: getattr(config, name) for name in COPIED_FIELDS if hasattr(config, name)}
     if suite is not None:
         values["suite"] = list(suite)
-    values["hf_avail_splits"] = values.get("hf_avail_splits") or ["train", "validation", "test"]
+    # as lighteval's task reads it (`config.hf_avail_splits or []`): none listed, the few-shot examples
+    # come from the evaluation splits, not from a `train` split the file never named
+    values["hf_avail_splits"] = list(values.get("hf_avail_splits") or [])
     return LightevalTaskConfig(
         prompt_function=AdaptedPrompt(config.prompt_function),
         metrics=[adapt_metric(metric, where) for metric in config.metrics],
