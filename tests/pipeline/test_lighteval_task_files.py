@@ -206,6 +206,22 @@ def test_metrics_needing_a_judge_or_a_scoring_model_are_refused_by_name():
         lighteval_adapter.adapt_metric(lighteval.metrics.Metrics.simpleqa_judge, "task x")
 
 
+def test_a_metric_lighteval_cannot_compute_is_refused_when_the_task_is_built():
+    """A metric built with lighteval's classes around a plain function: lighteval 0.13 raises 'Incorrect type'
+    only when scoring; here it failed its task after the whole evaluation, blaming the prompt function."""
+    lighteval = _lighteval()
+    if not hasattr(lighteval.metric_utils, "SampleLevelComputation"):
+        pytest.skip("this lighteval's metrics take plain functions")
+    from lighteval_nanotron.tasks import lighteval_adapter
+
+    metric = lighteval.metric_utils.SampleLevelMetric(
+        metric_name="mine", higher_is_better=True, category=lighteval.requests.SamplingMethod.LOGPROBS,
+        sample_level_fn=lambda doc, model_response: 1.0, corpus_level_fn=sum,
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match=r"task x: lighteval metric 'mine': its sample_level_fn is a function"):
+        lighteval_adapter.adapt_metric(metric, "task x")
+
+
 def _write(tmp_path: Path, body: str) -> Path:
     path = tmp_path / "task_file.py"
     header = (
