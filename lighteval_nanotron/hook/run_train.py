@@ -176,7 +176,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--cpu", action="store_true", help="train on CPU with gloo (patches Nanotron for CPU)")
     parser.add_argument("--nproc", type=int, default=None, help="with --cpu: start this many local processes")
     parser.add_argument(
-        "--timeout-s", type=int, default=DEFAULT_TIMEOUT_S, help="gloo collective timeout in seconds (with --cpu)"
+        "--timeout-s",
+        type=int,
+        default=DEFAULT_TIMEOUT_S,
+        help="gloo collective timeout in seconds (with --cpu; default: %(default)s)",
     )
     return parser
 
