@@ -64,7 +64,11 @@ def test_without_a_data_dir_the_slice_is_used_with_a_warning(how, no_data_dirs, 
     why = {"unreachable": "the Hub cannot be reached", "offline": "HF_DATASETS_OFFLINE is set and the"}[how]
     assert warning.startswith(f"Task {ARC}: no data dir is set and {why}")
     assert "(300 rows of test, 50 rows of train), not the full dataset" in warning
-    assert "Set --data-dir (or $LIGHTEVAL_NANOTRON_DATA_DIRS) to `bundled` to choose it" in warning
+    # every way in is named: eval's flag, the hook's key, the Python call, the variable
+    settings = (
+        "--data-dir, the lighteval_nanotron section's data_dirs, set_data_dirs([...]) or $LIGHTEVAL_NANOTRON_DATA_DIRS"
+    )
+    assert f"Set the data dirs ({settings}) to `bundled` to choose it" in warning
 
 
 def test_with_a_data_dir_set_the_slice_is_never_taken_instead(tmp_path, unreachable_hub):
