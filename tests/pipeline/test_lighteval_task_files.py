@@ -374,3 +374,28 @@ def test_a_config_listing_no_splits_draws_few_shots_where_lighteval_does(toy_dat
     (task,) = Registry("custom|t|1", custom_tasks=module).load_tasks().values()
     assert task.fewshot_split == lighteval.lighteval_task.LightevalTask(theirs).fewshot_split is None
     assert all(len(doc.fewshot_samples) == 1 for doc in task.get_docs())  # drawn from `test`
+
+
+def test_an_empty_instruction_renders_as_lightevals_prompt_manager_renders_it():
+    """lighteval's `instruction=""` (its ifeval, ifbench, French and Arabic tasks) is a part of the prompt that
+    strips the query; the adapter made it None, so the prompt kept the query's trailing space and lost the
+    leading blank part: other tokens than lighteval's, other scores."""
+    lighteval = _lighteval()
+    from lighteval.tasks.prompt_manager import PromptManager as LightevalPromptManager
+
+    from lighteval_nanotron.tasks import PromptManager
+    from lighteval_nanotron.tasks.lighteval_adapter import adapt_doc
+
+    def doc(query: str, gold: int):
+        return lighteval.requests.Doc(query=query, choices=[" yes", " no"], gold_index=gold, instruction="")
+
+    theirs = doc("Premise: a cat. Question: is it? ", 0)
+    theirs.fewshot_samples = [doc("Premise: b. Question: ok? ", 1)]
+    ours = adapt_doc(theirs)
+    ours.fewshot_samples = [adapt_doc(example) for example in theirs.fewshot_samples]
+    expected = LightevalPromptManager().prepare_prompt(theirs)
+    assert (
+        PromptManager().prepare_prompt(ours)
+        == expected
+        == "\n\nPremise: b. Question: ok? no\n\nPremise: a cat. Question: is it?"
+    )

@@ -76,7 +76,7 @@ def adapt_doc(doc: Any) -> Doc | None:
     if isinstance(doc, Doc):
         return doc
     values = {name: getattr(doc, name, None) for name in _DOC_FIELDS}
-    values["instruction"] = values["instruction"] or None
+    # an empty instruction stays one: lighteval's prompt shows it (a leading blank part) and strips the query
     values["original_query"] = values["original_query"] or None
     return Doc(**values)
 
