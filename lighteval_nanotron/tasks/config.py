@@ -116,6 +116,11 @@ class LightevalTaskConfig:
             raise ConfigError(f"{where}: suite must be a non-empty list of names without '|'.")
         if not self.evaluation_splits:
             raise ConfigError(f"{where}: evaluation_splits must name at least one split.")
+        if self.few_shots_split is not None and not isinstance(self.few_shots_split, str):
+            raise ConfigError(
+                f"{where}: few_shots_split={self.few_shots_split!r} must be one split name (a string), as in "
+                "lighteval, e.g. few_shots_split=\"dev\"; or None for the first train/dev/valid split."
+            )
         if self.few_shots_select is not None and self.few_shots_select not in FewShotSelection.names():
             raise ConfigError(
                 f"{where}: few_shots_select={self.few_shots_select!r} is not one of "

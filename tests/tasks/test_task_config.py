@@ -52,6 +52,8 @@ def test_strings_and_tuples_become_lists():
         ({"suite": []}, "suite"),
         ({"evaluation_splits": []}, "evaluation_splits"),
         ({"few_shots_select": "best"}, "few_shots_select"),
+        # a list (lighteval's community files have few_shots_split=["dev"]) crashed with `unhashable type: 'list'`
+        ({"few_shots_split": ["dev"]}, r"few_shots_split=\['dev'\] must be one split name"),
         ({"num_fewshots": -1}, "num_fewshots"),
         ({"hf_filter": 3}, "hf_filter"),
         ({"generation_size": 0, "metrics": [Metrics.exact_match]}, "generation_size=0 with a generative metric"),
