@@ -148,6 +148,12 @@ def adapt_metric(metric: Any, where: str) -> Metric:
     lighteval = import_lighteval()
     if isinstance(metric, Enum):
         metric = metric.value
+    refusal = _refusal(metric, lighteval)
+    if refusal:
+        raise ConfigError(
+            f"{where}: lighteval metric {metric.metric_name!r} cannot run here: {refusal}. Use a metric computed "
+            "from log-probabilities, generations or perplexities."
+        )
     if not _computable(metric, lighteval):
         raise ConfigError(
             f"{where}: lighteval metric {metric.metric_name!r}: its sample_level_fn is a "
@@ -155,12 +161,6 @@ def adapt_metric(metric: Any, where: str) -> Metric:
             "SampleLevelComputation or a Preparator (lighteval itself fails with 'Incorrect type' when scoring, "
             "after the evaluation). Subclass lighteval.metrics.metrics_sample.SampleLevelComputation and move the "
             "function into its compute(doc, model_response, **kwargs)."
-        )
-    refusal = _refusal(metric, lighteval)
-    if refusal:
-        raise ConfigError(
-            f"{where}: lighteval metric {metric.metric_name!r} cannot run here: {refusal}. Use a metric computed "
-            "from log-probabilities, generations or perplexities."
         )
     grouping = isinstance(metric, lighteval.metric_utils.MetricGrouping)
     corpus_level = isinstance(metric, lighteval.metric_utils.CorpusLevelMetric) or type(metric).__name__.startswith(
