@@ -303,9 +303,10 @@ def _hub_unreachable() -> str | None:
 
 
 def _load_error(source: DatasetSource, reason: str, tried: list[str]):
+    shipped = is_subset_dir(candidate_locations(source.hf_repo, source.hf_subset, (BUNDLED,))[0])
     fix = (
-        f"set {ENV_VAR}=bundled (benchmark slices shipped with the package), or point the data dirs "
-        f"({DATA_DIR_SETTINGS}) at a folder holding "
+        (f"set {ENV_VAR}=bundled (a slice of it ships with the package), or " if shipped else "")
+        + f"point the data dirs ({DATA_DIR_SETTINGS}) at a folder holding "
         f"{source.hf_repo}/{_subset_dir_name(source.hf_subset)}/<split>.jsonl, or "
         f"{source.hf_repo}=PATH at a copy of its Hub repository, or allow Hub access "
         "(a network, or HF_DATASETS_OFFLINE=1 to read the Hugging Face cache)"

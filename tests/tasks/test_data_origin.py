@@ -84,9 +84,16 @@ def test_a_dataset_without_a_slice_still_says_what_to_add(no_data_dirs, unreacha
         name="absent", prompt_function=lambda line, name: None, hf_repo="org/absent_bench_for_tests",
         hf_subset="main", metrics=[], evaluation_splits=["test"],
     )  # fmt: skip
-    fix = r"Fix: set LIGHTEVAL_NANOTRON_DATA_DIRS=bundled .*org/absent_bench_for_tests/main/<split>.jsonl"
-    with pytest.raises(DatasetLoadError, match="in no data dir and the Hub cannot be reached.*" + fix):
+    fix = r"Fix: point the data dirs \(.*\) at a folder holding org/absent_bench_for_tests/main/<split>.jsonl"
+    with pytest.raises(DatasetLoadError, match="in no data dir and the Hub cannot be reached.*" + fix) as error:
         LightevalTask(config).get_docs(max_samples=5)
+    assert "=bundled" not in str(error.value)  # no slice of it ships with the package: suggesting one sent users round
+
+
+def test_a_dataset_with_a_shipped_slice_suggests_it_when_the_data_dirs_lack_it(tmp_path, unreachable_hub):
+    set_data_dirs([str(tmp_path)])
+    with pytest.raises(DatasetLoadError, match=r"Fix: set LIGHTEVAL_NANOTRON_DATA_DIRS=bundled \(a slice of it ships"):
+        _task().get_docs(max_samples=5)
 
 
 def test_the_commit_of_a_hub_dataset_is_read_from_its_cache_path():
