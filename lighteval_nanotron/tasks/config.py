@@ -20,6 +20,18 @@ def _as_list(value: Any) -> list:
     return list(value)
 
 
+def _own_metric(metric: Any, task_name: str) -> Any:
+    """A metric of lighteval's (its `Metrics` member or `Metric`) given to this project's config is
+    computed by lighteval's own code, as in a lighteval task file (`lighteval_adapter.adapt_metric`)."""
+    from lighteval_nanotron.tasks.lighteval_adapter.installed import is_lighteval_object
+
+    if not is_lighteval_object(metric):
+        return metric
+    from lighteval_nanotron.tasks.lighteval_adapter.metrics import adapt_metric
+
+    return adapt_metric(metric, f"task config {task_name!r}")
+
+
 @dataclass
 class LightevalTaskConfig:
     """Configuration of one evaluation task (same fields and defaults as lighteval 0.11).
@@ -93,7 +105,7 @@ class LightevalTaskConfig:
     """Bump when the dataset or the prompt changes."""
 
     def __post_init__(self) -> None:
-        self.metrics = _as_list(self.metrics)
+        self.metrics = [_own_metric(metric, self.name) for metric in _as_list(self.metrics)]
         self.hf_avail_splits = _as_list(self.hf_avail_splits)
         self.evaluation_splits = _as_list(self.evaluation_splits)
         self.suite = _as_list(self.suite)

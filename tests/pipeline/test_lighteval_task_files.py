@@ -399,3 +399,15 @@ def test_an_empty_instruction_renders_as_lightevals_prompt_manager_renders_it():
         == expected
         == "\n\nPremise: b. Question: ok? no\n\nPremise: a cat. Question: is it?"
     )
+
+
+def test_lightevals_metrics_in_this_projects_config_are_computed_by_lighteval(toy_data):
+    """A lighteval user's half-migrated file: this project's LightevalTaskConfig with lighteval's `Metrics`.
+    It failed to import, explained as a lighteval 0.10 metric name ('Metrics' object has no attribute
+    'metric_name'); now the metric is adapted as in a lighteval task file."""
+    lighteval = _lighteval()
+    module = types.ModuleType("half_migrated")
+    (config,) = [c for c in helpers_pipeline.TASKS_TABLE if c.name == "toy_mc"]
+    module.TASKS_TABLE = [dataclasses.replace(config, metrics=[lighteval.metrics.Metrics.loglikelihood_acc])]
+    theirs = _results(module, MC)[MC]
+    assert theirs["acc"] == _results(helpers_pipeline, MC)[MC]["acc"] == 0.75
