@@ -27,6 +27,7 @@ from lighteval_nanotron.tasks.fewshot_lighteval import (
     default_draws,
     shuffled_doc_order,
 )
+from lighteval_nanotron.tasks.lighteval_adapter.installed import is_lighteval_object
 
 logger = logging.getLogger(__name__)
 
@@ -180,6 +181,10 @@ class LightevalTask:
                 f"{split!r} ({type(error).__name__}: {error}). Fix the prompt function or filter that row "
                 "out with hf_filter."
             ) from error
+        if doc is not None and not isinstance(doc, Doc) and is_lighteval_object(doc):
+            from lighteval_nanotron.tasks.lighteval_adapter.configs import adapt_doc
+
+            doc = adapt_doc(doc)  # lighteval's Doc from a prompt function of this project's config
         if doc is not None and not isinstance(doc, Doc):
             raise PromptFunctionError(
                 f"Task {self.full_name!r}: prompt function returned {type(doc).__name__} on row {index} of "

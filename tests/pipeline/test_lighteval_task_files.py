@@ -402,12 +402,18 @@ def test_an_empty_instruction_renders_as_lightevals_prompt_manager_renders_it():
 
 
 def test_lightevals_metrics_in_this_projects_config_are_computed_by_lighteval(toy_data):
-    """A lighteval user's half-migrated file: this project's LightevalTaskConfig with lighteval's `Metrics`.
-    It failed to import, explained as a lighteval 0.10 metric name ('Metrics' object has no attribute
-    'metric_name'); now the metric is adapted as in a lighteval task file."""
+    """A lighteval user's half-migrated file: this project's LightevalTaskConfig with lighteval's `Metrics`
+    and `Doc`. It failed to import, explained as a lighteval 0.10 metric name ('Metrics' object has no
+    attribute 'metric_name'), and a prompt returning lighteval's Doc was told it 'must return a Doc'; both
+    are now adapted as in a lighteval task file."""
     lighteval = _lighteval()
+
+    def their_doc(line: dict, task_name: str):
+        return lighteval.requests.Doc(query=line["question"], choices=line["choices"], gold_index=line["gold"])
+
     module = types.ModuleType("half_migrated")
     (config,) = [c for c in helpers_pipeline.TASKS_TABLE if c.name == "toy_mc"]
-    module.TASKS_TABLE = [dataclasses.replace(config, metrics=[lighteval.metrics.Metrics.loglikelihood_acc])]
+    metrics = [lighteval.metrics.Metrics.loglikelihood_acc]
+    module.TASKS_TABLE = [dataclasses.replace(config, metrics=metrics, prompt_function=their_doc)]
     theirs = _results(module, MC)[MC]
     assert theirs["acc"] == _results(helpers_pipeline, MC)[MC]["acc"] == 0.75
