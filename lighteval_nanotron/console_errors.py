@@ -10,10 +10,12 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
 import traceback
+from typing import NoReturn
 
 from lighteval_nanotron.errors import LightevalNanotronError
 
@@ -90,3 +92,14 @@ def report_exception(error: BaseException) -> int:
     rank = f"world rank {_world_rank()}: " if "RANK" in os.environ else ""
     print(f"error: {rank}{one_line(describe(error))}{hint}", file=sys.stderr, flush=True)
     return INTERNAL_ERROR
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An argparse parser whose command-line mistakes (an unknown option, a wrong choice, a missing
+    value) end in one `error:` line naming the command's `--help`, printed once (`print_error`),
+    exit status 2; argparse printed the whole usage first (about 40 lines for `eval`). Its
+    sub-command parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        print_error(f"{self.prog}: {message} (`{self.prog} --help` lists the options)")
+        sys.exit(USAGE_ERROR)

@@ -42,3 +42,21 @@ def test_run_train_help_keeps_its_usage_lines():
     assert any(line.endswith("\\") for line in lines)  # a continuation line is shown as such
     for line in lines:
         assert line in shown, f"run_train --help does not show {line!r} on a line of its own"
+
+
+def _flat_help(argv) -> str:
+    return " ".join(_help(cli.main, argv).split())
+
+
+def test_every_flag_says_its_default_and_choices():
+    """An option without a default value said nothing of what leaving it out does (`--dtype`: the
+    checkpoint's; `--max-samples`: every doc), nor what `--dtype` accepts; `--tasks` said `(default: )`."""
+    shown = _flat_help(["eval", "--help"])
+    assert (
+        "Model dtype (one of: float32, bfloat16, float16; default: the checkpoint's `model.dtype`, else float32)"
+        in shown
+    )
+    assert "(a fixed subset, the same at every run) (default: all docs)" in shown
+    assert "(default: )" not in shown and "`disabled` (default: `$WANDB_MODE`, else online)" in shown
+    assert "evaluations the trend is fitted on (default: 5)" in _flat_help(["report", "--help"])
+    assert "(with --cpu; default: 1800)" in _flat_help(["train", "--help"])

@@ -64,3 +64,28 @@ def test_a_launched_rank_that_dies_or_raises_is_summarized_in_one_line(how):
         line = _raised_summary(failure)
         assert "failed: ValueError: bad shapes in rank code" in line
     assert "\n" not in line and "the other ranks were stopped" in line
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (
+            ["eval", "ckpt", "--dtype", "bogus"],
+            "error: lighteval-nanotron eval: argument --dtype: invalid choice: 'bogus'",
+        ),
+        (["eval", "ckpt", "--save-details"], "error: lighteval-nanotron eval: unrecognized arguments: --save-details"),
+        (["train", "--config-file"], "error: lighteval-nanotron train: argument --config-file: expected one argument"),
+    ],
+)
+def test_a_command_line_mistake_is_one_error_line_naming_the_commands_help(argv, expected, capsys, monkeypatch):
+    """argparse printed the command's whole usage (41 lines for `eval`) before its error."""
+    from lighteval_nanotron.cli.main import main
+
+    monkeypatch.delenv("RANK", raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    printed = capsys.readouterr()
+    (line,) = printed.err.splitlines()
+    assert line.startswith(expected) and line.endswith(f"(`lighteval-nanotron {argv[0]} --help` lists the options)")
+    assert printed.out == ""

@@ -32,7 +32,7 @@ def check_world(tp: int, pp: int, dp: int) -> None:
     if "WORLD_SIZE" not in os.environ:
         raise LayoutError(
             f"--tp {tp} --pp {pp} --dp {dp} needs {needed} processes: launch with "
-            f"`torchrun --nproc-per-node {needed} -m lighteval_nanotron eval ...`."
+            f"`lighteval-nanotron torchrun --nproc-per-node {needed} eval ...`."
         )
     raise LayoutError(
         f"--tp {tp} x --pp {pp} x --dp {dp} = {needed} processes, but {world} were launched: "

@@ -18,7 +18,7 @@ import logging
 import os
 import sys
 
-from lighteval_nanotron.console_errors import TRACEBACK_ENV, report_exception
+from lighteval_nanotron.console_errors import TRACEBACK_ENV, OneLineErrorParser, report_exception
 from lighteval_nanotron.nanotron_compat.console import add_verbose_flag, quiet_process, set_verbose
 from lighteval_nanotron.parallel.cpu_threads import prefer_passive_wait
 from lighteval_nanotron.version import __version__
@@ -37,7 +37,7 @@ COMMANDS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="lighteval-nanotron",
         description="Evaluate LLMs on benchmarks during Nanotron training, with lighteval's task API.",
     )
@@ -77,7 +77,8 @@ def _run_verb(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     if args.command == "torchrun":  # everything after the verb is torchrun's and the command's, in order
         args.torchrun_args = argv[argv.index("torchrun") + 1 :]
     elif unknown:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        (verbs,) = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+        verbs.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.verbose:
         set_verbose(True)  # spawned ranks and torchrun workers inherit it
         os.environ.setdefault(TRACEBACK_ENV, "1")

@@ -43,12 +43,20 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default=None,
         help="the PNG (default: RESULTS_DIR/plots/report.png; ./report.png for several)",
     )
-    parser.add_argument("--window", type=int, default=DEFAULTS.window, help="evaluations the trend is fitted on")
     parser.add_argument(
-        "--min-evaluations", type=int, default=DEFAULTS.min_evaluations, help="fewer give 'too few evaluations'"
+        "--window", type=int, default=DEFAULTS.window, help="evaluations the trend is fitted on (default: %(default)s)"
     )
     parser.add_argument(
-        "--snr-threshold", type=float, default=DEFAULTS.snr_threshold, help="signal-to-noise of an informative series"
+        "--min-evaluations",
+        type=int,
+        default=DEFAULTS.min_evaluations,
+        help="fewer give 'too few evaluations' (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--snr-threshold",
+        type=float,
+        default=DEFAULTS.snr_threshold,
+        help="signal-to-noise of an informative series (default: %(default)s)",
     )
     parser.set_defaults(func=run)
     return parser

@@ -61,8 +61,7 @@ def run_list(args: argparse.Namespace) -> int:
     if args.suites:
         suites = [s.strip() for item in args.suites for s in item.split(",") if s.strip()]
     registry = Registry(custom_tasks=args.custom_tasks)
-    registry.print_all_tasks(suites)
-    empty = [suite for suite in suites or [] if suite != "all" and not registry.task_names([suite])]
+    empty = registry.suites_without_tasks(suites or [])
     if empty:
         registry.task_names(list(SUITE_TABLE_MODULES))  # every optional suite, to list what exists
         known = sorted({name.split("|", 1)[0] for name in registry.task_names()})
@@ -74,6 +73,7 @@ def run_list(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"no task in suite(s) {', '.join(empty)}: the suites with tasks are {', '.join(known)} ({catalogue})."
         )
+    registry.print_all_tasks(suites)
     return 0
 
 

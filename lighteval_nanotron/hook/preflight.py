@@ -41,7 +41,7 @@ def check_launch(path: str, config: Any, cpu: bool, nproc: int | None) -> None:
         on_cpu = f"`{command} --cpu --nproc {needed}` on CPU"
         raise ConfigError(
             f"{path}: parallelism needs {needed} processes and no launcher started them: run {on_cpu}, or "
-            f"`torchrun --nproc-per-node {needed} -m lighteval_nanotron train --config-file {path}` on GPUs."
+            f"`lighteval-nanotron torchrun --nproc-per-node {needed} train --config-file {path}` on GPUs."
         )
     if cpu:
         return

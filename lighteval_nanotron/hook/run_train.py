@@ -33,6 +33,7 @@ from typing import Any, List
 from lighteval_nanotron.console_errors import (
     INTERNAL_ERROR,
     USAGE_ERROR,
+    OneLineErrorParser,
     print_error,
     report_exception,
     wants_traceback,
@@ -167,7 +168,7 @@ def _raised_summary(failure: Any) -> str:
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    parser = parser or argparse.ArgumentParser(
+    parser = parser or OneLineErrorParser(
         prog="python -m lighteval_nanotron.hook.run_train",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -176,7 +177,10 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--cpu", action="store_true", help="train on CPU with gloo (patches Nanotron for CPU)")
     parser.add_argument("--nproc", type=int, default=None, help="with --cpu: start this many local processes")
     parser.add_argument(
-        "--timeout-s", type=int, default=DEFAULT_TIMEOUT_S, help="gloo collective timeout in seconds (with --cpu)"
+        "--timeout-s",
+        type=int,
+        default=DEFAULT_TIMEOUT_S,
+        help="gloo collective timeout in seconds (with --cpu; default: %(default)s)",
     )
     return parser
 

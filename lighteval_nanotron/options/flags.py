@@ -53,18 +53,28 @@ def _default(field: dataclasses.Field) -> Any:
     return None if field.default is dataclasses.MISSING else field.default
 
 
-def _help(doc: str, default: Any) -> str:
+UNSET_LABEL = "Unset: "
+"""How an option's docstring says what leaving it out means (its default when that is not a value)."""
+
+
+def _help(doc: str, default: Any, choices: Iterable[Any] = ()) -> str:
+    """The doc's first sentence, then the choices and the default: the value, or for an option
+    without one the doc's `Unset: ...` sentence (the checkpoint's dtype, every doc, ...)."""
+    flat = " ".join(doc.split())
+    named = all(f"`{choice}`" in flat for choice in choices)  # the doc already says them
+    notes = [f"one of: {', '.join(map(str, choices))}"] if choices and not named else []
+    if default is None and UNSET_LABEL in flat:
+        notes.append(f"default: {first_sentence(flat.split(UNSET_LABEL, 1)[1])}")
+    elif default not in (None, "", []) and not isinstance(default, bool):
+        notes.append(f"default: {' '.join(map(str, default)) if isinstance(default, list) else default}")
     text = first_sentence(doc)
-    if default is None or isinstance(default, bool):
-        return text
-    shown = " ".join(map(str, default)) if isinstance(default, list) else default
-    return f"{text} (default: {shown})"
+    return f"{text} ({'; '.join(notes)})" if notes else text
 
 
 def _argument(field: dataclasses.Field, hint: Any, doc: str) -> Dict[str, Any]:
     """argparse keywords of one field's flag (its type, action, choices and help)."""
     default = _default(field)
-    keywords: Dict[str, Any] = {"default": None, "help": _help(doc, default)}
+    keywords: Dict[str, Any] = {"default": None, "help": _help(doc, default, field.metadata.get("choices", ()))}
     members = _members(hint)
     lists = [m for m in members if typing.get_origin(m) in (list, List)]
     if members == [bool]:

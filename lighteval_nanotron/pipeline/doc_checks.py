@@ -54,8 +54,23 @@ def _gold_text_also_wrong(doc: Doc, golds: set[int]) -> bool:
 
 def check_metric_docs(task_name: str, metrics: Sequence[Any], docs: Sequence[Doc]) -> None:
     """Let each metric refuse docs it cannot score (its sample-level function's `check_docs`),
-    e.g. a gold probability on a doc without a wrong choice; raises ConfigError."""
+    e.g. a gold probability on a doc without a wrong choice; a metric normalized by PMI refuses a
+    doc without an `unconditioned_query` (its choices cannot be scored without the question).
+    Raises ConfigError."""
     for metric in metrics:
+        if getattr(metric, "requires_unconditioned_logprobs", False):
+            _check_unconditioned_queries(task_name, metric.metric_name, docs)
         check = getattr(getattr(metric, "sample_level_fn", None), "check_docs", None)
         if callable(check):
             check(task_name, docs)
+
+
+def _check_unconditioned_queries(task_name: str, metric_name: Any, docs: Sequence[Doc]) -> None:
+    for row, doc in enumerate(docs):
+        if doc.unconditioned_query is None:
+            raise ConfigError(
+                f"Task {task_name!r}, row {row} (doc id {doc.id!r}): metric {metric_name!r} normalizes by PMI, which "
+                "scores each choice again after the doc's unconditioned_query (the text without the question, e.g. "
+                "'Answer:'), and this doc has none. Set Doc.unconditioned_query in the prompt function, or use "
+                "another normalization."
+            )

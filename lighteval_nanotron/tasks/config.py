@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -17,6 +18,18 @@ def _as_list(value: Any) -> list:
     if isinstance(value, (str, bytes)):
         return [value]
     return list(value)
+
+
+def _own_metric(metric: Any, task_name: str) -> Any:
+    """A metric of lighteval's (its `Metrics` member or `Metric`) given to this project's config is
+    computed by lighteval's own code, as in a lighteval task file (`lighteval_adapter.adapt_metric`)."""
+    from lighteval_nanotron.tasks.lighteval_adapter.installed import is_lighteval_object
+
+    if not is_lighteval_object(metric):
+        return metric
+    from lighteval_nanotron.tasks.lighteval_adapter.metrics import adapt_metric
+
+    return adapt_metric(metric, f"task config {task_name!r}")
 
 
 @dataclass
@@ -92,10 +105,12 @@ class LightevalTaskConfig:
     """Bump when the dataset or the prompt changes."""
 
     def __post_init__(self) -> None:
-        self.metrics = _as_list(self.metrics)
+        self.metrics = [_own_metric(metric, self.name) for metric in _as_list(self.metrics)]
         self.hf_avail_splits = _as_list(self.hf_avail_splits)
         self.evaluation_splits = _as_list(self.evaluation_splits)
         self.suite = _as_list(self.suite)
+        if isinstance(self.few_shots_split, (list, tuple)) and len(self.few_shots_split) == 1:
+            self.few_shots_split = self.few_shots_split[0]  # ["dev"], as lighteval's Arabic and Turkic tasks write it
         if isinstance(self.hf_data_files, tuple):
             self.hf_data_files = list(self.hf_data_files)
         if self.stop_sequence is not None:
@@ -114,8 +129,7 @@ class LightevalTaskConfig:
             raise ConfigError(f"{where}: prompt_function must be a callable fn(row, task_name) -> Doc.")
         if not self.suite or any(not s or "|" in s for s in self.suite):
             raise ConfigError(f"{where}: suite must be a non-empty list of names without '|'.")
-        if not self.evaluation_splits:
-            raise ConfigError(f"{where}: evaluation_splits must name at least one split.")
+        self._check_splits(where)
         if self.few_shots_select is not None and self.few_shots_select not in FewShotSelection.names():
             raise ConfigError(
                 f"{where}: few_shots_select={self.few_shots_select!r} is not one of "
@@ -134,6 +148,25 @@ class LightevalTaskConfig:
         self._check_generation_size(where)
         self._check_stop_sequences(where)
 
+    def _check_splits(self, where: str) -> None:
+        """Split names are strings (a list of several as `few_shots_split` crashed building the few-shot docs); an
+        evaluation split named twice would evaluate each of its docs twice (their weight and the
+        standard error wrong)."""
+        if not self.evaluation_splits:
+            raise ConfigError(f"{where}: evaluation_splits must name at least one split.")
+        if self.few_shots_split is not None and not isinstance(self.few_shots_split, str):
+            raise ConfigError(
+                f"{where}: few_shots_split={self.few_shots_split!r} must be one split name (a string), as in "
+                'lighteval, e.g. few_shots_split="dev"; or None for the first train/dev/valid split.'
+            )
+        for field_name in ("evaluation_splits", "hf_avail_splits"):
+            splits = getattr(self, field_name)
+            if any(not isinstance(split, str) for split in splits) or len(set(splits)) < len(splits):
+                raise ConfigError(
+                    f"{where}: {field_name}={splits!r} must name each split once, as a string (a split named "
+                    "twice would have its docs evaluated twice)."
+                )
+
     def _check_stop_sequences(self, where: str) -> None:
         """An empty stop string is in every text (each generation would stop after one token); a
         stop that is not a string fails in the middle of generation."""
@@ -145,7 +178,11 @@ class LightevalTaskConfig:
             )
 
     def _check_generation_size(self, where: str) -> None:
-        """A generative metric with generation_size <= 0 would silently get one token."""
+        """A generative metric with generation_size <= 0 would silently get one token; a size that is
+        not a whole number ("32", 5.5) failed in the middle of generation."""
+        size = self.generation_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, numbers.Integral)):
+            raise ConfigError(f"{where}: generation_size={size!r} must be a whole number of new tokens, or None.")
         generative = any(getattr(m, "category", None) == SamplingMethod.GENERATIVE for m in self.metrics)
         if generative and self.generation_size is not None and int(self.generation_size) <= 0:
             raise ConfigError(

@@ -42,6 +42,8 @@ from lighteval_nanotron.tasks.hub_access import DATASETS_OFFLINE_VARS, hub_unrea
 logger = logging.getLogger(__name__)
 
 ENV_VAR = "LIGHTEVAL_NANOTRON_DATA_DIRS"
+DATA_DIR_SETTINGS = f"--data-dir, the lighteval_nanotron section's data_dirs, set_data_dirs([...]) or ${ENV_VAR}"
+"""Where data dirs are set, each way in (eval, the hook, Python, the environment), for messages."""
 BUNDLED = "bundled"
 BUNDLED_ROOT = Path(__file__).resolve().parent.parent / "bundled_data" / "slices"
 SPLIT_FILE_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
@@ -210,9 +212,8 @@ def check_data_dirs(source: DatasetSource) -> None:
             else (f"the data dir {entry!r} ({folder}) {problem}")
         )
         raise DatasetLoadError(
-            f"Task {source.task_name!r}: {where}: fix that path or remove the entry (--data-dir, the "
-            f"lighteval_nanotron section's data_dirs, or ${ENV_VAR}, a colon-separated list). A dataset is not "
-            "looked up by name on the Hub or in its cache instead."
+            f"Task {source.task_name!r}: {where}: fix that path or remove the entry ({DATA_DIR_SETTINGS}, a "
+            "colon-separated list). A dataset is not looked up by name on the Hub or in its cache instead."
         )
 
 
@@ -286,7 +287,8 @@ def _shipped_slice(source: DatasetSource, why: str) -> LoadedDataset | None:
     rows = ", ".join(f"{len(rows)} rows of {split}" for split, rows in dataset.items())
     note = (
         f"no data dir is set and {why}: the slice shipped with the package is used ({rows}), not the full "
-        f"dataset. Set --data-dir (or ${ENV_VAR}) to `bundled` to choose it, or to a folder with the full data"
+        f"dataset. Set the data dirs ({DATA_DIR_SETTINGS}) to `bundled` to choose it, or to a folder with the "
+        "full data"
     )
     logger.warning("Task %s: %s.", source.task_name, note)
     return LoadedDataset(dataset, DataOrigin("bundled_slice", str(location), note=note))
@@ -301,9 +303,11 @@ def _hub_unreachable() -> str | None:
 
 
 def _load_error(source: DatasetSource, reason: str, tried: list[str]):
+    shipped = is_subset_dir(candidate_locations(source.hf_repo, source.hf_subset, (BUNDLED,))[0])
     fix = (
-        f"set {ENV_VAR}=bundled (benchmark slices shipped with the package), or point it (or --data-dir) at a "
-        f"folder holding {source.hf_repo}/{_subset_dir_name(source.hf_subset)}/<split>.jsonl, or "
+        (f"set {ENV_VAR}=bundled (a slice of it ships with the package), or " if shipped else "")
+        + f"point the data dirs ({DATA_DIR_SETTINGS}) at a folder holding "
+        f"{source.hf_repo}/{_subset_dir_name(source.hf_subset)}/<split>.jsonl, or "
         f"{source.hf_repo}=PATH at a copy of its Hub repository, or allow Hub access "
         "(a network, or HF_DATASETS_OFFLINE=1 to read the Hugging Face cache)"
     )

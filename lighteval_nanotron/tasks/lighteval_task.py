@@ -27,6 +27,7 @@ from lighteval_nanotron.tasks.fewshot_lighteval import (
     default_draws,
     shuffled_doc_order,
 )
+from lighteval_nanotron.tasks.lighteval_adapter.installed import is_lighteval_object
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,11 @@ def metric_samples(metrics: list[Any]) -> list[int]:
     """Samples per doc the metrics need (a sampling metric's `num_samples`: maj@k's k, pass@k's n)."""
     needs = [getattr(getattr(m, "sample_level_fn", None), "num_samples", None) for m in metrics]
     return [int(n) for n in needs if isinstance(n, int)]
+
+
+def _has_images(doc: Doc) -> bool:
+    """Whether a doc carries images (a list of them, or one image object; an empty list is none)."""
+    return doc.images is not None and not (isinstance(doc.images, (list, tuple)) and len(doc.images) == 0)
 
 
 def _content_key(doc: Doc) -> tuple:
@@ -175,10 +181,21 @@ class LightevalTask:
                 f"{split!r} ({type(error).__name__}: {error}). Fix the prompt function or filter that row "
                 "out with hf_filter."
             ) from error
+        if doc is not None and not isinstance(doc, Doc) and is_lighteval_object(doc):
+            from lighteval_nanotron.tasks.lighteval_adapter.configs import adapt_doc
+
+            doc = adapt_doc(doc)  # lighteval's Doc from a prompt function of this project's config
         if doc is not None and not isinstance(doc, Doc):
             raise PromptFunctionError(
                 f"Task {self.full_name!r}: prompt function returned {type(doc).__name__} on row {index} of "
                 f"split {split!r}; it must return a Doc or None."
+            )
+        if doc is not None and _has_images(doc):
+            raise PromptFunctionError(
+                f"Task {self.full_name!r}: prompt function returned a Doc with images on row "
+                f"{index} of split {split!r}: a multimodal task. The models evaluated here read text only, and "
+                "scoring the text without its images is not this benchmark. Evaluate it with a vision-language "
+                "model (lighteval's VLM backend), or return no images if the task is meant to be text-only."
             )
         return doc
 

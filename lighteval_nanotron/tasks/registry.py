@@ -371,6 +371,13 @@ class Registry:
             self._load_suites(wanted)
         return sorted(k for k in self._task_registry if wanted is None or k.split("|", 1)[0] in wanted)
 
+    def suites_without_tasks(self, suites: Iterable[str]) -> list[str]:
+        """The suites among `suites` (`all` aside) that hold no task, lighteval's catalogue included."""
+        wanted = [suite for suite in suites if suite != "all"]
+        if wanted:
+            self._load_lighteval_catalogue(multilingual=CATALOGUE_MULTILINGUAL in wanted)
+        return [suite for suite in wanted if not self.task_names([suite])]
+
     def print_all_tasks(self, suites: str | list[str] | None = None) -> None:
         """Print the tasks of `suites` (comma list; `all` = every suite, lighteval's catalogue included;
         None = the core suites). lighteval's tasks that cannot run here are listed with the reason."""

@@ -106,11 +106,17 @@ def _split_specs(text: str) -> list[str]:
 
 
 def read_task_list(tasks: str | os.PathLike | Iterable[str]) -> list[str]:
-    """Spec strings from a comma list, a file (one or more specs a line, `#` comments), or a list."""
-    if isinstance(tasks, Path) or (isinstance(tasks, str) and os.path.isfile(tasks)):
-        path = Path(tasks)
+    """Spec strings from a comma list, a file (one or more specs a line, `#` comments), or a list.
+    A string naming a `.txt` file (no `|`, no `,`) is a file: one that does not exist is an error
+    naming it, not an unknown task of that name."""
+    names_a_file = isinstance(tasks, str) and tasks.strip().lower().endswith(".txt") and not {"|", ","} & set(tasks)
+    if isinstance(tasks, Path) or (isinstance(tasks, str) and (names_a_file or os.path.isfile(tasks))):
+        path = Path(tasks.strip() if isinstance(tasks, str) else tasks)
         if not path.is_file():
-            raise TaskSpecError(f"Task list file {str(path)!r} does not exist.")
+            raise TaskSpecError(
+                f"Task list file {str(path)!r} does not exist (in {os.getcwd()}): give its path, or the specs "
+                "themselves (suite|task|k, comma separated)."
+            )
         specs: list[str] = []
         for line in path.read_text(encoding="utf-8-sig").splitlines():  # an editor's byte-order mark is not a spec
             specs.extend(_split_specs(line.split("#", 1)[0]))

@@ -112,7 +112,7 @@ def test_single_process_without_torchrun(tiny_converted, tmp_path):
     too_big = [sys.executable, "-m", "lighteval_nanotron", *_argv(checkpoint, tmp_path / "out2", "--tp", "2")]
     done = subprocess.run(too_big, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
-    assert "needs 2 processes" in done.stderr and "torchrun --nproc-per-node 2" in done.stderr
+    assert "needs 2 processes" in done.stderr and "`lighteval-nanotron torchrun --nproc-per-node 2 eval" in done.stderr
 
 
 def _write_run(root: Path, steps: dict) -> Path:

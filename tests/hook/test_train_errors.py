@@ -109,7 +109,8 @@ def test_no_launcher_for_a_multi_process_config_names_both_ways_to_start_it(tmp_
     (line,) = _error_lines(err)
     assert "parallelism needs 4 processes and no launcher started them" in line, line
     assert f"`lighteval-nanotron train --config-file {config} --cpu --nproc 4` on CPU" in line
-    assert f"`torchrun --nproc-per-node 4 -m lighteval_nanotron train --config-file {config}` on GPUs" in line
+    # the README's launcher: a failure of the job is its one error line, without torchrun's report
+    assert f"`lighteval-nanotron torchrun --nproc-per-node 4 train --config-file {config}` on GPUs" in line
     assert "WORLD_SIZE" not in err and "Traceback" not in err
 
 

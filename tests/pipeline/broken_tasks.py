@@ -6,7 +6,7 @@ import numpy as np
 from helpers_pipeline import TASKS_TABLE as TOY_TASKS
 from helpers_pipeline import _config, mc_prompt
 
-from lighteval_nanotron.metrics import Metrics
+from lighteval_nanotron.metrics import LogProbPMINorm, Metrics
 from lighteval_nanotron.metrics.metric import SampleLevelMetric
 from lighteval_nanotron.tasks import Doc
 from lighteval_nanotron.tasks.requests import SamplingMethod
@@ -28,6 +28,9 @@ CORPUS_EXPLODES = SampleLevelMetric(
     metric_name="corpus_explodes", higher_is_better=True, category=SamplingMethod.LOGPROBS,
     sample_level_fn=lambda doc, response: 1.0, corpus_level_fn=_explode_corpus,
 )  # fmt: skip
+
+
+PMI_ACC = Metrics.loglikelihood_acc(sample_params={"logprob_normalization": LogProbPMINorm()})
 
 
 def _second_row_as(choices=None, gold: int | None = None):
@@ -59,4 +62,5 @@ TASKS_TABLE = [
     _config("toy_gold_negative", "mc", _second_row_as(gold=-1), [Metrics.loglikelihood_acc]),
     _config("toy_no_choices", "mc", _second_row_as(choices=lambda doc: [], gold=0), [Metrics.loglikelihood_acc]),
     _config("toy_gold_twice", "mc", _second_row_as(choices=_gold_twice), [Metrics.loglikelihood_acc]),
+    _config("toy_pmi_no_unconditioned", "mc", _second_row_as(), [PMI_ACC]),  # row 1 has no unconditioned_query
 ]

@@ -1,5 +1,6 @@
 """The toy tasks of `helpers_pipeline`, written exactly as for lighteval 0.11: its classes, `metrics=`,
-`suite=`, its metric parameters."""
+`suite=`, `trust_dataset=`, `truncate_fewshots=` (fields later lighteval releases removed), its metric
+parameters."""
 
 from lighteval.metrics.metrics import Metrics
 from lighteval.metrics.normalizations import LogProbCharNorm, LogProbPMINorm
@@ -35,6 +36,8 @@ def _config(name: str, subset: str, prompt, metrics, **extra) -> LightevalTaskCo
         hf_avail_splits=["test"],
         evaluation_splits=["test"],
         suite=["custom"],
+        trust_dataset=True,
+        truncate_fewshots=False,
         **extra,
     )
 

@@ -13,7 +13,7 @@ import helpers_pipeline
 import pytest
 from helpers_pipeline import BigramLM
 
-from lighteval_nanotron.errors import ConfigError, CustomTasksError
+from lighteval_nanotron.errors import ConfigError, CustomTasksError, PromptFunctionError
 from lighteval_nanotron.metrics import (
     LogProbCharNorm,
     LogProbPMINorm,
@@ -206,6 +206,22 @@ def test_metrics_needing_a_judge_or_a_scoring_model_are_refused_by_name():
         lighteval_adapter.adapt_metric(lighteval.metrics.Metrics.simpleqa_judge, "task x")
 
 
+def test_a_metric_lighteval_cannot_compute_is_refused_when_the_task_is_built():
+    """A metric built with lighteval's classes around a plain function: lighteval 0.13 raises 'Incorrect type'
+    only when scoring; here it failed its task after the whole evaluation, blaming the prompt function."""
+    lighteval = _lighteval()
+    if not hasattr(lighteval.metric_utils, "SampleLevelComputation"):
+        pytest.skip("this lighteval's metrics take plain functions")
+    from lighteval_nanotron.tasks import lighteval_adapter
+
+    metric = lighteval.metric_utils.SampleLevelMetric(
+        metric_name="mine", higher_is_better=True, category=lighteval.requests.SamplingMethod.LOGPROBS,
+        sample_level_fn=lambda doc, model_response: 1.0, corpus_level_fn=sum,
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match=r"task x: lighteval metric 'mine': its sample_level_fn is a function"):
+        lighteval_adapter.adapt_metric(metric, "task x")
+
+
 def _write(tmp_path: Path, body: str) -> Path:
     path = tmp_path / "task_file.py"
     header = (
@@ -314,3 +330,90 @@ def test_target_perplexity_is_lightevals():
     samples = [metric.compute_sample(doc, response) for doc, response in docs]
     value = aggregate_task_metrics([metric], samples)["ppl"]
     assert value == pytest.approx(math.exp(4.0))  # -(-2 - 1 - 1 - 4) / 2 docs
+
+
+def test_a_doc_with_images_is_refused_naming_the_row(toy_data, tmp_path):
+    """A multimodal task (lighteval's `Doc(images=...)`, as its mmmu_pro tasks) is refused when its docs are
+    built, lighteval files and this project's alike: it was scored on its text alone, without a word."""
+    _lighteval()
+    path = _write(
+        tmp_path,
+        "def with_image(line, task_name):\n"
+        "    doc = prompt(line, task_name)\n"
+        "    doc.images = [object()] if line['gold'] == 1 else None\n"
+        "    return doc\n\n"
+        "TASKS_TABLE = [LightevalTaskConfig(name='t', prompt_function=with_image, hf_repo='toy', hf_subset='mc',\n"
+        "    metrics=[Metrics.loglikelihood_acc], evaluation_splits=['test'])]\n",
+    )
+    with pytest.raises(PromptFunctionError, match=r"images on row 1 of split 'test': a multimodal task") as error:
+        _results(str(path), "custom|t|0")
+    assert "\n" not in str(error.value)
+    native = types.ModuleType("native_images")
+    native.TASKS_TABLE = [
+        LightevalTaskConfig(
+            name="t", prompt_function=lambda line, name: Doc(query="q", choices=[" a"], gold_index=0, images=[b"png"]),
+            hf_repo="toy", hf_subset="mc", metrics=[Metrics.loglikelihood_acc], evaluation_splits=["test"],
+        )
+    ]  # fmt: skip
+    with pytest.raises(PromptFunctionError, match="images on row 0"):
+        _results(native, "custom|t|0")
+
+
+def test_a_config_listing_no_splits_draws_few_shots_where_lighteval_does(toy_data, tmp_path):
+    """`hf_avail_splits=[]`: lighteval takes the few-shot examples from the evaluation split; the adapter
+    put lighteval's default list back, so `train` (a split the file never named) became the pool."""
+    lighteval = _lighteval()
+    from lighteval_nanotron.tasks import lighteval_adapter
+
+    theirs = lighteval.lighteval_task.LightevalTaskConfig(
+        name="t", prompt_function=helpers_pipeline.mc_prompt, hf_repo="toy", hf_subset="mc",
+        hf_avail_splits=[], evaluation_splits=["test"], metrics=[lighteval.metrics.Metrics.loglikelihood_acc],
+    )  # fmt: skip
+    module = types.ModuleType("no_splits_listed")
+    module.TASKS_TABLE = [lighteval_adapter.adapt_task_config(theirs)]
+    (task,) = Registry("custom|t|1", custom_tasks=module).load_tasks().values()
+    assert task.fewshot_split == lighteval.lighteval_task.LightevalTask(theirs).fewshot_split is None
+    assert all(len(doc.fewshot_samples) == 1 for doc in task.get_docs())  # drawn from `test`
+
+
+def test_an_empty_instruction_renders_as_lightevals_prompt_manager_renders_it():
+    """lighteval's `instruction=""` (its ifeval, ifbench, French and Arabic tasks) is a part of the prompt that
+    strips the query; the adapter made it None, so the prompt kept the query's trailing space and lost the
+    leading blank part: other tokens than lighteval's, other scores."""
+    lighteval = _lighteval()
+    from lighteval.tasks.prompt_manager import PromptManager as LightevalPromptManager
+
+    from lighteval_nanotron.tasks import PromptManager
+    from lighteval_nanotron.tasks.lighteval_adapter import adapt_doc
+
+    def doc(query: str, gold: int):
+        return lighteval.requests.Doc(query=query, choices=[" yes", " no"], gold_index=gold, instruction="")
+
+    theirs = doc("Premise: a cat. Question: is it? ", 0)
+    theirs.fewshot_samples = [doc("Premise: b. Question: ok? ", 1)]
+    ours = adapt_doc(theirs)
+    ours.fewshot_samples = [adapt_doc(example) for example in theirs.fewshot_samples]
+    expected = LightevalPromptManager().prepare_prompt(theirs)
+    assert (
+        PromptManager().prepare_prompt(ours)
+        == expected
+        == "\n\nPremise: b. Question: ok? no\n\nPremise: a cat. Question: is it?"
+    )
+
+
+def test_lightevals_metrics_in_this_projects_config_are_computed_by_lighteval(toy_data):
+    """A lighteval user's half-migrated file: this project's LightevalTaskConfig with lighteval's `Metrics`
+    and `Doc`. It failed to import, explained as a lighteval 0.10 metric name ('Metrics' object has no
+    attribute 'metric_name'), and a prompt returning lighteval's Doc was told it 'must return a Doc'; both
+    are now adapted as in a lighteval task file."""
+    lighteval = _lighteval()
+
+    def their_doc(line: dict, task_name: str):
+        return lighteval.requests.Doc(query=line["question"], choices=line["choices"], gold_index=line["gold"])
+
+    module = types.ModuleType("half_migrated")
+    (config,) = [c for c in helpers_pipeline.TASKS_TABLE if c.name == "toy_mc"]
+    metrics = [lighteval.metrics.Metrics.loglikelihood_acc]
+    module.TASKS_TABLE = [dataclasses.replace(config, metrics=metrics, prompt_function=their_doc)]
+    theirs = _results(module, MC)[MC]
+    assert theirs["acc"] == _results(helpers_pipeline, MC)[MC]["acc"] == 0.75

@@ -1,10 +1,12 @@
 """A task that fails costs only that task; wrong-looking numbers are refused, never reported as real."""
 
+import dataclasses
 import json
 import logging
 import math
 import os
 import stat
+import types
 
 import broken_tasks
 import pytest
@@ -17,6 +19,7 @@ from lighteval_nanotron.pipeline.request_groups import group_requests
 from lighteval_nanotron.pipeline.result import raise_for_failed_tasks
 from lighteval_nanotron.pipeline.summary import general_summary
 from lighteval_nanotron.requests import ModelResponse
+from lighteval_nanotron.tasks.lighteval_adapter import adapt_metric
 from lighteval_nanotron.tracking import TrackingConfig, details_task_name
 from tests.helpers.results_layout import details_folder, results_file
 
@@ -65,6 +68,25 @@ def test_a_doc_without_choices_names_the_task_and_row(toy_data):
     """No choices crashed the chance level with a ZeroDivisionError."""
     with pytest.raises(ConfigError, match=r"custom\|toy_no_choices\|0', row 1 .*no choices, but its metrics rank"):
         _prepare(f"{MC},custom|toy_no_choices|0")
+
+
+def test_a_pmi_metric_on_a_doc_without_an_unconditioned_query_names_the_task_and_row(toy_data):
+    """PMI scores each choice again after the doc's unconditioned_query: a doc without one failed its task
+    after the whole evaluation (MetricError, or lighteval's AssertionError for a lighteval metric)."""
+    pattern = r"custom\|toy_pmi_no_unconditioned\|0', row 1 .*normalizes by PMI.*Set Doc.unconditioned_query"
+    with pytest.raises(ConfigError, match=pattern):
+        _prepare(f"{MC},custom|toy_pmi_no_unconditioned|0")
+    try:
+        from lighteval.metrics.metrics import Metrics as LightevalMetrics
+        from lighteval.metrics.normalizations import LogProbPMINorm as LightevalPMI
+    except ImportError:
+        return
+    their_pmi = LightevalMetrics.loglikelihood_acc(sample_params={"logprob_normalization": LightevalPMI()})
+    module = types.ModuleType("lighteval_pmi")
+    (config,) = [c for c in broken_tasks.TASKS_TABLE if c.name == "toy_pmi_no_unconditioned"]
+    module.TASKS_TABLE = [dataclasses.replace(config, metrics=[adapt_metric(their_pmi, "test")])]
+    with pytest.raises(ConfigError, match=pattern):
+        EvaluationPipeline.prepare(BigramLM(), "custom|toy_pmi_no_unconditioned|0", custom_tasks=module)
 
 
 def test_a_gold_choice_repeated_as_a_wrong_choice_is_said_once_and_scored_as_lighteval_does(toy_data, caplog):

@@ -64,7 +64,11 @@ def test_without_a_data_dir_the_slice_is_used_with_a_warning(how, no_data_dirs, 
     why = {"unreachable": "the Hub cannot be reached", "offline": "HF_DATASETS_OFFLINE is set and the"}[how]
     assert warning.startswith(f"Task {ARC}: no data dir is set and {why}")
     assert "(300 rows of test, 50 rows of train), not the full dataset" in warning
-    assert "Set --data-dir (or $LIGHTEVAL_NANOTRON_DATA_DIRS) to `bundled` to choose it" in warning
+    # every way in is named: eval's flag, the hook's key, the Python call, the variable
+    settings = (
+        "--data-dir, the lighteval_nanotron section's data_dirs, set_data_dirs([...]) or $LIGHTEVAL_NANOTRON_DATA_DIRS"
+    )
+    assert f"Set the data dirs ({settings}) to `bundled` to choose it" in warning
 
 
 def test_with_a_data_dir_set_the_slice_is_never_taken_instead(tmp_path, unreachable_hub):
@@ -80,9 +84,16 @@ def test_a_dataset_without_a_slice_still_says_what_to_add(no_data_dirs, unreacha
         name="absent", prompt_function=lambda line, name: None, hf_repo="org/absent_bench_for_tests",
         hf_subset="main", metrics=[], evaluation_splits=["test"],
     )  # fmt: skip
-    fix = r"Fix: set LIGHTEVAL_NANOTRON_DATA_DIRS=bundled .*org/absent_bench_for_tests/main/<split>.jsonl"
-    with pytest.raises(DatasetLoadError, match="in no data dir and the Hub cannot be reached.*" + fix):
+    fix = r"Fix: point the data dirs \(.*\) at a folder holding org/absent_bench_for_tests/main/<split>.jsonl"
+    with pytest.raises(DatasetLoadError, match="in no data dir and the Hub cannot be reached.*" + fix) as error:
         LightevalTask(config).get_docs(max_samples=5)
+    assert "=bundled" not in str(error.value)  # no slice of it ships with the package: suggesting one sent users round
+
+
+def test_a_dataset_with_a_shipped_slice_suggests_it_when_the_data_dirs_lack_it(tmp_path, unreachable_hub):
+    set_data_dirs([str(tmp_path)])
+    with pytest.raises(DatasetLoadError, match=r"Fix: set LIGHTEVAL_NANOTRON_DATA_DIRS=bundled \(a slice of it ships"):
+        _task().get_docs(max_samples=5)
 
 
 def test_the_commit_of_a_hub_dataset_is_read_from_its_cache_path():

@@ -42,6 +42,8 @@ def test_strings_and_tuples_become_lists():
     assert config.evaluation_splits == ["test"]
     assert config.stop_sequence == ["\n"]
     assert config.hf_avail_splits == ["a", "b"]
+    # lighteval's Arabic and Turkic tasks write few_shots_split=["dev"] (lighteval itself crashes on it past 0-shot)
+    assert make(few_shots_split=["dev"]).few_shots_split == "dev"
 
 
 @pytest.mark.parametrize(
@@ -52,6 +54,12 @@ def test_strings_and_tuples_become_lists():
         ({"suite": []}, "suite"),
         ({"evaluation_splits": []}, "evaluation_splits"),
         ({"few_shots_select": "best"}, "few_shots_select"),
+        # a list of several crashed with `unhashable type: 'list'` (one, ["dev"], is that split: below)
+        ({"few_shots_split": ["dev", "train"]}, r"few_shots_split=\['dev', 'train'\] must be one split name"),
+        # the docs of a split named twice were evaluated twice: weights and standard error wrong, without a word
+        ({"evaluation_splits": ["test", "test"]}, r"evaluation_splits=\['test', 'test'\] must name each split once"),
+        ({"evaluation_splits": [1]}, "must name each split once, as a string"),
+        ({"generation_size": "32", "metrics": [Metrics.exact_match]}, "generation_size='32' must be a whole number"),
         ({"num_fewshots": -1}, "num_fewshots"),
         ({"hf_filter": 3}, "hf_filter"),
         ({"generation_size": 0, "metrics": [Metrics.exact_match]}, "generation_size=0 with a generative metric"),

@@ -62,6 +62,9 @@ def test_read_task_list_from_string_list_and_file(tmp_path):
     assert read_task_list(path) == ["lighteval|a|0", "b|1", "c|2"]
     with pytest.raises(TaskSpecError, match="does not exist"):
         read_task_list(tmp_path / "missing.txt")
+    # the command line's `--tasks tasks.txt` with no such file: named as a missing file, not an unknown task
+    with pytest.raises(TaskSpecError, match=r"Task list file 'tasks\.txt' does not exist \(in "):
+        read_task_list("tasks.txt")
 
 
 def test_a_byte_order_mark_in_a_tasks_file_is_not_part_of_the_first_spec(tmp_path):

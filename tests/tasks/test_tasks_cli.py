@@ -17,7 +17,9 @@ def test_tasks_list(capsys):
 
 def test_tasks_list_of_a_suite_without_tasks_exits_2_naming_the_suites_there_are(capsys):
     assert main(["tasks", "list", "--suites", "toy,tyo", "--custom-tasks", str(TOY_TASKS)]) == 2
-    error = capsys.readouterr().err.strip()
+    printed = capsys.readouterr()
+    assert printed.out == ""  # refused before anything is listed: the error line is all there is
+    error = printed.err.strip()
     assert error.startswith("error: no task in suite(s) tyo: the suites with tasks are ")
     listed = error.split("the suites with tasks are ", 1)[1].split(" (", 1)[0].split(", ")
     assert "toy" in listed and "lighteval" in listed and "\n" not in error

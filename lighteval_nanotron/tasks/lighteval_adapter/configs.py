@@ -15,6 +15,7 @@ Every field of lighteval's `LightevalTaskConfig` is accounted for:
   and `filter` applies to inspect-ai samples, not to dataset rows (rows are dropped by
   `hf_filter` or by a prompt function returning None). A config that only has that evaluation
   (no prompt function) is refused;
+- without effect: lighteval 0.11's `trust_dataset` (`datasets` 4 runs no loading scripts);
 - refused when set: `generation_grammar` (structured generation), and any field this adapter
   does not know (a later lighteval) whose value is not lighteval's default;
 - left to the task: `original_num_docs`, `effective_num_docs`.
@@ -54,6 +55,9 @@ COPIED_FIELDS = (
     "version",
 )
 INSPECT_ONLY_FIELDS = ("solver", "scorer", "sample_fields", "sample_to_fewshot", "filter")
+NO_EFFECT_FIELDS = ("trust_dataset",)
+"""lighteval 0.11's `trust_dataset` (run a dataset's loading script): `datasets` 4 runs no scripts, here as in
+lighteval, so it changes nothing."""
 _ADAPTED_FIELDS = ("prompt_function", "metrics", "generation_grammar")
 _FILLED_BY_TASK = ("original_num_docs", "effective_num_docs")
 _DOC_FIELDS = (
@@ -76,7 +80,7 @@ def adapt_doc(doc: Any) -> Doc | None:
     if isinstance(doc, Doc):
         return doc
     values = {name: getattr(doc, name, None) for name in _DOC_FIELDS}
-    values["instruction"] = values["instruction"] or None
+    # an empty instruction stays one: lighteval's prompt shows it (a leading blank part) and strips the query
     values["original_query"] = values["original_query"] or None
     return Doc(**values)
 
@@ -106,7 +110,7 @@ def _default(field: dataclasses.Field) -> Any:
 
 
 def _unknown_fields_set(config: Any) -> list[str]:
-    known = {*COPIED_FIELDS, *INSPECT_ONLY_FIELDS, *_ADAPTED_FIELDS, *_FILLED_BY_TASK}
+    known = {*COPIED_FIELDS, *INSPECT_ONLY_FIELDS, *NO_EFFECT_FIELDS, *_ADAPTED_FIELDS, *_FILLED_BY_TASK}
     names = []
     for field in dataclasses.fields(config):
         if field.name in known:
@@ -145,7 +149,9 @@ def adapt_task_config(config: Any, suite: Sequence[str] | None = None) -> Lighte
     values = {name: getattr(config, name) for name in COPIED_FIELDS if hasattr(config, name)}
     if suite is not None:
         values["suite"] = list(suite)
-    values["hf_avail_splits"] = values.get("hf_avail_splits") or ["train", "validation", "test"]
+    # as lighteval's task reads it (`config.hf_avail_splits or []`): none listed, the few-shot examples
+    # come from the evaluation splits, not from a `train` split the file never named
+    values["hf_avail_splits"] = list(values.get("hf_avail_splits") or [])
     return LightevalTaskConfig(
         prompt_function=AdaptedPrompt(config.prompt_function),
         metrics=[adapt_metric(metric, where) for metric in config.metrics],

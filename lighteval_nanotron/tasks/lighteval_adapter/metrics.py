@@ -16,8 +16,10 @@ Two things of lighteval's are followed on purpose:
   prepare time when more than one sample is needed).
 
 Refused by name, when the task is built: LLM judges and batched metrics (an external model),
-and the metrics that download a scoring model at scoring time (BERTScore, BLEURT, the SummaC
-faithfulness score), which would run inside the training process.
+the metrics that download a scoring model at scoring time (BERTScore, BLEURT, the SummaC
+faithfulness score), which would run inside the training process, and a metric whose sample-level
+function the installed lighteval's `Metric.compute_sample` refuses (0.13: a plain function instead
+of a `SampleLevelComputation` or `Preparator`), which lighteval itself refuses only when scoring.
 """
 
 from __future__ import annotations
@@ -111,6 +113,13 @@ def _sample_fn(metric: Any, grouping: bool) -> LightevalSampleFn:
     return LightevalAccuracyFn(metric) if accuracy and not grouping else LightevalSampleFn(metric)
 
 
+def _computable(metric: Any, lighteval: Lighteval) -> bool:
+    """Whether the installed lighteval's `Metric.compute_sample` takes the metric's sample-level function
+    (0.13: a `SampleLevelComputation` or a `Preparator`, not a plain function)."""
+    kinds = tuple(getattr(lighteval.metric_utils, name, None) for name in ("SampleLevelComputation", "Preparator"))
+    return not all(isinstance(kind, type) for kind in kinds) or isinstance(metric.sample_level_fn, kinds)
+
+
 def _refusal(metric: Any, lighteval: Lighteval) -> str | None:
     fn = metric.sample_level_fn
     if isinstance(fn, lighteval.metrics_sample.JudgeLLM):
@@ -144,6 +153,14 @@ def adapt_metric(metric: Any, where: str) -> Metric:
         raise ConfigError(
             f"{where}: lighteval metric {metric.metric_name!r} cannot run here: {refusal}. Use a metric computed "
             "from log-probabilities, generations or perplexities."
+        )
+    if not _computable(metric, lighteval):
+        raise ConfigError(
+            f"{where}: lighteval metric {metric.metric_name!r}: its sample_level_fn is a "
+            f"{type(metric.sample_level_fn).__name__}, and lighteval {lighteval.version} computes only a "
+            "SampleLevelComputation or a Preparator (lighteval itself fails with 'Incorrect type' when scoring, "
+            "after the evaluation). Subclass lighteval.metrics.metrics_sample.SampleLevelComputation and move the "
+            "function into its compute(doc, model_response, **kwargs)."
         )
     grouping = isinstance(metric, lighteval.metric_utils.MetricGrouping)
     corpus_level = isinstance(metric, lighteval.metric_utils.CorpusLevelMetric) or type(metric).__name__.startswith(

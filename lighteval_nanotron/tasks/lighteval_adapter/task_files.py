@@ -1,11 +1,12 @@
 """Importing a task file written for lighteval 0.11 to 0.13 under whichever of them is installed.
 
-lighteval 0.12.1 removed `suite` from `LightevalTaskConfig`, so under 0.12.1+ or 0.13 a file written
-for 0.11 (`LightevalTaskConfig(..., suite=["custom"])`) fails in lighteval's own constructor. While
-this project imports a task file (`importing_task_file()`), lighteval's `LightevalTaskConfig`, when it
-has no `suite`, is a subclass of itself that also takes 0.11's `suite` (default `["custom"]`, 0.11's),
-so the file runs unchanged; lighteval's class is put back afterwards. Nothing is imported from
-lighteval unless the file imports it.
+Later lighteval releases removed fields of 0.11's `LightevalTaskConfig` (`suite` in 0.12.1,
+`trust_dataset` and `truncate_fewshots`), so under 0.13 a file written for 0.11
+(`LightevalTaskConfig(..., suite=["custom"], trust_dataset=True)`) fails in lighteval's own
+constructor. While this project imports a task file (`importing_task_file()`), lighteval's
+`LightevalTaskConfig`, when it lacks any of them, is a subclass of itself that also takes them (with
+0.11's defaults), so the file runs unchanged; lighteval's class is put back afterwards. Nothing is
+imported from lighteval unless the file imports it.
 
 Files written for lighteval 0.10 (`LightevalTaskConfig(metric=...)`, `Metrics.loglikelihood_acc_norm`
 and the other metric names 0.11 removed) are not read: lighteval 0.11 changed that API and no
@@ -27,23 +28,35 @@ from typing import Any, Optional
 from lighteval_nanotron.tasks.lighteval_adapter.installed import (
     SUPPORTED_TEXT,
     check_version,
-    has_suites,
     installed_version,
 )
 
 TASK_MODULE = "lighteval.tasks.lighteval_task"
-_SUITE_DEFAULT = ("custom",)
+V011_FIELDS: dict[str, Any] = {"suite": ("custom",), "trust_dataset": False, "truncate_fewshots": False}
+"""lighteval 0.11's config fields that later versions removed, with 0.11's defaults."""
 
 
-def config_with_suite(base: type) -> type:
-    """lighteval's `LightevalTaskConfig` (0.12.1+) that also takes 0.11's `suite` field."""
+def missing_v011_fields(config_class: type) -> list[str]:
+    """The fields of `V011_FIELDS` that lighteval's `LightevalTaskConfig` does not have."""
+    have = {field.name for field in dataclasses.fields(config_class)}
+    return [name for name in V011_FIELDS if name not in have]
 
-    @dataclasses.dataclass
-    class LightevalTaskConfig(base):  # type: ignore[misc, valid-type]
-        suite: Any = dataclasses.field(default_factory=lambda: list(_SUITE_DEFAULT))
 
-    LightevalTaskConfig.__doc__ = f"lighteval's LightevalTaskConfig with lighteval 0.11's `suite` ({__name__})."
-    return LightevalTaskConfig
+def config_with_v011_fields(base: type) -> type:
+    """lighteval's `LightevalTaskConfig` (0.12+) that also takes 0.11's `suite`, `trust_dataset` and
+    `truncate_fewshots` (those it lacks), with 0.11's defaults."""
+    added = [
+        (name, Any, dataclasses.field(default_factory=lambda default=V011_FIELDS[name]: _fresh(default)))
+        for name in missing_v011_fields(base)
+    ]
+    config = dataclasses.make_dataclass("LightevalTaskConfig", added, bases=(base,))
+    config.__doc__ = f"lighteval's LightevalTaskConfig with lighteval 0.11's {', '.join(n for n, _, _ in added)}."
+    config.__module__ = __name__
+    return config
+
+
+def _fresh(default: Any) -> Any:
+    return list(default) if isinstance(default, tuple) else default
 
 
 class _Swap:
@@ -53,11 +66,11 @@ class _Swap:
         self.originals: dict[ModuleType, type] = {}
 
     def apply(self, module: ModuleType) -> None:
-        if module in self.originals or has_suites(module.LightevalTaskConfig):
+        if module in self.originals or not missing_v011_fields(module.LightevalTaskConfig):
             return
         original = module.LightevalTaskConfig
         self.originals[module] = original
-        module.LightevalTaskConfig = config_with_suite(original)
+        module.LightevalTaskConfig = config_with_v011_fields(original)
 
     def restore(self) -> None:
         for module, original in self.originals.items():
