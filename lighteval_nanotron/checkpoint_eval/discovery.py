@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from lighteval_nanotron.models.checkpoint.format import (
     training_config_section,
 )
 from lighteval_nanotron.models.checkpoint.path_hints import checkpoint_path_hint
+from lighteval_nanotron.setup.finished_steps import Done, is_done
 from lighteval_nanotron.steps import numbered_folders, step_number
 
 logger = logging.getLogger(__name__)
@@ -148,15 +150,17 @@ def find_checkpoints(checkpoints_dir: str | Path) -> list[CheckpointInfo]:
 def pending_tasks(
     checkpoints: list[CheckpointInfo],
     task_names: list[str],
-    done: dict[int, set[tuple[str, int | None]]],
+    done: Done,
     max_samples: int | None,
+    digests: Mapping[str, str],
 ) -> dict[int | None, list[str]]:
     """`{step: tasks still to evaluate}` for the checkpoints with anything left: a step is done
-    per (task with its few-shot count, max_samples); a checkpoint without a step always is pending."""
+    per (task with its few-shot count, max_samples), a held-out domain on the windows whose digest
+    `digests` gives (`setup.finished_steps.is_done`); a checkpoint without a step always is pending."""
     todo: dict[int | None, list[str]] = {}
     for info in checkpoints:
-        evaluated = done.get(info.step, set()) if info.step is not None else set()
-        missing = [name for name in task_names if (name, max_samples) not in evaluated]
+        evaluated = done.get(info.step, {}) if info.step is not None else {}
+        missing = [name for name in task_names if not is_done(evaluated, name, max_samples, digests)]
         if missing:
             todo[info.step] = missing
     return todo

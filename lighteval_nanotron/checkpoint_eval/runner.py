@@ -42,7 +42,7 @@ from lighteval_nanotron.models.weights_fingerprint import weights_fingerprint
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron_trainer
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.pipeline.result import WEIGHTS_KEY, EvaluationResult, raise_for_failed_tasks
-from lighteval_nanotron.requests.held_out import held_out_key
+from lighteval_nanotron.requests.held_out import HeldOutSet, held_out_key
 from lighteval_nanotron.setup.finished_steps import check_step_settings
 
 logger = logging.getLogger(__name__)
@@ -68,6 +68,13 @@ class EvaluationPlan:
     """Every task's `TaskDocs`, built on world rank 0 and broadcast (datasets opened once)."""
     sequence_length: int | None = None
     """The first checkpoint's training `tokens.sequence_length` (the held-out windows' default length)."""
+    held_out: list[HeldOutSet] = field(default_factory=list)
+    """Every held-out domain's `HeldOutSet`, built on world rank 0 and broadcast before the steps
+    are planned: a step is done for a domain only on these windows (their digests)."""
+
+    @property
+    def held_out_digests(self) -> dict[str, str]:
+        return {held_out.key: held_out.digest() for held_out in self.held_out}
 
 
 def _discover(config: CheckpointEvalConfig) -> list[CheckpointInfo]:
@@ -111,23 +118,54 @@ def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> Eval
         world, "reading the checkpoints", lambda: read_models(checkpoints, config)
     )
     tasks = collectively(world, "loading the tasks", lambda: load_tasks(config))
+    plan = with_held_out(
+        config, world, EvaluationPlan(checkpoints, [], checkpoint_model, model_name, None, None, tasks)
+    )
     backfill = config.checkpoints_dir is not None
     done = finished_tasks_by_step(config.output_dir, model_name, world) if backfill else {}
-    names = [*tasks, *(held_out_key(spec.name) for spec in config.held_out_specs)]
-    tasks_by_step = pending_tasks(checkpoints, names, done, config.max_samples)
+    tasks_by_step = pending_tasks(
+        checkpoints, result_names(config, tasks), done, config.max_samples, plan.held_out_digests
+    )
     todo = [info for info in checkpoints if info.step in tasks_by_step]
     skipped = sorted(info.step for info in checkpoints if info.step not in tasks_by_step)
     if not todo:
         return EvaluationPlan([], skipped, checkpoint_model, model_name, None, None, {})
-    plan = EvaluationPlan(todo, skipped, checkpoint_model, model_name, None, None, tasks, tasks_by_step)
+    plan = dataclasses.replace(plan, checkpoints=todo, skipped_steps=skipped, tasks_by_step=tasks_by_step)
     return with_prepared_inputs(config, world, plan)
 
 
-def with_prepared_inputs(
-    config: CheckpointEvalConfig, world: Any, plan: EvaluationPlan, every_task: bool = False
-) -> EvaluationPlan:
-    """`plan` with its tokenizer, prompt settings and docs: those of the tasks pending at its
-    steps, or of every task (`every_task`: a watched folder's later checkpoints may need any)."""
+def result_names(config: CheckpointEvalConfig, tasks: dict[str, Any]) -> list[str]:
+    """The results keys an evaluation of every task and held-out domain writes."""
+    return [*tasks, *(held_out_key(spec.name) for spec in config.held_out_specs)]
+
+
+def with_held_out(config: CheckpointEvalConfig, world: Any, plan: EvaluationPlan) -> EvaluationPlan:
+    """`plan` with its tokenizer and every held-out domain built (none: `plan`), checked against the
+    checkpoint's model as the engine checks them (its vocabulary and positions)."""
+    if not config.held_out_specs:
+        return plan
+    from lighteval_nanotron.heldout import build_held_out_set
+    from lighteval_nanotron.models.families import family_of_config
+    from lighteval_nanotron.setup.engine import engine_config
+
+    plan = _with_tokenizer(config, world, plan)
+    model_config = plan.checkpoint_model.model_config
+    positions = engine_config(config).max_length or family_of_config(model_config).max_positions(model_config)
+    length = config.held_out_sequence_length or plan.sequence_length or positions
+    vocab_size = int(model_config.vocab_size)
+
+    def build() -> list[HeldOutSet]:
+        return [build_held_out_set(s, plan.tokenizer, length, vocab_size, positions) for s in config.held_out_specs]
+
+    first = dist.get_global_rank(world, 0)
+    sets = collectively(world, "preparing the held-out domains", lambda: computed_once(build, world, src=first))
+    return dataclasses.replace(plan, held_out=sets)
+
+
+def _with_tokenizer(config: CheckpointEvalConfig, world: Any, plan: EvaluationPlan) -> EvaluationPlan:
+    """`plan` with its tokenizer, prompt settings and training sequence length (once)."""
+    if plan.tokenizer is not None:
+        return plan
     from lighteval_nanotron.setup.engine import prompt_manager
     from lighteval_nanotron.setup.tokenizer import load_tokenizer
 
@@ -137,13 +175,20 @@ def with_prepared_inputs(
         lambda: load_tokenizer(tokenizer_source(config.tokenizer, plan.checkpoints[0].path), config.use_chat_template),
     )
     prompts = collectively(world, "checking the prompt settings", lambda: prompt_manager(config, tokenizer))
+    length = (read_training_config(plan.checkpoints[0].path).get("tokens") or {}).get("sequence_length")
+    return dataclasses.replace(plan, tokenizer=tokenizer, prompts=prompts, sequence_length=length)
+
+
+def with_prepared_inputs(
+    config: CheckpointEvalConfig, world: Any, plan: EvaluationPlan, every_task: bool = False
+) -> EvaluationPlan:
+    """`plan` with its tokenizer, prompt settings and docs: those of the tasks pending at its
+    steps, or of every task (`every_task`: a watched folder's later checkpoints may need any)."""
+    plan = _with_tokenizer(config, world, plan)
     needed = set(plan.tasks) if every_task else {name for names in plan.tasks_by_step.values() for name in names}
     tasks = {name: task for name, task in plan.tasks.items() if name in needed}
     docs = collectively(world, "loading the datasets", lambda: _load_docs(config, tasks, world))
-    length = (read_training_config(plan.checkpoints[0].path).get("tokens") or {}).get("sequence_length")
-    return dataclasses.replace(
-        plan, tokenizer=tokenizer, prompts=prompts, tasks=tasks, docs=docs, sequence_length=length
-    )
+    return dataclasses.replace(plan, tasks=tasks, docs=docs)
 
 
 class CheckpointEvaluator:
@@ -185,8 +230,7 @@ class CheckpointEvaluator:
         """The pipeline of the tasks still to evaluate at `step`, prepared once per task set."""
         from lighteval_nanotron.setup.tasks import prepare_pipeline
 
-        every = [*self.setup.tasks, *(held_out_key(spec.name) for spec in self.config.held_out_specs)]
-        names = tuple(self.setup.tasks_by_step.get(step, every))
+        names = tuple(self.setup.tasks_by_step.get(step, result_names(self.config, self.setup.tasks)))
         tasks = [name for name in names if name in self.setup.tasks]
         if names not in self.pipelines:
             self.pipelines[names] = collectively(
@@ -199,7 +243,7 @@ class CheckpointEvaluator:
                     self.setup.model_name,
                     docs={name: self.setup.docs[name] for name in tasks},
                     sequence_length=self.setup.sequence_length,
-                    held_out=list(names),
+                    held_out=[held_out for held_out in self.setup.held_out if held_out.key in names],
                     progress_log=None if sys.stderr.isatty() else _progress_line,
                 ),
             )

@@ -22,6 +22,7 @@ that the others still answer; the watch goes on and fails at the end, naming tho
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,8 @@ from lighteval_nanotron.checkpoint_eval.runner import (
     CheckpointEvaluator,
     EvaluationPlan,
     read_models,
+    result_names,
+    with_held_out,
     with_prepared_inputs,
 )
 from lighteval_nanotron.checkpoint_eval.stop_signals import stop_signals
@@ -115,6 +118,9 @@ class _Watch:
 
         self.tasks = collectively(self.world, "loading the tasks", lambda: load_tasks(config))
         self.evaluator: CheckpointEvaluator | None = None
+        self.plan: EvaluationPlan | None = None
+        """Built at the first checkpoint: its model, tokenizer and held-out domains (whose digests
+        decide whether a step is done for them)."""
         self.report = WatchReport()
 
     def handle(self, info: CheckpointInfo) -> None:
@@ -144,22 +150,26 @@ class _Watch:
 
     def _pending(self, info: CheckpointInfo) -> dict[int | None, list[str]]:
         """The tasks `info` still needs (its model checked against the first checkpoint's)."""
-        if self.evaluator is not None:
-            reference = self.evaluator.setup.checkpoint_model
+        if self.plan is not None:
+            reference = self.plan.checkpoint_model
             collectively(
                 self.world,
                 f"reading checkpoint {info.path}",
                 lambda: check_same_model(reference, read_checkpoint_model(info.path), info.path),
             )
-            model_name = self.evaluator.setup.model_name
         else:
-            model_name = self.config.model_name or collectively(
-                self.world, f"reading checkpoint {info.path}", lambda: default_model_name(info.path)
+            checkpoint_model, model_name = collectively(
+                self.world,
+                f"reading checkpoint {info.path}",
+                lambda: (read_checkpoint_model(info.path), self.config.model_name or default_model_name(info.path)),
             )
+            plan = EvaluationPlan([info], [], checkpoint_model, model_name, None, None, self.tasks)
+            self.plan = with_held_out(self.config, self.world, plan)
         from lighteval_nanotron.setup.finished_steps import finished_tasks_by_step
 
-        done = finished_tasks_by_step(self.config.output_dir, model_name, self.world)
-        return pending_tasks([info], list(self.tasks), done, self.config.max_samples)
+        done = finished_tasks_by_step(self.config.output_dir, self.plan.model_name, self.world)
+        names = result_names(self.config, self.tasks)
+        return pending_tasks([info], names, done, self.config.max_samples, self.plan.held_out_digests)
 
     def _failed(self, info: CheckpointInfo, error: BaseException) -> None:
         # Go on only with every rank still there (a peer that timed out breaks the group).
@@ -168,10 +178,8 @@ class _Watch:
         self.notify(f"watch: step {info.step} FAILED, going on: {error}")
 
     def _build(self, info: CheckpointInfo, todo: dict[int | None, list[str]]) -> CheckpointEvaluator:
-        checkpoint_model, model_name = collectively(
-            self.world, f"reading checkpoint {info.path}", lambda: read_models([info], self.config)
-        )
-        plan = EvaluationPlan([info], [], checkpoint_model, model_name, None, None, self.tasks, todo)
+        collectively(self.world, f"reading checkpoint {info.path}", lambda: read_models([info], self.config))
+        plan = dataclasses.replace(self.plan, checkpoints=[info], tasks_by_step=todo)  # its tokenizer, domains
         plan = with_prepared_inputs(self.config, self.world, plan, every_task=True)
         return CheckpointEvaluator(self.config, self.parallel_context, plan)
 

@@ -7,7 +7,14 @@ sends to the model like any other request. This package sits beside `tasks/`: it
 builds requests, and never sees a model or a process group.
 """
 
-from lighteval_nanotron.heldout.build import build_held_out_set
+from lighteval_nanotron.heldout.build import build_held_out_set, check_sequence_length
 from lighteval_nanotron.heldout.spec import DEFAULT_HELD_OUT_TOKENS, HeldOutSpec, held_out_specs, parse_held_out_option
 
-__all__ = ["DEFAULT_HELD_OUT_TOKENS", "HeldOutSpec", "build_held_out_set", "held_out_specs", "parse_held_out_option"]
+__all__ = [
+    "DEFAULT_HELD_OUT_TOKENS",
+    "HeldOutSpec",
+    "build_held_out_set",
+    "check_sequence_length",
+    "held_out_specs",
+    "parse_held_out_option",
+]

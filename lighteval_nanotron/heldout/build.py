@@ -27,13 +27,7 @@ def build_held_out_set(
     """The windows of `spec` at `sequence_length`, checked against the model (`vocab_size` token
     ids, `max_positions` positions)."""
     where = f"held-out domain {spec.name!r}"
-    if sequence_length < 1:
-        raise ConfigError(f"{where}: sequence length {sequence_length}: use a positive number of tokens.")
-    if sequence_length > max_positions:
-        raise ConfigError(
-            f"{where}: sequence length {sequence_length} is beyond the model's {max_positions} positions: "
-            f"lower the held-out sequence length to at most {max_positions}."
-        )
+    check_sequence_length(spec.name, sequence_length, max_positions)
     wanted = max(1, spec.tokens // sequence_length)
     path = Path(spec.path).expanduser()
     if is_nanoset_folder(path):
@@ -51,6 +45,18 @@ def build_held_out_set(
     for note in description.get("notes", []):
         logger.warning("%s: %s", where, note)
     return held_out
+
+
+def check_sequence_length(name: str, sequence_length: int, max_positions: int) -> None:
+    """A `ConfigError` naming the domain when its windows do not fit the model's positions."""
+    where = f"held-out domain {name!r}"
+    if sequence_length < 1:
+        raise ConfigError(f"{where}: sequence length {sequence_length}: use a positive number of tokens.")
+    if sequence_length > max_positions:
+        raise ConfigError(
+            f"{where}: sequence length {sequence_length} is beyond the model's {max_positions} positions: "
+            f"lower the held-out sequence length to at most {max_positions}."
+        )
 
 
 def _budget_note(spec: HeldOutSpec, available_windows: int, sequence_length: int) -> list[str]:

@@ -33,6 +33,7 @@ from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
 from lighteval_nanotron.parallel.deadline import bounded_collectives
+from lighteval_nanotron.requests.held_out import held_out_key
 from lighteval_nanotron.setup.finished_steps import finished_steps
 from lighteval_nanotron.setup.naming import model_name
 from lighteval_nanotron.tracking.log_table import format_results_table
@@ -125,7 +126,7 @@ class AsynchronousEvaluator(TrainingEvaluator):
         the loss log, the steps already evaluated and the queue."""
         from lighteval_nanotron.setup.tasks import load_tasks
 
-        self.task_names = list(load_tasks(self.config))
+        self.task_names = [*load_tasks(self.config), *(held_out_key(spec.name) for spec in self.config.held_out_specs)]
         probe = self._job(trainer, 0)
         if self.settings.launcher == "slurm" and shutil.which("sbatch", path=probe.base_env.get("PATH")) is None:
             raise ConfigError(
@@ -251,10 +252,11 @@ class AsynchronousEvaluator(TrainingEvaluator):
     # Outcomes --------------------------------------------------------------------------------------
 
     def _finished_steps(self) -> set[int]:
-        """Steps whose results file holds every task (this rank reads the output folder: shared
-        with the evaluations it launches)."""
+        """Steps whose results file holds every task and held-out domain (this rank reads the output
+        folder: shared with the evaluations it launches). On whatever windows a domain was scored:
+        the training processes never build the domains (each launched evaluation does)."""
         done = evaluated_tasks_by_step(self.config.output_dir, self.model_name)
-        return finished_steps(done, self.task_names, self.config.max_samples)
+        return finished_steps(done, self.task_names, self.config.max_samples, {})
 
     def _has_results(self, step: int) -> bool:
         return step in self._finished_steps()

@@ -153,7 +153,8 @@ class TrainingEvaluator:
             )
             self._agreed(world, open_outputs)
             done = finished_tasks_by_step(self.config.output_dir, self.model_name, world)
-        self.done_steps = finished_steps(done, self.pipeline.result_names, self.pipeline.max_samples)
+        pipeline = self.pipeline
+        self.done_steps = finished_steps(done, pipeline.result_names, pipeline.max_samples, pipeline.held_out.digests)
         _log_rank0(
             world,
             logging.INFO,

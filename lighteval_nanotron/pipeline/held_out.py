@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.heldout import HeldOutSpec, build_held_out_set
+from lighteval_nanotron.heldout import HeldOutSpec, build_held_out_set, check_sequence_length
 from lighteval_nanotron.metrics.held_out import (
     BITS_PER_BYTE,
     LOSS,
@@ -53,16 +53,23 @@ class PreparedHeldOut:
         return [held_out.key for held_out in self.sets]
 
     @property
+    def digests(self) -> dict[str, str]:
+        """`{results key: windows digest}`: a step is done for a domain on these windows only
+        (`setup.finished_steps.is_done`)."""
+        return {held_out.key: held_out.digest() for held_out in self.sets}
+
+    @property
     def windows(self) -> int:
         """Windows scored per evaluation, over every domain (progress counts each as a doc)."""
         return sum(len(held_out.windows) for held_out in self.sets)
 
 
 def prepare_held_out(
-    model: LightevalModel, specs: Sequence[HeldOutSpec], sequence_length: int | None
+    model: LightevalModel, specs: Sequence[HeldOutSpec | HeldOutSet], sequence_length: int | None
 ) -> PreparedHeldOut:
     """Read and tokenize every domain once for the mesh (`computed_once`), then plan each on every rank.
-    `sequence_length` None: the model's positions."""
+    `sequence_length` None: the model's positions. Sets already built on every rank (`eval` builds
+    them when it plans, for their digests) are only checked against the model's positions."""
     if not specs:
         return PreparedHeldOut()
     if not isinstance(model, HeldOutModel):
@@ -70,10 +77,15 @@ def prepare_held_out(
             f"Held-out loss needs the Nanotron engine (a HeldOutModel, lighteval_nanotron.models.interface); "
             f"{type(model).__name__} lacks {', '.join(missing_members(model, HeldOutModel))}."
         )
-    length = sequence_length or model.max_length
-    sets = model.computed_once(
-        lambda: [build_held_out_set(s, model.tokenizer, length, model.vocab_size, model.max_length) for s in specs]
-    )
+    if all(isinstance(s, HeldOutSet) for s in specs):
+        sets = list(specs)
+        for held_out in sets:
+            check_sequence_length(held_out.name, held_out.sequence_length, model.max_length)
+    else:
+        length = sequence_length or model.max_length
+        sets = model.computed_once(
+            lambda: [build_held_out_set(s, model.tokenizer, length, model.vocab_size, model.max_length) for s in specs]
+        )
     return PreparedHeldOut(sets, [model.prepare_held_out(held_out) for held_out in sets])
 
 

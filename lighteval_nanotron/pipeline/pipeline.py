@@ -37,6 +37,7 @@ from lighteval_nanotron.tasks import LightevalTask, PromptManager, Registry
 
 if TYPE_CHECKING:
     from lighteval_nanotron.heldout import HeldOutSpec
+    from lighteval_nanotron.requests.held_out import HeldOutSet
 
 logger = logging.getLogger(__name__)
 
@@ -185,9 +186,7 @@ class EvaluationPipeline:
         generations were decoded (the model's defaults, which a task's own `generation_parameters`
         override), recorded in `config_general`."""
         if any(info[GENERATIVE_KEY] for info in self.metric_info.values()):
-            self.settings[GENERATION_KEY] = (
-                generation.as_dict() if isinstance(generation, GenerationParameters) else {}
-            )
+            self.settings[GENERATION_KEY] = generation.as_dict() if isinstance(generation, GenerationParameters) else {}
         unconditioned = [
             name
             for name, metrics in self.metrics_by_task.items()
@@ -217,7 +216,7 @@ class EvaluationPipeline:
         docs: Mapping[str, TaskDocs] | None = None,
         fewshot_draws: str | None = None,
         show_progress: bool = False,
-        held_out: Sequence[HeldOutSpec] = (),
+        held_out: Sequence[HeldOutSpec | HeldOutSet] = (),
         held_out_sequence_length: int | None = None,
         progress_log: ProgressLog | None = None,
         progress_log_interval_s: float = 30.0,
@@ -246,7 +245,7 @@ class EvaluationPipeline:
             progress_log: Where progress lines go (e.g. a logger's `info`), at most one every
                 `progress_log_interval_s` seconds during an evaluation; None: no lines.
             held_out: Held-out domains (`heldout.HeldOutSpec`), read and tokenized here, once for
-                the mesh; `tasks` may then be empty.
+                the mesh, or their `HeldOutSet`s already built on every rank; `tasks` may then be empty.
             held_out_sequence_length: Tokens per held-out window's input (the training's sequence
                 length); None: the model's positions.
         """

@@ -4,35 +4,51 @@ The reporting rank writes the results; its output folder may be node-local. So l
 each node reads its node's folder and every rank gets the union: a restart (the hook) or a
 backfill (`eval`) whose reporting rank moved to another node still skips what was evaluated; and
 whether a step's file was scored with other settings than a run that would merge into it.
+
+A held-out domain is done at a step only on the windows this run prepared: its recorded digest
+(`windows_sha256`) equals theirs, so a domain whose file, budget, seed or sequence length changed
+is evaluated again (a file without a digest, written before domains recorded one, counts as done).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.parallel.launch_env import local_rank
 from lighteval_nanotron.parallel.once import from_every_rank
 
-Done = dict[int, set[tuple[str, int | None]]]
+Evaluated = dict[tuple[str, int | None], str | None]
+"""`{(task, max_samples): windows digest recorded, or None}` of one step's results."""
+Done = dict[int, Evaluated]
 
 
 def finished_tasks_by_step(output_dir: str, model_name: str, world: Any) -> Done:
-    """`{step: {(task, max_samples), ...}}` of the results files any node sees (collective on `world`)."""
+    """`{step: {(task, max_samples): digest}}` of the results files any node sees (collective on `world`)."""
     from lighteval_nanotron.tracking.paths import evaluated_tasks_by_step
 
     mine = evaluated_tasks_by_step(output_dir, model_name) if local_rank() == 0 else {}
     done: Done = {}
     for part in from_every_rank(mine, world):
         for step, pairs in part.items():
-            done.setdefault(step, set()).update(pairs)
+            done.setdefault(step, {}).update(pairs)
     return done
 
 
-def finished_steps(done: Done, tasks: list[str], max_samples: int | None) -> set[int]:
-    """The steps whose results hold every one of `tasks` at this `max_samples`."""
-    wanted = {(task, max_samples) for task in tasks}
-    return {step for step, pairs in done.items() if wanted <= pairs}
+def is_done(evaluated: Evaluated, name: str, max_samples: int | None, digests: Mapping[str, str]) -> bool:
+    """Whether `name` has results at this `max_samples` in `evaluated`, on the windows whose digest
+    `digests` gives for it (held-out domains this run prepared; any results when it gives none)."""
+    if (name, max_samples) not in evaluated:
+        return False
+    recorded, wanted = evaluated[(name, max_samples)], digests.get(name)
+    return recorded is None or wanted is None or recorded == wanted
+
+
+def finished_steps(done: Done, tasks: Iterable[str], max_samples: int | None, digests: Mapping[str, str]) -> set[int]:
+    """The steps whose results hold every one of `tasks` at this `max_samples` (`is_done`)."""
+    names = list(tasks)
+    return {step for step, evaluated in done.items() if all(is_done(evaluated, n, max_samples, digests) for n in names)}
 
 
 def check_step_settings(

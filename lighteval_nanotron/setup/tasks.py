@@ -4,11 +4,14 @@ task fails here, before any model work), then prompts, tokens and batch plans on
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
 
 from lighteval_nanotron.options import EvaluationOptions
+
+if TYPE_CHECKING:
+    from lighteval_nanotron.requests.held_out import HeldOutSet
 
 
 def use_data_dirs(options: EvaluationOptions) -> None:
@@ -34,19 +37,19 @@ def prepare_pipeline(
     model_name: str,
     docs: Mapping | None = None,
     sequence_length: int | None = None,
-    held_out: list[str] | None = None,
+    held_out: list[HeldOutSet] | None = None,
     progress_log: Callable[[str], None] | None = None,
 ) -> Any:
     """The `EvaluationPipeline` of `tasks` and the options' held-out domains (collective: the
     datasets are opened, the prompts and held-out text tokenized once, then broadcast; `docs` when
     they were already built). Held-out windows are `held_out_sequence_length` long, else
-    `sequence_length` (the training's), else the model's positions; `held_out` keeps only those
-    results keys. Progress on the reporting rank only: a bar on a terminal, and lines to
-    `progress_log` (the caller's log) every `progress_interval_s`, when `progress_bar` is on."""
+    `sequence_length` (the training's), else the model's positions; `held_out`: the domains'
+    `HeldOutSet`s when already built on every rank (`eval` builds them to plan). Progress on the
+    reporting rank only: a bar on a terminal, and lines to `progress_log` (the caller's log) every
+    `progress_interval_s`, when `progress_bar` is on."""
     from lighteval_nanotron.pipeline import EvaluationPipeline
-    from lighteval_nanotron.requests.held_out import held_out_key
 
-    specs = [s for s in options.held_out_specs if held_out is None or held_out_key(s.name) in held_out]
+    specs = options.held_out_specs if held_out is None else held_out
     reporting = options.progress_bar and bool(getattr(engine, "is_reporting_rank", dist.get_rank() == 0))
 
     return EvaluationPipeline.prepare(

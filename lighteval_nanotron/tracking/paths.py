@@ -139,14 +139,16 @@ def _parsed(path: Path) -> dict | None:
     return results_file_content(path)[0]
 
 
-def evaluated_tasks_by_step(output_dir: str | Path, model_name: str) -> dict[int, set[tuple[str, int | None]]]:
-    """`{step: {(task, max_samples), ...}}` of the results files already written for `model_name`:
-    a step is done for a task (its name carries the few-shot count) at a max_samples when that
-    pair is there. Files that do not parse as JSON, or are not results dicts, count as nothing done
+def evaluated_tasks_by_step(
+    output_dir: str | Path, model_name: str
+) -> dict[int, dict[tuple[str, int | None], str | None]]:
+    """`{step: {(task, max_samples): windows digest or None}}` of the results files already written
+    for `model_name` (`results_file.evaluated_tasks`; `setup.finished_steps` decides what is done).
+    Files that do not parse as JSON, or are not results dicts, count as nothing done
     (the results logger moves such a file aside before it writes the step's results)."""
     from lighteval_nanotron.tracking.results_file import evaluated_tasks
 
-    done: dict[int, set[tuple[str, int | None]]] = {}
+    done: dict[int, dict[tuple[str, int | None], str | None]] = {}
     for step, path in results_files_by_step(output_dir, model_name).items():
         content = _parsed(path)
         if content is not None:

@@ -31,6 +31,7 @@ from lighteval_nanotron.pipeline.result import (
     WEIGHTS_KEY,
 )
 from lighteval_nanotron.pipeline.summary import general_summary
+from lighteval_nanotron.requests.held_out import WINDOWS_DIGEST
 
 PER_TASK_SECTIONS = ("results", "versions", "config_tasks", "summary_tasks", TASK_COSTS_KEY)
 MAX_SAMPLES_BY_TASK = "max_samples_by_task"
@@ -85,10 +86,22 @@ def task_max_samples(content: dict[str, Any]) -> dict[str, int | None]:
     return {name: general.get("max_samples") for name in evaluated_names(content)}
 
 
-def evaluated_tasks(content: dict[str, Any]) -> set[tuple[str, int | None]]:
-    """The (task, max_samples) pairs a results file holds results for."""
+def evaluated_tasks(content: dict[str, Any]) -> dict[tuple[str, int | None], str | None]:
+    """The (task, max_samples) pairs a results file holds results for, each with the digest of the
+    windows it was scored on (`config_tasks[task].windows_sha256`: held-out domains; None for tasks
+    and for files written before domains recorded one)."""
     results = content.get("results") or {}
-    return {(task, samples) for task, samples in task_max_samples(content).items() if task in results}
+    described = content.get("config_tasks") or {}
+    return {
+        (task, samples): _windows_digest(described.get(task))
+        for task, samples in task_max_samples(content).items()
+        if task in results
+    }
+
+
+def _windows_digest(described: Any) -> str | None:
+    digest = described.get(WINDOWS_DIGEST) if isinstance(described, dict) else None
+    return digest if isinstance(digest, str) else None
 
 
 def settings_conflict(earlier: dict[str, Any], settings: dict[str, Any], evaluated: Iterable[str]) -> str | None:
@@ -157,15 +170,17 @@ def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any
     if conflict is not None:
         raise TrackingError(f"Results not written: {conflict}")
     merged = {**earlier, **new}  # keys of the earlier file that this layout does not know are kept
+    stale = stale_averages(earlier, new)
     for section in PER_TASK_SECTIONS:
-        kept = {k: v for k, v in (earlier.get(section) or {}).items() if k != ALL_TASKS_KEY}
+        kept = {k: v for k, v in (earlier.get(section) or {}).items() if k != ALL_TASKS_KEY and k not in stale}
         merged[section] = {**kept, **{k: v for k, v in (new.get(section) or {}).items() if k != ALL_TASKS_KEY}}
     failed = {**(earlier.get(FAILED_TASKS_KEY) or {}), **(new.get(FAILED_TASKS_KEY) or {})}
     failed = {task: why for task, why in failed.items() if task not in (new.get("results") or {})}
     merged.pop(FAILED_TASKS_KEY, None)
     if failed:
         merged[FAILED_TASKS_KEY] = failed
-    samples = {**task_max_samples(earlier), **task_max_samples(new)}
+    samples = {task: n for task, n in task_max_samples(earlier).items() if task not in stale}
+    samples.update(task_max_samples(new))
     merged["config_general"] = {**(new.get("config_general") or {}), MAX_SAMPLES_BY_TASK: samples}
     kept = [task for task in evaluated_names(earlier) if task not in set(evaluated_names(new))]
     earlier_general = earlier.get("config_general") or {}
@@ -186,6 +201,22 @@ def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any
     summaries = {task: summary for task, summary in merged["summary_tasks"].items() if isinstance(summary, dict)}
     merged["summary_general"] = general_summary(summaries)
     return merged
+
+
+def stale_averages(earlier: dict[str, Any], new: dict[str, Any]) -> set[str]:
+    """The averages over held-out domains (`heldout|_micro`, `_macro`: their `config_tasks` name
+    their `domains`) that `earlier` holds over a domain `new` scores again and that `new` does not
+    write itself: they were computed from the replaced scores, so the merge leaves them out."""
+    rescored = set(evaluated_names(new))
+    written = set(new.get("results") or {})
+    return {
+        key
+        for key, described in (earlier.get("config_tasks") or {}).items()
+        if isinstance(described, dict)
+        and key not in written
+        and isinstance(described.get("domains"), list)
+        and rescored & set(described["domains"])
+    }
 
 
 def _as_numbers(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:

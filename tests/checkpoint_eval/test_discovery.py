@@ -104,10 +104,23 @@ def test_checkpoint_info_reads_step_and_consumed_tokens(tmp_path):
 def test_pending_tasks_are_decided_per_step_task_fewshot_and_max_samples(tmp_path):
     infos = [CheckpointInfo(tmp_path / str(s), s) for s in (10, 20, 30)] + [CheckpointInfo(tmp_path / "x", None)]
     tasks = ["lighteval|arc:easy|0", "lighteval|arc:easy|5"]
-    done = {10: {(tasks[0], 4), (tasks[1], 4)}, 20: {(tasks[0], 4), (tasks[1], None)}, 99: {(tasks[0], 4)}}
-    assert pending_tasks(infos, tasks, done, 4) == {20: [tasks[1]], 30: tasks, None: tasks}
-    assert pending_tasks(infos, tasks[:1], done, 4) == {30: tasks[:1], None: tasks[:1]}
-    assert pending_tasks(infos, tasks, done, None) == {10: tasks, 20: tasks[:1], 30: tasks, None: tasks}
+    done = {10: {(tasks[0], 4): None, (tasks[1], 4): None}, 20: {(tasks[0], 4): None, (tasks[1], None): None}}
+    done[99] = {(tasks[0], 4): None}
+    assert pending_tasks(infos, tasks, done, 4, {}) == {20: [tasks[1]], 30: tasks, None: tasks}
+    assert pending_tasks(infos, tasks[:1], done, 4, {}) == {30: tasks[:1], None: tasks[:1]}
+    assert pending_tasks(infos, tasks, done, None, {}) == {10: tasks, 20: tasks[:1], 30: tasks, None: tasks}
+
+
+def test_a_held_out_domain_is_done_only_on_the_windows_this_run_prepared(tmp_path):
+    infos = [CheckpointInfo(tmp_path / str(s), s) for s in (10, 20, 30)]
+    names = ["lighteval|arc:easy|0", "heldout|web"]
+    done = {
+        10: {(names[0], None): None, (names[1], None): "aaaa"},  # the same windows
+        20: {(names[0], None): None, (names[1], None): "bbbb"},  # other windows (file, budget, seed, length)
+        30: {(names[0], None): None, (names[1], None): None},  # written before domains recorded a digest
+    }
+    assert pending_tasks(infos, names, done, None, {"heldout|web": "aaaa"}) == {20: ["heldout|web"]}
+    assert pending_tasks(infos, names, done, None, {}) == {}  # no windows prepared: any results count
 
 
 def test_default_model_name_matches_the_training_hook(tmp_path):

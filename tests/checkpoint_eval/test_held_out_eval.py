@@ -3,13 +3,17 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
+from lighteval_nanotron.tracking import results_files_by_step
+from tests.helpers.distributed import run_distributed
 from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (pytest fixture)
 from tests.models.held_out_cases import text_token_documents, write_nanoset, write_text_jsonl
 
@@ -98,3 +102,57 @@ def test_bad_held_out_input_is_one_error_line(tiny_checkpoint, sources, tmp_path
     }[case]
     line = _error_line(_eval(tiny_checkpoint, tmp_path / "out", *flags, timeout=120))
     assert expected in line
+
+
+def _cli_main(argv: list) -> int:
+    """run_distributed worker: the CLI's main in this rank."""
+    from lighteval_nanotron.cli.main import main
+
+    return main(argv)
+
+
+def test_a_domain_is_evaluated_again_only_when_its_windows_changed(tiny_checkpoint, sources, tmp_path):  # noqa: F811
+    """A step evaluated on a domain's windows, then the domain's file changed: a backfill, then
+    `--watch`, evaluate the step's domain again on the new windows (they skipped the step, and the
+    curve mixed windows); with the same file they skip it, the results file byte for byte."""
+    text, nanoset, _ = sources
+    run = tmp_path / "checkpoints"
+    shutil.copytree(tiny_checkpoint, run / "10")
+    config = yaml.safe_load((run / "10" / "config.yaml").read_text())  # a training whose last checkpoint is 10
+    config["tokens"]["train_steps"], config["checkpoints"]["checkpoint_interval"] = 10, 10
+    (run / "10" / "config.yaml").write_text(yaml.safe_dump(config))
+    web = tmp_path / "web.jsonl"
+    shutil.copy(text, web)
+    argv = [
+        "eval", "--checkpoints-dir", str(run), "--cpu", "--output-dir", str(tmp_path / "out"), "--model-name", "tiny",
+        "--held-out", f"web={web}", "--held-out", f"code={nanoset}", "--held-out-tokens", "128",
+    ]  # fmt: skip
+
+    def results() -> tuple[bytes, dict]:
+        (path,) = results_files_by_step(tmp_path / "out", "tiny").values()
+        return path.read_bytes(), json.loads(path.read_bytes())
+
+    assert run_distributed(_cli_main, 1, argv, timeout=180) == [0]
+    first_bytes, first = results()
+    assert {"heldout|web", "heldout|code", "heldout|_micro", "heldout|_macro"} <= set(first["results"])
+    assert run_distributed(_cli_main, 1, argv, timeout=180) == [0]  # the same windows: the step is done
+    assert results()[0] == first_bytes
+
+    write_text_jsonl(web, seed=7)  # other text under the same name: other windows
+    assert run_distributed(_cli_main, 1, argv, timeout=180) == [0]
+    second_bytes, second = results()
+    digest = "windows_sha256"
+    assert second["config_tasks"]["heldout|web"][digest] != first["config_tasks"]["heldout|web"][digest]
+    assert second["results"]["heldout|web"] != first["results"]["heldout|web"]
+    assert second["results"]["heldout|code"] == first["results"]["heldout|code"]  # kept, not evaluated again
+    assert second["config_tasks"]["heldout|code"] == first["config_tasks"]["heldout|code"]
+    # the averages were computed over web's replaced windows: left out, never kept beside the new web
+    assert not {"heldout|_micro", "heldout|_macro"} & (set(second["results"]) | set(second["config_tasks"]))
+
+    watch = [*argv, "--watch", "--poll-interval-s", "0.2", "--settle-s", "0", "--no-progress"]
+    assert run_distributed(_cli_main, 1, watch, timeout=180) == [0]  # the same windows: skipped, then ends
+    assert results()[0] == second_bytes
+    write_text_jsonl(web, seed=8)
+    assert run_distributed(_cli_main, 1, watch, timeout=180) == [0]
+    _, third = results()
+    assert third["config_tasks"]["heldout|web"][digest] != second["config_tasks"]["heldout|web"][digest]

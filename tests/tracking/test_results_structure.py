@@ -143,3 +143,35 @@ def test_a_held_out_domain_kept_in_a_step_does_not_depend_on_generation_paramete
     merged = merge_results(run(0.5, True), run(0.0, False))
     assert merged["results"]["heldout|web"] == out.results["heldout|web"]
     assert merged["config_general"]["generation_parameters"] == {"temperature": 0.0}
+
+
+def test_averages_over_a_domain_scored_again_are_left_out_unless_the_run_writes_them():
+    """A backfill that scores `web` again on other windows (alone) kept `heldout|_micro` / `_macro`
+    computed from web's replaced scores beside the new ones; a domain added to the step keeps them."""
+    import numpy as np
+
+    from lighteval_nanotron.pipeline.held_out import HeldOutRun, PreparedHeldOut, held_out_results
+    from lighteval_nanotron.requests.held_out import HeldOutLosses, HeldOutSet
+    from lighteval_nanotron.tracking.results_file import merge_results
+
+    def content(*names: str, shift: float = 0.0) -> dict:
+        sets = [
+            HeldOutSet(n, np.arange(27, dtype=np.int32).reshape(3, 9) + i, np.array([20, 21, 22]))
+            for i, n in enumerate(names)
+        ]
+        runs = [HeldOutRun(HeldOutLosses(np.array([9.0, 8, 7]) + shift, 8), 1.0) for _ in names]
+        out = held_out_results(PreparedHeldOut(sets, [None] * len(sets)), runs)
+        written = make_result(step=10).to_dict()
+        written.update(results=out.results, config_tasks=out.config_tasks, summary_tasks={})
+        return written
+
+    earlier = content("web", "code")
+    averages = {"heldout|_micro", "heldout|_macro"}
+    rescored = merge_results(earlier, content("web", shift=1.0))
+    assert rescored["results"]["heldout|web"] != earlier["results"]["heldout|web"]
+    assert not averages & (set(rescored["results"]) | set(rescored["config_tasks"]))
+    assert not averages & set(rescored["config_general"]["max_samples_by_task"])
+    again = merge_results(earlier, content("web", "code", shift=1.0))  # the run writes its own averages
+    assert again["results"]["heldout|_micro"] != earlier["results"]["heldout|_micro"]
+    added = merge_results(earlier, content("wiki"))
+    assert added["results"]["heldout|_micro"] == earlier["results"]["heldout|_micro"]
