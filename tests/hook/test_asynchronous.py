@@ -71,8 +71,11 @@ def test_checkpoints_evaluated_elsewhere_while_training_goes_on_match_the_in_loo
     assert report["evaluated"] == [2, 4] and report["failures"] == []
     assert len(report["losses"]) == 4
     assert [_left_behind(r["children"]) for r in reports] == [[], []], [r["children"] for r in reports]
-    # Launched at the step after its checkpoint, while training went on; at most one in flight.
-    assert launches[0]["launched_at"] < report["step_ends"][-1]
+    # Launched after its checkpoint's step, by the queue's worker thread that the step after it starts
+    # (so no training step waits on sbatch or the output folder): normally during the last step, later
+    # only when that thread is scheduled late on a loaded machine; at most one in flight.
+    ends = report["step_ends"]
+    assert ends[1] < launches[0]["launched_at"] < ends[-1] + (ends[-1] - ends[-2]), (launches[0], ends)
     assert all(later["launched_at"] >= earlier["finished_at"] for earlier, later in zip(launches, launches[1:]))
     print(f"\nstep seconds with asynchronous evaluation (PP2): {[round(s, 3) for s in report['step_seconds']]}")
 
