@@ -152,7 +152,9 @@ def evaluated_names(content: dict[str, Any]) -> list[str]:
 def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """`new` (one evaluation's results dict) over `earlier` (the file's content): every task of
     `earlier` that `new` did not evaluate is kept; `config_general` is the newest run's, so a run
-    whose score-changing settings differ from the kept tasks' is a `TrackingError`."""
+    whose score-changing settings differ from the kept tasks' is a `TrackingError`. The aggregates
+    leave out the failed tasks without a score: one that failed again keeps its earlier score (same
+    weights and settings), and with it the step's aggregates."""
     conflict = settings_conflict(earlier, run_settings(new), evaluated_names(new))
     if conflict is not None:
         raise TrackingError(f"Results not written: {conflict}")
@@ -176,11 +178,12 @@ def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any
         for task, scores in merged["results"].items()
         if isinstance(scores, dict) and not is_aggregate_key(task)
     }
-    merged["results"] = with_aggregates(_as_numbers(task_results), failed)
+    unscored = [task for task in failed if task not in task_results]  # a kept score still counts
+    merged["results"] = with_aggregates(_as_numbers(task_results), unscored)
     merged.pop(SUITE_SCORE_KEY, None)
     if SIGNAL_KEY not in new:  # an earlier signal was computed from the scores replaced here
         merged.pop(SIGNAL_KEY, None)
-    score = suite_score(merged["results"], failed)
+    score = suite_score(merged["results"], unscored)
     if score:
         merged[SUITE_SCORE_KEY] = score
     summaries = {task: summary for task, summary in merged["summary_tasks"].items() if isinstance(summary, dict)}
