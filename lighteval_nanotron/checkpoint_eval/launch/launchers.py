@@ -33,6 +33,8 @@ SLURM_FORGOTTEN = "Invalid job id specified"
 """What `scontrol show job` says of a job the controller no longer knows (purged after MinJobAge)."""
 QUEUED_MARKER = "queued"
 """Written in a job's scripts folder when it is queued (`mark_queued`)."""
+LAUNCHED, QUEUED = "launched", "queued"
+"""What `launch_history` says an earlier run did with a job."""
 SLURM_ACTIVE = (
     "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING", "STOPPED",
     "STAGE_OUT", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT",
@@ -242,11 +244,11 @@ def mark_queued(job: EvalJob) -> None:
 
 
 def launch_history(job: EvalJob) -> str | None:
-    """What an earlier run did with `job`: `launched` (its script is written at launch), `queued`
+    """What an earlier run did with `job`: `LAUNCHED` (its script is written at launch), `QUEUED`
     (queued and never launched: the training ended first), None (nothing)."""
     if any((job.scripts_dir / name).is_file() for name in (LOCAL_SCRIPT, SLURM_SCRIPT)):
-        return "launched"
-    return "queued" if (job.scripts_dir / QUEUED_MARKER).is_file() else None
+        return LAUNCHED
+    return QUEUED if (job.scripts_dir / QUEUED_MARKER).is_file() else None
 
 
 def launcher_for(settings: Any) -> LocalLauncher | SlurmLauncher:
