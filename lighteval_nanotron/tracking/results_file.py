@@ -36,6 +36,9 @@ PER_TASK_SECTIONS = ("results", "versions", "config_tasks", "summary_tasks", TAS
 MAX_SAMPLES_BY_TASK = "max_samples_by_task"
 NON_FINITE_KEY = "non_finite_values"
 FAILED_TASKS_KEY = "failed_tasks"
+FLOAT16 = "float16"
+"""The one evaluation dtype that changes a checkpoint's weights' fingerprint (`models.weights_fingerprint`
+rounds to bfloat16; float16 flushes or rounds the smallest bfloat16 and float32 values first)."""
 SCORE_SETTINGS = (WEIGHTS_KEY, "dtype", "use_chat_template", "system_prompt", "chat_template_sha256", GENERATION_KEY)
 """`config_general` keys whose value changes a task's scores: a step's file holds one value of each
 (the generation parameters: recorded by a run that generates, compared where a kept task generates;
@@ -101,6 +104,15 @@ def settings_conflict(earlier: dict[str, Any], settings: dict[str, Any], evaluat
     if not kept or not differing:
         return None
     if differing[0].startswith(WEIGHTS_KEY):
+        there, now = (earlier.get("config_general") or {}).get("dtype"), settings.get("dtype")
+        if FLOAT16 in (there, now) and there != now:  # float16 rounds a checkpoint's smallest values
+            return (
+                f"the step's results file holds {', '.join(kept)} measured on other weights ({'; '.join(differing)}), "
+                f"and one evaluation ran in {FLOAT16} (dtype {there or 'not recorded'} there, {now or 'not recorded'} "
+                f"now): {FLOAT16} rounds a checkpoint's smallest values, so the same checkpoint is other weights in it "
+                "(and scores otherwise). Evaluate in the dtype those tasks were scored in (`--dtype`), add those tasks "
+                "to this run to score them again, or write to another output folder (or model name)."
+            )
         return (
             f"the step's results file holds {', '.join(kept)} measured on other weights ({'; '.join(differing)}): "
             "another checkpoint (another run, or a copy of another step) evaluated under this model name and step. "

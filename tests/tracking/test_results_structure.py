@@ -143,3 +143,26 @@ def test_a_held_out_domain_kept_in_a_step_does_not_depend_on_generation_paramete
     merged = merge_results(run(0.5, True), run(0.0, False))
     assert merged["results"]["heldout|web"] == out.results["heldout|web"]
     assert merged["config_general"]["generation_parameters"] == {"temperature": 0.0}
+
+
+def test_other_weights_beside_a_float16_evaluation_are_said_to_be_its_rounding():
+    """The hook's step (training dtype, not recorded), then `eval --dtype float16` of that same
+    checkpoint: float16 rounds its smallest values, so the fingerprints differ, and the refusal
+    blamed another checkpoint and told to rename the model. Two fingerprints in one dtype still do."""
+    from lighteval_nanotron.errors import TrackingError
+    from lighteval_nanotron.tracking.results_file import merge_results
+
+    def run(task: str, weights: str, dtype: str | None) -> dict:
+        content = make_result(step=10).to_dict()
+        content["results"] = {task: {"acc": 0.5, "acc_stderr": 0.1}}
+        content["config_general"]["weights_fingerprint"] = weights
+        if dtype is not None:
+            content["config_general"]["dtype"] = dtype
+        return content
+
+    hook = run("custom|a|0", "1" * 32, None)
+    with pytest.raises(TrackingError, match="one evaluation ran in float16") as refused:
+        merge_results(hook, run("custom|b|0", "2" * 32, "float16"))
+    assert "another checkpoint" not in str(refused.value) and "--dtype" in str(refused.value)
+    with pytest.raises(TrackingError, match="another checkpoint"):
+        merge_results(run("custom|a|0", "1" * 32, "float16"), run("custom|b|0", "2" * 32, "float16"))
