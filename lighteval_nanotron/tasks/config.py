@@ -149,9 +149,9 @@ class LightevalTaskConfig:
         self._check_stop_sequences(where)
 
     def _check_splits(self, where: str) -> None:
-        """Split names are strings (a list of several as `few_shots_split` crashed building the few-shot
-        docs); an evaluation split named twice would evaluate each of its docs twice (their weight and
-        the standard error wrong). `hf_avail_splits` only says where few-shot examples may come from:
+        """Split names are strings (`few_shots_split` is one split, not a list of several); an
+        evaluation split named twice would evaluate each of its docs twice (their weight and the
+        standard error wrong). `hf_avail_splits` only says where few-shot examples may come from:
         a name listed twice there changes nothing."""
         if not self.evaluation_splits:
             raise ConfigError(f"{where}: evaluation_splits must name at least one split.")

@@ -207,7 +207,7 @@ class SlurmLauncher:
 
     def _submitted_anyway(self, job: EvalJob, script: Path) -> str:
         """The id of `job` when sbatch timed out but the controller queued it all the same (recorded as
-        never launched, it ran, and its slot went to the next job): found by its name among our jobs."""
+        never launched, it would run while its slot went to the next job): found by its name among our jobs."""
         done = subprocess.run(
             ["squeue", "--me", "--noheader", "--format=%i", f"--name={job.name}"], env=job.base_env,
             capture_output=True, text=True, timeout=self.command_timeout_s, stdin=subprocess.DEVNULL,
@@ -224,8 +224,8 @@ class SlurmLauncher:
 def slurm_job_state(job_id: str, env: dict[str, str]) -> tuple[str | None, str | None]:
     """(JobState, ExitCode) of a job from `scontrol show job -o`, (None, None) once Slurm forgot it.
     Any other failure of scontrol (the controller unreachable or timing out) is an OSError: the job
-    is not known to be gone (taken as forgotten, a running job was recorded as failed and its slot
-    given to the next one)."""
+    is not known to be gone (taken as forgotten, a running job would be recorded as failed and its
+    slot given to the next one)."""
     done = subprocess.run(
         ["scontrol", "show", "job", "-o", job_id], env=env, capture_output=True, text=True,
         timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL,
