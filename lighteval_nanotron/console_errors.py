@@ -97,7 +97,7 @@ def report_exception(error: BaseException) -> int:
 class OneLineErrorParser(argparse.ArgumentParser):
     """An argparse parser whose command-line mistakes (an unknown option, a wrong choice, a missing
     value) end in one `error:` line naming the command's `--help`, printed once (`print_error`),
-    exit status 2; argparse printed the whole usage first (about 40 lines for `eval`). Its
+    exit status 2, instead of argparse's whole usage (about 40 lines for `eval`) on every rank. Its
     sub-command parsers are of this class too."""
 
     def error(self, message: str) -> NoReturn:

@@ -62,10 +62,13 @@ class SignalSettings:
         if not (math.isfinite(self.snr_threshold) and self.snr_threshold > 0):
             raise ValueError(
                 f"snr_threshold={self.snr_threshold}: use a positive finite number (at 0 or below every series is "
-                "informative, at NaN none is; 4 is a 5% false-alarm rate for a 5-evaluation window)."
+                f"informative, at NaN none is; the default, {type(self).snr_threshold:g}: docs/signal.md)."
             )
         if not (math.isfinite(self.chance_stderrs) and self.chance_stderrs >= 0):
-            raise ValueError(f"chance_stderrs={self.chance_stderrs}: use a finite number >= 0 (2 by default).")
+            raise ValueError(
+                f"chance_stderrs={self.chance_stderrs}: use a finite number >= 0 (the default: "
+                f"{type(self).chance_stderrs:g})."
+            )
 
 
 DEFAULT_SETTINGS = SignalSettings()

@@ -27,7 +27,7 @@ from typing import Any, Optional
 import torch.distributed as dist
 
 from lighteval_nanotron.checkpoint_eval.launch.job import EvalJob, build_job
-from lighteval_nanotron.checkpoint_eval.launch.launchers import launch_history, launcher_for
+from lighteval_nanotron.checkpoint_eval.launch.launchers import LAUNCHED, QUEUED, launch_history, launcher_for
 from lighteval_nanotron.checkpoint_eval.launch.queue import LaunchQueue, LaunchRecord
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
@@ -118,7 +118,7 @@ class AsynchronousEvaluator(TrainingEvaluator):
                 ", cpu" if self.settings.cpu else "",
                 self.settings.max_in_flight,
                 self._plan_description(trainer),
-                sorted(self.schedule.seen_steps) or "none",
+                sorted(self.done_steps) or "none",  # not the steps queued again (`_queue_earlier_checkpoints`)
             )
 
     def _prepare(self, trainer: Any) -> None:
@@ -139,7 +139,8 @@ class AsynchronousEvaluator(TrainingEvaluator):
             from lighteval_nanotron.tracking.training_loss import TrainingLossLog
 
             self.loss_log = TrainingLossLog(self.config.output_dir, self.model_name)
-        for step in self._finished_steps():
+        self.done_steps = self._finished_steps()
+        for step in self.done_steps:
             self.schedule.mark(step)
         self.queue = LaunchQueue(
             launcher, self.settings.max_in_flight, self.settings.poll_interval_s, self._has_results, self._record
@@ -158,13 +159,13 @@ class AsynchronousEvaluator(TrainingEvaluator):
                 continue
             job = self._job(trainer, step)
             history = launch_history(job)
-            if history == "queued":
+            if history == QUEUED:
                 logger.warning(
-                    "[lighteval_nanotron] step %d: queued before this run resumed, never launched: queued", step
+                    "[lighteval_nanotron] step %d: queued before this run resumed, never launched: queued again", step
                 )
                 self.schedule.mark(step)
                 self.queue.add(job)
-            elif history == "launched":
+            elif history == LAUNCHED:
                 logger.warning(
                     "[lighteval_nanotron] step %d: launched before this run resumed and without results yet (still "
                     "running, or failed: see %s); not launched again; `eval --checkpoints-dir` evaluates it if needed",

@@ -25,7 +25,7 @@ from lighteval_nanotron.nanotron_compat.console import is_verbose
 from lighteval_nanotron.parallel.agreement import Verdict, agree, collectively
 from lighteval_nanotron.parallel.deadline import bounded_collectives, is_timeout
 from lighteval_nanotron.pipeline.result import WEIGHTS_KEY, raise_for_failed_tasks
-from lighteval_nanotron.setup.finished_steps import check_step_settings
+from lighteval_nanotron.setup.finished_steps import check_done_step, check_step_settings
 from lighteval_nanotron.tracking.log_table import format_cost_table, format_results_line, format_results_table
 from lighteval_nanotron.tracking.scalars import COST_TRAIN_STEPS_KEY
 
@@ -199,8 +199,6 @@ class TrainingEvaluator:
     def check_done(self, trainer: Any, step: int) -> None:
         """A step already evaluated is skipped, once its results are known to be this run's model's:
         the same weights (another run under this model name is not) and settings (collective)."""
-        from lighteval_nanotron.setup.finished_steps import check_done_step
-
         world = trainer.parallel_context.world_pg
         error: Optional[BaseException] = None
         with bounded_collectives(trainer.parallel_context, self.config.failure_timeout_s):

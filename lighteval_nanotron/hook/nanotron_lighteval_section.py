@@ -84,7 +84,7 @@ def _slurm_jobs(fields: dict[str, Any]) -> AsyncEvaluationConfig:
     torchrun per node, so its CPUs per node are shared among the node's tasks."""
     layout = {name: 1 if fields.get(name) is None else fields[name] for name in LAYOUT}
     for name, size in layout.items():
-        if not isinstance(size, int) or size < 1:  # `or 1` made 0 a 1
+        if not isinstance(size, int) or size < 1:  # 0 is no layout, not 1
             raise ConfigError(
                 f"{WHERE}: parallelism.{name} is {size!r}: it is the layout of the evaluation jobs; set a positive "
                 "integer, or remove it for 1."

@@ -149,9 +149,10 @@ class LightevalTaskConfig:
         self._check_stop_sequences(where)
 
     def _check_splits(self, where: str) -> None:
-        """Split names are strings (a list of several as `few_shots_split` crashed building the few-shot docs); an
+        """Split names are strings (`few_shots_split` is one split, not a list of several); an
         evaluation split named twice would evaluate each of its docs twice (their weight and the
-        standard error wrong)."""
+        standard error wrong). `hf_avail_splits` only says where few-shot examples may come from:
+        a name listed twice there changes nothing."""
         if not self.evaluation_splits:
             raise ConfigError(f"{where}: evaluation_splits must name at least one split.")
         if self.few_shots_split is not None and not isinstance(self.few_shots_split, str):
@@ -159,13 +160,14 @@ class LightevalTaskConfig:
                 f"{where}: few_shots_split={self.few_shots_split!r} must be one split name (a string), as in "
                 'lighteval, e.g. few_shots_split="dev"; or None for the first train/dev/valid split.'
             )
-        for field_name in ("evaluation_splits", "hf_avail_splits"):
-            splits = getattr(self, field_name)
-            if any(not isinstance(split, str) for split in splits) or len(set(splits)) < len(splits):
-                raise ConfigError(
-                    f"{where}: {field_name}={splits!r} must name each split once, as a string (a split named "
-                    "twice would have its docs evaluated twice)."
-                )
+        splits = self.evaluation_splits
+        if any(not isinstance(split, str) for split in splits) or len(set(splits)) < len(splits):
+            raise ConfigError(
+                f"{where}: evaluation_splits={splits!r} must name each split once, as a string (a split named "
+                "twice would have its docs evaluated twice)."
+            )
+        if any(not isinstance(split, str) for split in self.hf_avail_splits):
+            raise ConfigError(f"{where}: hf_avail_splits={self.hf_avail_splits!r} must be split names (strings).")
 
     def _check_stop_sequences(self, where: str) -> None:
         """An empty stop string is in every text (each generation would stop after one token); a

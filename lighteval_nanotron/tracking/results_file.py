@@ -37,6 +37,9 @@ PER_TASK_SECTIONS = ("results", "versions", "config_tasks", "summary_tasks", TAS
 MAX_SAMPLES_BY_TASK = "max_samples_by_task"
 NON_FINITE_KEY = "non_finite_values"
 FAILED_TASKS_KEY = "failed_tasks"
+FLOAT16 = "float16"
+"""The one evaluation dtype that changes a checkpoint's weights' fingerprint (`models.weights_fingerprint`
+rounds to bfloat16; float16 flushes or rounds the smallest bfloat16 and float32 values first)."""
 SCORE_SETTINGS = (WEIGHTS_KEY, "dtype", "use_chat_template", "system_prompt", "chat_template_sha256", GENERATION_KEY)
 """`config_general` keys whose value changes a task's scores: a step's file holds one value of each
 (the generation parameters: recorded by a run that generates, compared where a kept task generates;
@@ -114,6 +117,15 @@ def settings_conflict(earlier: dict[str, Any], settings: dict[str, Any], evaluat
     if not kept or not differing:
         return None
     if differing[0].startswith(WEIGHTS_KEY):
+        there, now = (earlier.get("config_general") or {}).get("dtype"), settings.get("dtype")
+        if FLOAT16 in (there, now) and there != now:  # float16 rounds a checkpoint's smallest values
+            return (
+                f"the step's results file holds {', '.join(kept)} measured on other weights ({'; '.join(differing)}), "
+                f"and one evaluation ran in {FLOAT16} (dtype {there or 'not recorded'} there, {now or 'not recorded'} "
+                f"now): {FLOAT16} rounds a checkpoint's smallest values, so the same checkpoint is other weights in it "
+                "(and scores otherwise). Evaluate in the dtype those tasks were scored in (`--dtype`), add those tasks "
+                "to this run to score them again, or write to another output folder (or model name)."
+            )
         return (
             f"the step's results file holds {', '.join(kept)} measured on other weights ({'; '.join(differing)}): "
             "another checkpoint (another run, or a copy of another step) evaluated under this model name and step. "
@@ -165,7 +177,9 @@ def evaluated_names(content: dict[str, Any]) -> list[str]:
 def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """`new` (one evaluation's results dict) over `earlier` (the file's content): every task of
     `earlier` that `new` did not evaluate is kept; `config_general` is the newest run's, so a run
-    whose score-changing settings differ from the kept tasks' is a `TrackingError`."""
+    whose score-changing settings differ from the kept tasks' is a `TrackingError`. The aggregates
+    leave out the failed tasks without a score: one that failed again keeps its earlier score (same
+    weights and settings), and with it the step's aggregates."""
     conflict = settings_conflict(earlier, run_settings(new), evaluated_names(new))
     if conflict is not None:
         raise TrackingError(f"Results not written: {conflict}")
@@ -191,11 +205,12 @@ def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any
         for task, scores in merged["results"].items()
         if isinstance(scores, dict) and not is_aggregate_key(task)
     }
-    merged["results"] = with_aggregates(_as_numbers(task_results), failed)
+    unscored = [task for task in failed if task not in task_results]  # a kept score still counts
+    merged["results"] = with_aggregates(_as_numbers(task_results), unscored)
     merged.pop(SUITE_SCORE_KEY, None)
     if SIGNAL_KEY not in new:  # an earlier signal was computed from the scores replaced here
         merged.pop(SIGNAL_KEY, None)
-    score = suite_score(merged["results"], failed)
+    score = suite_score(merged["results"], unscored)
     if score:
         merged[SUITE_SCORE_KEY] = score
     summaries = {task: summary for task, summary in merged["summary_tasks"].items() if isinstance(summary, dict)}

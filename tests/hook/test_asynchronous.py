@@ -165,6 +165,8 @@ def test_failed_evaluations_are_recorded_and_training_goes_on(tmp_path):
     (report,) = run_distributed(_worker, 1, str(tmp_path / "resumed.yaml"), _environment(), timeout=300)
     assert len(report["losses"]) == 1 and [launch["step"] for launch in report["launches"]] == [2]
     assert [step for step, _ in report["failures"]] == [2] and _left_behind(report["children"]) == []
+    ((setup_line,),) = [report["async_setup_log"]]  # step 2 is queued again, not already evaluated
+    assert setup_line.endswith("already evaluated: none"), setup_line
 
 
 def test_slurm_jobs_from_the_hook_against_a_real_slurm(tmp_path):

@@ -180,6 +180,7 @@ def train_worker(config_path: str, wandb_mode: Optional[str] = "disabled") -> Di
         "reporting": bool(evaluator and evaluator.pipeline and evaluator.pipeline.model.is_reporting_rank),
         "eval_log": [message for message in info.messages if message.startswith("[lighteval_nanotron] step ")],
         "progress_log": [m for m in info.messages if m.startswith("[lighteval_nanotron] evaluation at step ")],
+        "async_setup_log": [m for m in info.messages if m.startswith("[lighteval_nanotron] asynchronous evaluation (")],
         "last_costs": dict(evaluator.last_costs) if evaluator else {},
     }
 

@@ -162,6 +162,23 @@ def test_a_failed_task_leaves_out_every_aggregate_it_belongs_to():
     assert "all" not in merged["results"]
 
 
+def test_a_task_failing_again_keeps_its_score_and_the_steps_aggregates():
+    """A step complete on disk, then a run evaluating virology again where it fails: its earlier
+    score is kept (measured on the same weights and settings), so the step's group average, `all`
+    and suite score stay; they were removed, as if virology had no score at that step."""
+    centered = {name: {**scores, "acc_centered": scores["acc"] - 0.25} for name, scores in TASKS.items()}
+    earlier = {"results": with_aggregates(centered), "suite_score": suite_score(centered), "config_general": {}}
+    failed = {"leaderboard|mmlu:virology|5": "its metric raised"}
+    others = {name: scores for name, scores in centered.items() if name not in failed}
+    new = {"results": with_aggregates(others, failed), "failed_tasks": failed, "config_general": {}}
+    merged = merge_results(earlier, new)
+    assert merged["results"]["leaderboard|mmlu:virology|5"] == centered["leaderboard|mmlu:virology|5"]
+    assert merged["failed_tasks"] == failed  # the failure is still recorded
+    for aggregate in ("leaderboard|mmlu:_average|5", "all"):
+        assert merged["results"][aggregate] == pytest.approx(earlier["results"][aggregate]), aggregate
+    assert merged["suite_score"]["acc_centered"] == pytest.approx(earlier["suite_score"]["acc_centered"])
+
+
 def test_a_failed_held_out_domain_leaves_out_the_averages_over_domains():
     """Of three domains, `code` got a NaN loss: `_micro` and `_macro` were written over the other two."""
     import numpy as np

@@ -42,6 +42,8 @@ def test_strings_and_tuples_become_lists():
     assert config.evaluation_splits == ["test"]
     assert config.stop_sequence == ["\n"]
     assert config.hf_avail_splits == ["a", "b"]
+    # a few-shot source listed twice changes nothing (it was refused as docs evaluated twice)
+    assert make(hf_avail_splits=["train", "test", "train"]).hf_avail_splits == ["train", "test", "train"]
     # lighteval's Arabic and Turkic tasks write few_shots_split=["dev"] (lighteval itself crashes on it past 0-shot)
     assert make(few_shots_split=["dev"]).few_shots_split == "dev"
 

@@ -175,3 +175,26 @@ def test_averages_over_a_domain_scored_again_are_left_out_unless_the_run_writes_
     assert again["results"]["heldout|_micro"] != earlier["results"]["heldout|_micro"]
     added = merge_results(earlier, content("wiki"))
     assert added["results"]["heldout|_micro"] == earlier["results"]["heldout|_micro"]
+
+
+def test_other_weights_beside_a_float16_evaluation_are_said_to_be_its_rounding():
+    """The hook's step (training dtype, not recorded), then `eval --dtype float16` of that same
+    checkpoint: float16 rounds its smallest values, so the fingerprints differ, and the refusal
+    blamed another checkpoint and told to rename the model. Two fingerprints in one dtype still do."""
+    from lighteval_nanotron.errors import TrackingError
+    from lighteval_nanotron.tracking.results_file import merge_results
+
+    def run(task: str, weights: str, dtype: str | None) -> dict:
+        content = make_result(step=10).to_dict()
+        content["results"] = {task: {"acc": 0.5, "acc_stderr": 0.1}}
+        content["config_general"]["weights_fingerprint"] = weights
+        if dtype is not None:
+            content["config_general"]["dtype"] = dtype
+        return content
+
+    hook = run("custom|a|0", "1" * 32, None)
+    with pytest.raises(TrackingError, match="one evaluation ran in float16") as refused:
+        merge_results(hook, run("custom|b|0", "2" * 32, "float16"))
+    assert "another checkpoint" not in str(refused.value) and "--dtype" in str(refused.value)
+    with pytest.raises(TrackingError, match="another checkpoint"):
+        merge_results(run("custom|a|0", "1" * 32, "float16"), run("custom|b|0", "2" * 32, "float16"))

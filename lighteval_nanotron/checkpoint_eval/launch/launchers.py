@@ -33,6 +33,8 @@ SLURM_FORGOTTEN = "Invalid job id specified"
 """What `scontrol show job` says of a job the controller no longer knows (purged after MinJobAge)."""
 QUEUED_MARKER = "queued"
 """Written in a job's scripts folder when it is queued (`mark_queued`)."""
+LAUNCHED, QUEUED = "launched", "queued"
+"""What `launch_history` says an earlier run did with a job."""
 SLURM_ACTIVE = (
     "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING", "STOPPED",
     "STAGE_OUT", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT",
@@ -205,7 +207,7 @@ class SlurmLauncher:
 
     def _submitted_anyway(self, job: EvalJob, script: Path) -> str:
         """The id of `job` when sbatch timed out but the controller queued it all the same (recorded as
-        never launched, it ran, and its slot went to the next job): found by its name among our jobs."""
+        never launched, it would run while its slot went to the next job): found by its name among our jobs."""
         done = subprocess.run(
             ["squeue", "--me", "--noheader", "--format=%i", f"--name={job.name}"], env=job.base_env,
             capture_output=True, text=True, timeout=self.command_timeout_s, stdin=subprocess.DEVNULL,
@@ -222,8 +224,8 @@ class SlurmLauncher:
 def slurm_job_state(job_id: str, env: dict[str, str]) -> tuple[str | None, str | None]:
     """(JobState, ExitCode) of a job from `scontrol show job -o`, (None, None) once Slurm forgot it.
     Any other failure of scontrol (the controller unreachable or timing out) is an OSError: the job
-    is not known to be gone (taken as forgotten, a running job was recorded as failed and its slot
-    given to the next one)."""
+    is not known to be gone (taken as forgotten, a running job would be recorded as failed and its
+    slot given to the next one)."""
     done = subprocess.run(
         ["scontrol", "show", "job", "-o", job_id], env=env, capture_output=True, text=True,
         timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL,
@@ -242,11 +244,11 @@ def mark_queued(job: EvalJob) -> None:
 
 
 def launch_history(job: EvalJob) -> str | None:
-    """What an earlier run did with `job`: `launched` (its script is written at launch), `queued`
+    """What an earlier run did with `job`: `LAUNCHED` (its script is written at launch), `QUEUED`
     (queued and never launched: the training ended first), None (nothing)."""
     if any((job.scripts_dir / name).is_file() for name in (LOCAL_SCRIPT, SLURM_SCRIPT)):
-        return "launched"
-    return "queued" if (job.scripts_dir / QUEUED_MARKER).is_file() else None
+        return LAUNCHED
+    return QUEUED if (job.scripts_dir / QUEUED_MARKER).is_file() else None
 
 
 def launcher_for(settings: Any) -> LocalLauncher | SlurmLauncher:

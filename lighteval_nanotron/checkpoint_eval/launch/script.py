@@ -13,8 +13,8 @@ variables) is left as written.
 sbatch reads a `#SBATCH` line its own way, not as the shell does: it splits it at white space, a
 `#` starts a comment, quotes group and `\` escapes; `--output` is a filename pattern besides (`%j`;
 `%%` is a `%`, and any `\` turns the patterns off and is dropped). So each value we write there
-is quoted for sbatch when it is not plain (a path with a space was an invalid directive: every
-launch failed), `%` in the log folder is doubled, and what cannot be written (a line break; a `\`
+is quoted for sbatch when it is not plain (unquoted, a path with a space is an invalid directive:
+every launch fails), `%` in the log folder is doubled, and what cannot be written (a line break; a `\`
 in the log folder) is a ConfigError at setup.
 """
 
