@@ -56,7 +56,7 @@ class NanosetFolder:
         return out
 
 
-SAMPLE_TOKENS = 4096
+FIRST_TOKENS_CHECKED = 4096
 """Tokens of each file read at setup: the file is readable, and 4-byte tokens are told from 2-byte ones."""
 HIGH_HALF_LIMIT = 4
 """4-byte ids below 4 x 65536 (every vocabulary in use) read as 2-byte tokens put a value under this
@@ -74,7 +74,7 @@ def _check_tokens(file: Path, token_size: int) -> None:
     other one below HIGH_HALF_LIMIT (the high halves of little-endian uint32 ids) would put a 0 or 1
     token after each id, which the tokenizer check cannot see (the ids stay its own, "!" between words)."""
     try:
-        sample = np.fromfile(file, dtype=_DTYPES[token_size], count=SAMPLE_TOKENS)
+        sample = np.fromfile(file, dtype=_DTYPES[token_size], count=FIRST_TOKENS_CHECKED)
     except OSError as error:
         raise _unreadable(file, error) from None
     if token_size != 2 or len(sample) < 64:
