@@ -18,6 +18,7 @@ from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.lighteval_options import LAUNCHER, Consumer, map_lighteval_options
 from lighteval_nanotron.options.flags import flag_name
+from lighteval_nanotron.yaml_keys import UniqueKeyLoader
 
 EVAL = Consumer(
     name="eval",
@@ -48,7 +49,7 @@ def checkpoint_folder(checkpoint_config_path: str) -> Path:
 def read_lighteval_config(path: str) -> Any:
     """lighteval's eval YAML as plain data."""
     try:
-        content = yaml.safe_load(Path(path).read_text())
+        content = yaml.load(Path(path).read_text(), Loader=UniqueKeyLoader)
     except OSError as error:
         raise ConfigError(f"--lighteval-config-path {path}: cannot read it ({error.strerror}).") from error
     except yaml.YAMLError as error:

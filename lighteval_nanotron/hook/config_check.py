@@ -19,6 +19,7 @@ import yaml
 
 from lighteval_nanotron.errors import ConfigError, UnsupportedModelError
 from lighteval_nanotron.nanotron_compat.variant import CONFIG_FOLDERS, installed_nanotron
+from lighteval_nanotron.yaml_keys import UniqueKeyLoader
 
 SCHEMA_KEYS = {
     "0.4": ("data:", "optimizer.adam_eps"),
@@ -35,7 +36,7 @@ def check_training_config(path: str, world_size: Optional[int] = None) -> Any:
 
     try:
         with open(path) as stream:
-            content = yaml.safe_load(stream)
+            content = yaml.load(stream, Loader=UniqueKeyLoader)
     except yaml.YAMLError as error:
         raise ConfigError(f"{path} is not valid YAML ({_one_line(error)}): fix the syntax at that line.") from error
     if not isinstance(content, dict):

@@ -7,10 +7,14 @@ of adding config sections); `EvaluatingTrainer` does it for you.
 from dataclasses import dataclass
 from typing import Optional
 
+import yaml
+
+from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.nanotron_lighteval_section import merge_sections
 from lighteval_nanotron.models.families import refuse_untrainable_config
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron
+from lighteval_nanotron.yaml_keys import UniqueKeyLoader
 
 import_nanotron()
 
@@ -35,5 +39,11 @@ class TrainingConfigWithEvaluation(Config):
 
 
 def load_training_config(path: str) -> TrainingConfigWithEvaluation:
-    """Read a training YAML with an optional `lighteval_nanotron:` section (raises `ConfigError` on a bad one)."""
+    """Read a training YAML with an optional `lighteval_nanotron:` section (raises `ConfigError` on a bad one,
+    and on a key written twice, of which Nanotron's reader would keep the last)."""
+    try:
+        with open(path) as stream:
+            yaml.load(stream, Loader=UniqueKeyLoader)
+    except yaml.constructor.ConstructorError as error:
+        raise ConfigError(f"{path}: {' '.join(str(error).split())}.") from error
     return get_config_from_file(path, config_class=TrainingConfigWithEvaluation)

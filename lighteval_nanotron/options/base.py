@@ -72,22 +72,26 @@ def first_sentence(text: str) -> str:
 UNIONS = (Union, types.UnionType)
 
 
-def _matches(value: Any, hint: Any) -> bool:
+def matches_type(value: Any, hint: Any, whole_floats: bool = False) -> bool:
+    """Whether `value` is of type `hint` (unions, lists, mappings; a bool is never a number).
+    `whole_floats`: a `float` field also takes an int (JSON and YAML write `1e-05` but also `1`)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
         return True
     if origin in UNIONS:
-        return any(_matches(value, arg) for arg in args)
+        return any(matches_type(value, arg, whole_floats) for arg in args)
     if hint is type(None):
         return value is None
     if origin in (list, List):
-        return isinstance(value, list) and all(_matches(item, args[0]) for item in value) if args else True
+        items_match = all(matches_type(item, args[0], whole_floats) for item in value) if args else True
+        return isinstance(value, list) and items_match
     if origin in (dict, Dict) or hint is dict:
         return isinstance(value, Mapping)
     if hint is bool:
         return isinstance(value, bool)
     if hint in (int, float):
-        return isinstance(value, hint) and not isinstance(value, bool)
+        kinds = (int, float) if hint is float and whole_floats else hint
+        return isinstance(value, kinds) and not isinstance(value, bool)
     return isinstance(value, hint) if isinstance(hint, type) else True
 
 
@@ -100,7 +104,7 @@ def describe_type(hint: Any) -> str:
         return "null"
     if origin in (list, List):
         return f"a list of {describe_type(args[0])}" if args else "a list"
-    if origin in (dict, Dict):
+    if origin in (dict, Dict) or hint is dict:
         return "a mapping"
     names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
     return names.get(hint, getattr(hint, "__name__", str(hint)))
@@ -120,7 +124,7 @@ class Options:
         hints = typing.get_type_hints(type(self))
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if not _matches(value, hints[field.name]):
+            if not matches_type(value, hints[field.name]):
                 raise ConfigError(
                     f"{self.named(field.name)} is {value!r}: give {describe_type(hints[field.name])}."
                 )

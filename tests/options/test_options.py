@@ -188,3 +188,35 @@ def test_a_number_option_that_is_not_finite_is_refused_both_ways(tmp_path, value
     assert capsys.readouterr().err.strip().splitlines() == [
         f"error: --failure-timeout-s is {value!r}: give a finite number."
     ]
+
+
+def test_a_key_written_twice_is_refused_by_every_yaml_reader(tmp_path, capsys):
+    """PyYAML keeps the last of two equal keys: `max_samples: 100` and, further down, `max_samples: 5`
+    evaluated 5 docs a task without a word. Each reader of a YAML a person edits names the key and lines."""
+    from lighteval_nanotron.checkpoint_eval.lighteval_config import read_lighteval_config
+    from lighteval_nanotron.cli.main import main
+    from lighteval_nanotron.errors import CheckpointError
+    from lighteval_nanotron.hook.config_check import check_training_config
+    from lighteval_nanotron.hook.training_config import load_training_config
+    from lighteval_nanotron.models.checkpoint.format import read_training_config
+
+    train = Path(_section_yaml(tmp_path, {"tasks": "a|b|0", "max_samples": 100}))
+    text = train.read_text()
+    twice_written = "  max_samples: 100\n  eval_at_end: true\n  max_samples: 5\n"
+    train.write_text(text.replace("  max_samples: 100\n", twice_written))
+    twice = r"the key 'max_samples' is written twice \(lines \d+ and \d+\): keep one"
+    for read in (check_training_config, load_training_config):  # `train` and EvaluatingTrainer(config_file)
+        with pytest.raises(ConfigError, match=twice):
+            read(str(train))
+    lighteval_yaml = tmp_path / "lighteval.yaml"
+    lighteval_yaml.write_text("tasks:\n  max_samples: 100\n  tasks: lighteval|arc:easy|0\n  max_samples: 5\n")
+    with pytest.raises(ConfigError, match=twice):
+        read_lighteval_config(str(lighteval_yaml))
+    (tmp_path / "config.yaml").write_text("model:\n  dtype: float32\n  dtype: bfloat16\n")
+    with pytest.raises(CheckpointError, match="the key 'dtype' is written twice"):
+        read_training_config(tmp_path)
+    anchors = "base: &base {max_samples: 5}\nsection:\n  <<: *base\n  max_samples: 7\n"  # a merge a key overrides
+    (tmp_path / "config.yaml").write_text(anchors)
+    assert read_training_config(tmp_path)["section"] == {"max_samples": 7}
+    assert main(["eval", str(tmp_path), "--lighteval-config-path", str(lighteval_yaml)]) == 2
+    assert capsys.readouterr().err.strip().count("\n") == 0
