@@ -83,8 +83,9 @@ def matches_type(value: Any, hint: Any, whole_floats: bool = False) -> bool:
     if hint is type(None):
         return value is None
     if origin in (list, List):
-        items_match = all(matches_type(item, args[0], whole_floats) for item in value) if args else True
-        return isinstance(value, list) and items_match
+        if not isinstance(value, list):
+            return False
+        return all(matches_type(item, args[0], whole_floats) for item in value) if args else True
     if origin in (dict, Dict) or hint is dict:
         return isinstance(value, Mapping)
     if hint is bool:
