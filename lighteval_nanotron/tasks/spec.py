@@ -47,13 +47,12 @@ def _split_params(part: str, spec: str) -> tuple[str, dict[str, Any]]:
 
 
 def _parse_int(text: str, spec: str, what: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise TaskSpecError(f"Task spec {spec!r}: {what} must be an integer, got {text!r}. Use {SPEC_FORMS}.") from None
-    if value < 0:
-        raise TaskSpecError(f"Task spec {spec!r}: {what} must be >= 0, got {value}.")
-    return value
+    """ASCII digits only: `int()` also reads `0_5` as 5, `+1` and other scripts' digits (`٣`)."""
+    if text.startswith("-") and text[1:].isascii() and text[1:].isdigit():
+        raise TaskSpecError(f"Task spec {spec!r}: {what} must be >= 0, got {text}.")
+    if not (text.isascii() and text.isdigit()):
+        raise TaskSpecError(f"Task spec {spec!r}: {what} must be an integer, got {text!r}. Use {SPEC_FORMS}.")
+    return int(text)
 
 
 def parse_task_spec(spec: str, known_suites: Iterable[str] = ()) -> TaskSpec:
@@ -88,7 +87,9 @@ def parse_task_spec(spec: str, known_suites: Iterable[str] = ()) -> TaskSpec:
             stacklevel=2,
         )
         suite, task, k = parts[:3]
-        truncate = bool(_parse_int(parts[3], text, "the truncate flag (0 or 1)"))
+        if parts[3] not in ("0", "1"):
+            raise TaskSpecError(f"Task spec {text!r}: the truncate flag (4th part) is 0 or 1, got {parts[3]!r}.")
+        truncate = parts[3] == "1"
     else:
         raise TaskSpecError(f"Task spec {text!r} has {len(parts)} '|'-separated parts. Use {SPEC_FORMS}.")
     return TaskSpec(
