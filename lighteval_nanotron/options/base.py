@@ -9,6 +9,7 @@ import ast
 import dataclasses
 import inspect
 import math
+import os
 import textwrap
 import types
 import typing
@@ -21,6 +22,12 @@ from lighteval_nanotron.errors import ConfigError
 def choices(names: Sequence[str], **metadata: Any) -> Dict[str, Any]:
     """Field metadata: the values a field takes (checked, and the CLI flag's `choices`)."""
     return {"choices": tuple(names), **metadata}
+
+
+def path(**metadata: Any) -> Dict[str, Any]:
+    """Field metadata: a file or folder, whose leading `~` is the home folder (a YAML value, or a
+    flag written `--output-dir=~/x`, reaches us without a shell to expand it: results went to `./~/x`)."""
+    return {"path": True, **metadata}
 
 
 @cache
@@ -125,6 +132,9 @@ class Options:
         hints = typing.get_type_hints(type(self))
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
+            if field.metadata.get("path") and isinstance(value, str):
+                value = os.path.expanduser(value)
+                setattr(self, field.name, value)
             if not matches_type(value, hints[field.name]):
                 raise ConfigError(
                     f"{self.named(field.name)} is {value!r}: give {describe_type(hints[field.name])}."

@@ -108,7 +108,9 @@ def _split_specs(text: str) -> list[str]:
 
 def read_task_list(tasks: str | os.PathLike | Iterable[str]) -> list[str]:
     """Spec strings from a comma list, a file (one or more specs a line, `#` comments), or a list."""
-    if isinstance(tasks, Path) or (isinstance(tasks, str) and os.path.isfile(tasks)):
+    if isinstance(tasks, str) and os.path.isfile(os.path.expanduser(tasks)):
+        tasks = Path(tasks).expanduser()  # `~/tasks.txt` from a YAML, which no shell expanded
+    if isinstance(tasks, Path):
         path = Path(tasks)
         if not path.is_file():
             raise TaskSpecError(f"Task list file {str(path)!r} does not exist.")

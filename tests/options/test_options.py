@@ -220,3 +220,27 @@ def test_a_key_written_twice_is_refused_by_every_yaml_reader(tmp_path, capsys):
     assert read_training_config(tmp_path)["section"] == {"max_samples": 7}
     assert main(["eval", str(tmp_path), "--lighteval-config-path", str(lighteval_yaml)]) == 2
     assert capsys.readouterr().err.strip().count("\n") == 0
+
+
+def test_a_leading_tilde_is_the_home_folder_in_every_path_option_both_ways(tmp_path, monkeypatch):
+    """A YAML value (or `--output-dir=~/out`) reaches the options without a shell: results went to
+    `./~/out`, and a `~/tasks.txt` was read as a task name, while data dirs and held-out paths expanded `~`."""
+    from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig, SlurmSettings
+    from lighteval_nanotron.hook.training_config import load_training_config
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "tasks.txt").write_text("lighteval|arc:easy|0\n")
+    asynchronous = {"asynchronous": AsyncEvaluationConfig(cpu=True), "eval_at_end": True}  # for eval_interval_file
+    classes = [(EvaluationConfig, {"tasks": "a|b|0", **asynchronous}), (CheckpointEvalConfig, {"tasks": "a|b|0"})]
+    classes += [(AsyncEvaluationConfig, {"cpu": True}), (SlurmSettings, {})]
+    for cls, extra in classes:
+        paths = [f.name for f in dataclasses.fields(cls) if f.metadata.get("path")]
+        named_like_paths = [f.name for f in dataclasses.fields(cls) if f.name.endswith(("_dir", "_file", "_tasks"))]
+        assert set(named_like_paths) <= set(paths), cls
+        for name in paths:  # one at a time: `checkpoint` and `checkpoints_dir` exclude each other
+            where = {} if cls is not CheckpointEvalConfig or name.startswith("checkpoint") else {"checkpoint": "c"}
+            assert getattr(cls(**extra, **where, **{name: "~/x"}), name) == str(tmp_path / "x"), name
+    section = {"tasks": "~/tasks.txt", "output_dir": "~/out", "asynchronous": {"cpu": True, "logs_dir": "~/logs"}}
+    loaded = load_training_config(_section_yaml(tmp_path, {**section, "eval_at_checkpoints": True})).lighteval_nanotron
+    assert (loaded.tasks, loaded.output_dir) == (["lighteval|arc:easy|0"], str(tmp_path / "out"))
+    assert loaded.asynchronous.logs_dir == str(tmp_path / "logs")
