@@ -180,6 +180,11 @@ class LightevalTask:
                 f"Task {self.full_name!r}: prompt function returned {type(doc).__name__} on row {index} of "
                 f"split {split!r}; it must return a Doc or None."
             )
+        if doc is not None and isinstance(doc.choices, str):  # each character would be scored as a choice
+            raise PromptFunctionError(
+                f"Task {self.full_name!r}: prompt function returned choices={doc.choices!r} (a string) on row "
+                f"{index} of split {split!r}; Doc.choices is a list of texts: fix the prompt function or that row."
+            )
         return doc
 
     def fewshot_docs(self) -> list[Doc]:
