@@ -10,10 +10,12 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
 import traceback
+from typing import NoReturn
 
 from lighteval_nanotron.errors import LightevalNanotronError
 
@@ -90,3 +92,14 @@ def report_exception(error: BaseException) -> int:
     rank = f"world rank {_world_rank()}: " if "RANK" in os.environ else ""
     print(f"error: {rank}{one_line(describe(error))}{hint}", file=sys.stderr, flush=True)
     return INTERNAL_ERROR
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An argparse parser whose usage errors (`--max-samples 2.5`, an unknown flag, a missing
+    argument) end as every failure does: one `error:` line with the fix, printed once, exit status 2.
+    argparse's own printed the whole usage block (30 lines for `eval`) before its error, on every
+    rank. Its sub-command parsers are of this class too (argparse makes them of the parent's)."""
+
+    def error(self, message: str) -> NoReturn:
+        print_error(f"{self.prog}: {message} (`{self.prog} --help` lists the arguments).")
+        sys.exit(USAGE_ERROR)

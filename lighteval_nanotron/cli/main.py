@@ -18,7 +18,7 @@ import logging
 import os
 import sys
 
-from lighteval_nanotron.console_errors import TRACEBACK_ENV, report_exception
+from lighteval_nanotron.console_errors import TRACEBACK_ENV, OneLineErrorParser, report_exception
 from lighteval_nanotron.nanotron_compat.console import add_verbose_flag, quiet_process, set_verbose
 from lighteval_nanotron.parallel.cpu_threads import prefer_passive_wait
 from lighteval_nanotron.version import __version__
@@ -37,7 +37,7 @@ COMMANDS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="lighteval-nanotron",
         description="Evaluate LLMs on benchmarks during Nanotron training, with lighteval's task API.",
     )

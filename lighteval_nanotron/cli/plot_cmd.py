@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from lighteval_nanotron.console_errors import OneLineErrorParser
 from lighteval_nanotron.tracking.plot import History, load_history, plot_history
 
 
@@ -79,7 +80,7 @@ def _unknown_names(history: History, tasks: list[str] | None, metrics: list[str]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="lighteval-nanotron")
+    parser = OneLineErrorParser(prog="lighteval-nanotron")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     return args.func(args)

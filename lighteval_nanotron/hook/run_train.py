@@ -33,6 +33,7 @@ from typing import Any, List
 from lighteval_nanotron.console_errors import (
     INTERNAL_ERROR,
     USAGE_ERROR,
+    OneLineErrorParser,
     print_error,
     report_exception,
     wants_traceback,
@@ -167,7 +168,7 @@ def _raised_summary(failure: Any) -> str:
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    parser = parser or argparse.ArgumentParser(
+    parser = parser or OneLineErrorParser(
         prog="python -m lighteval_nanotron.hook.run_train",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
