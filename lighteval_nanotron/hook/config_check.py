@@ -19,6 +19,7 @@ import yaml
 
 from lighteval_nanotron.errors import ConfigError, UnsupportedModelError
 from lighteval_nanotron.nanotron_compat.variant import CONFIG_FOLDERS, installed_nanotron
+from lighteval_nanotron.options.base import describe_type
 from lighteval_nanotron.yaml_keys import UniqueKeyLoader
 
 SCHEMA_KEYS = {
@@ -51,6 +52,8 @@ def check_training_config(path: str, world_size: Optional[int] = None) -> Any:
         config = load_training_config(path)
     except (ConfigError, UnsupportedModelError) as error:  # ours, already with the fix (TypeError for models)
         raise type(error)(f"{path}: {error}") from error
+    except dacite.WrongTypeError as error:
+        raise ConfigError(f"{path}: {_wrong_type(error, content)}") from error
     except dacite.DaciteError as error:
         raise ConfigError(f"{path}: {_one_line(error)}: fix that value's type.") from error
     except (AssertionError, ValueError, TypeError, KeyError) as error:
@@ -115,6 +118,15 @@ def _dataclass_of(hint: Any) -> Optional[type]:
         return hint
     candidates = [arg for arg in typing.get_args(hint) if dataclasses.is_dataclass(arg)]
     return candidates[0] if len(candidates) == 1 else None
+
+
+def _wrong_type(error: Any, content: dict) -> str:
+    """`key.path is VALUE: give TYPE.` of a dacite type error, VALUE as the YAML wrote it (dacite may
+    hold a half-converted one: a generator for a list given a string)."""
+    value: Any = content
+    for key in error.field_path.split("."):
+        value = value.get(key) if isinstance(value, dict) else error.value
+    return f"{error.field_path} is {value!r}: give {describe_type(error.field_type)}."
 
 
 def _one_line(error: BaseException) -> str:

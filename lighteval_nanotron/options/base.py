@@ -103,15 +103,22 @@ def matches_type(value: Any, hint: Any, whole_floats: bool = False) -> bool:
     return isinstance(value, hint) if isinstance(hint, type) else True
 
 
+PLURALS = {bool: "trues or falses", int: "integers", float: "numbers", str: "strings"}
+
+
 def describe_type(hint: Any) -> str:
-    """`Optional[List[str]]` as `a list of str, or null`, for error messages."""
+    """`Optional[List[str]]` as `a list of strings, or null`, for error messages."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in UNIONS:
         return " or ".join(describe_type(arg) for arg in args)
     if hint is type(None):
         return "null"
     if origin in (list, List):
-        return f"a list of {describe_type(args[0])}" if args else "a list"
+        return f"a list of {PLURALS.get(args[0], describe_type(args[0]))}" if args else "a list"
+    if dataclasses.is_dataclass(hint):
+        return "a mapping of its keys"
+    if origin in (dict, Dict) and args and args[1] is not Any:
+        return f"a mapping of {PLURALS.get(args[0], 'keys')} to {PLURALS.get(args[1], describe_type(args[1]))}"
     if origin in (dict, Dict) or hint is dict:
         return "a mapping"
     names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}

@@ -1,6 +1,7 @@
 """The `lighteval_nanotron:` section: defaults, normalisation and every check, from the real YAML."""
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,25 @@ def test_data_stage_steps_left_counts_to_the_next_stage_or_the_end():
     assert stage_steps_left(config, stage, last_step=10) == 20
     assert stage_steps_left(config, later, last_step=10) == config.tokens.train_steps - 30
     assert stage_steps_left(config, stage, last_step=35) == 0
+
+
+@pytest.mark.parametrize(
+    "update, words",
+    [
+        ({"lighteval_nanotron": {"loggers": "json"}}, "lighteval_nanotron.loggers is 'json': give a list of strings."),
+        ({"lighteval_nanotron": {"use_chat_template": "false"}}, "use_chat_template is 'false': give true or false."),
+        ({"lighteval_nanotron": {"asynchronous": {"env": {"A": 1}}}}, "env is {'A': 1}: give a mapping of strings to"),
+        ({"tokens": {"train_steps": "10"}}, "tokens.train_steps is '10': give an integer."),
+    ],
+)
+def test_a_value_of_another_type_is_named_as_the_yaml_wrote_it(tmp_path, update, words):
+    """dacite's message showed a list given a string as `<generator object ...>`."""
+    from lighteval_nanotron.hook.config_check import check_training_config
+
+    content = yaml.safe_load(TINY_CONFIG.read_text())
+    for section, values in update.items():
+        content[section].update(values)
+    path = tmp_path / "typed.yaml"
+    path.write_text(yaml.safe_dump(content))
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: ") + ".*" + re.escape(words)):
+        check_training_config(str(path))
