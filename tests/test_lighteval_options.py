@@ -157,6 +157,14 @@ REFUSED = {
     "greedy samples": ({"generation": {"sampler": "greedy", "n_samples": 4}}, "same sample each time"),
     "basic with temperature": ({"generation": {"sampler": "basic", "temperature": 0.5}}, "basic sampler ignores it"),
     "top_k with top_p": ({"generation": {"sampler": "top_k", "top_p": 0.9}}, "top_k sampler ignores it"),
+    # a string switch is truthy: "false" turned details or W&B on, and stripped every choice's leading space
+    "details as a string": ({"logging": {"save_details": "false"}}, "save_details is 'false': give true or false"),
+    "wandb as a string": ({"upload_to_wandb": "false"}, "upload_to_wandb is 'false'"),
+    "tensorboard as 0": ({"logging": {"push_to_tensorboard": 0}}, "logging.push_to_tensorboard is 0"),
+    "start space as a string": (
+        {"tasks": {"no_multichoice_continuations_start_space": "false"}},
+        "tasks.no_multichoice_continuations_start_space is 'false': give true or false",
+    ),
 }  # fmt: skip
 
 
