@@ -57,6 +57,10 @@ class HeldOutSpec:
             raise ConfigError(f"{where}: tokens is {self.tokens!r}: set a positive number of tokens to score.")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"{where}: seed is {self.seed!r}: use an integer >= 0.")
+        for key in ("text_column", "split", "subset"):
+            value = getattr(self, key)
+            if not (isinstance(value, str) and value.strip()) and not (key == "subset" and value is None):
+                raise ConfigError(f"{where}: {key} is {value!r}: give a name (a string).")
 
     @classmethod
     def names(cls) -> list[str]:
