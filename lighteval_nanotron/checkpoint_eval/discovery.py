@@ -92,15 +92,15 @@ def checkpoint_info(path: str | Path) -> CheckpointInfo:
 
 
 def _integer(value: Any, what: str) -> int | None:
-    """A recorded count as an int (None stays None); CheckpointError naming the file for anything else."""
+    """A recorded count, an int >= 0 as written (None stays None); CheckpointError naming the file for
+    anything else: `int()` filed a step of `true` as step 1, `10.5` as step 10, `"10"` as step 10."""
     if value is None:
         return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise CheckpointError(
-            f"{what} is {value!r}, not an integer: the checkpoint's files are damaged; re-save or re-copy them."
-        ) from None
+            f"{what} is {value!r}, not an integer >= 0: the checkpoint's files are damaged; re-save or re-copy them."
+        )
+    return value
 
 
 def step_folders(root: Path) -> list[tuple[int, Path]]:
