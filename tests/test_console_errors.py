@@ -52,7 +52,7 @@ def test_other_errors_name_rank_type_and_place_with_the_traceback_only_when_aske
         (["eval", "ckpt", "--max-samples", "2.5"], "eval: argument --max-samples: invalid int value: '2.5'"),
         (["eval", "ckpt", "--fewshot-draws", "harness"], "argument --fewshot-draws: invalid choice: 'harness'"),
         (["evaluate", "ckpt"], "argument COMMAND: invalid choice: 'evaluate'"),
-        (["eval", "ckpt", "--max-smaples", "5"], "unrecognized arguments: --max-smaples 5"),
+        (["eval", "ckpt", "--max-smaples", "5"], "eval: unrecognized arguments: --max-smaples 5 (did you mean --max-"),
     ],
 )
 def test_a_command_line_of_the_wrong_form_is_one_error_line_printed_once(argv, words, capsys, monkeypatch):

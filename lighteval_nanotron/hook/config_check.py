@@ -43,11 +43,7 @@ def check_training_config(path: str, world_size: Optional[int] = None) -> Any:
     if not isinstance(content, dict):
         raise ConfigError(f"{path} is not a YAML mapping of config sections: start from configs/tiny_cpu_train.yaml.")
     _check_schema(path, content)
-    for key_path, known in _unknown_keys(content, TrainingConfigWithEvaluation):
-        name = key_path.rsplit(".", 1)[-1]
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f"did you mean {close[0]!r}?" if close else f"known keys there: {', '.join(sorted(known))}."
-        raise ConfigError(f"{path}: unknown key {key_path!r}: {hint}")
+    check_known_keys(path, content, TrainingConfigWithEvaluation)  # before Nanotron's own messages
     try:
         config = load_training_config(path)
     except (ConfigError, UnsupportedModelError) as error:  # ours, already with the fix (TypeError for models)
@@ -96,6 +92,16 @@ def _check_layout(path: str, parallelism: Any, world_size: int) -> None:
             f"start {needed} (--nproc {needed} / --nproc_per_node) or change parallelism.dp/tp/pp to multiply to "
             f"{world_size}."
         )
+
+
+def check_known_keys(path: str, content: dict, cls: type) -> None:
+    """ConfigError naming the first key of `content` that no field of dataclass `cls` (or of the
+    dataclasses it nests) matches, with its full path and the closest known key."""
+    for key_path, known in _unknown_keys(content, cls):
+        name = key_path.rsplit(".", 1)[-1]
+        close = difflib.get_close_matches(str(name), known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known keys there: {', '.join(sorted(known))}."
+        raise ConfigError(f"{path}: unknown key {key_path!r}: {hint}")
 
 
 def _unknown_keys(content: dict, cls: type, prefix: str = "") -> Iterator[tuple[str, list[str]]]:

@@ -11,6 +11,7 @@ import yaml
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
+from lighteval_nanotron.hook.config_check import check_known_keys
 from lighteval_nanotron.hook.nanotron_lighteval_section import merge_sections
 from lighteval_nanotron.models.families import refuse_untrainable_config
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron
@@ -40,10 +41,12 @@ class TrainingConfigWithEvaluation(Config):
 
 def load_training_config(path: str) -> TrainingConfigWithEvaluation:
     """Read a training YAML with an optional `lighteval_nanotron:` section (raises `ConfigError` on a bad one,
-    and on a key written twice, of which Nanotron's reader would keep the last)."""
+    on a key written twice, of which Nanotron's reader would keep the last, and on an unknown key)."""
     try:
         with open(path) as stream:
-            yaml.load(stream, Loader=UniqueKeyLoader)
+            content = yaml.load(stream, Loader=UniqueKeyLoader)
     except yaml.constructor.ConstructorError as error:
         raise ConfigError(f"{path}: {' '.join(str(error).split())}.") from error
+    if isinstance(content, dict):  # a typo named with the closest key (dacite names neither section nor fix)
+        check_known_keys(path, content, TrainingConfigWithEvaluation)
     return get_config_from_file(path, config_class=TrainingConfigWithEvaluation)

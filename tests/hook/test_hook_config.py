@@ -166,3 +166,21 @@ def test_a_value_of_another_type_is_named_as_the_yaml_wrote_it(tmp_path, update,
     path.write_text(yaml.safe_dump(content))
     with pytest.raises(ConfigError, match=re.escape(f"{path}: ") + ".*" + re.escape(words)):
         check_training_config(str(path))
+
+
+def test_a_typo_is_named_with_the_closest_key_both_ways_in(tmp_path):
+    """`train` (check_training_config) and `EvaluatingTrainer(config_file)` (load_training_config) alike:
+    Nanotron's reader said only 'can not match "train_step" to any data class field'."""
+    from lighteval_nanotron.hook.config_check import check_training_config
+    from lighteval_nanotron.hook.training_config import load_training_config
+
+    typos = [("lighteval_nanotron", "max_sample", "max_samples"), ("tokens", "train_step", "train_steps")]
+    for section, key, closest in typos:
+        content = yaml.safe_load(TINY_CONFIG.read_text())
+        content[section][key] = 5
+        path = tmp_path / f"{key}.yaml"
+        path.write_text(yaml.safe_dump(content))
+        for read in (check_training_config, load_training_config):
+            words = f"{path}: unknown key '{section}.{key}': did you mean '{closest}'?"
+            with pytest.raises(ConfigError, match=re.escape(words)):
+                read(str(path))
