@@ -14,6 +14,7 @@ parsed dataclasses turned into one).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import enum
 import logging
 from collections.abc import Callable, Mapping
@@ -232,11 +233,19 @@ def _flatten(section: Mapping[str, Any], where: str) -> dict[str, Any]:
             for key, item in value.items():
                 dotted = f"{name}.{key}"
                 if dotted not in FIELDS:
-                    raise ConfigError(f"{where}: unknown field {dotted}: remove it (known: see docs/eval.md).")
+                    raise ConfigError(f"{where}: unknown field {dotted}: {_closest_field(dotted)}")
                 flat[dotted] = item
         else:
-            raise ConfigError(f"{where}: unknown field {name}: remove it (known: see docs/eval.md).")
+            raise ConfigError(f"{where}: unknown field {name}: {_closest_field(name)}")
     return flat
+
+
+def _closest_field(name: str) -> str:
+    """The fix of an unknown field: the closest known one of its section (a typo), else where the fields are listed."""
+    section, dot, key = name.rpartition(".")
+    known = [field.rpartition(".")[2] for field in FIELDS if field.rpartition(".")[0] == section]
+    close = difflib.get_close_matches(key, known + ([] if dot else list(SECTIONS)), n=1)
+    return f"did you mean {section}{dot}{close[0]}?" if close else "remove it (known: see docs/eval.md)."
 
 
 def map_lighteval_options(section: Any, where: str = "the lighteval config") -> MappedOptions:

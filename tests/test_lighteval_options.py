@@ -146,8 +146,9 @@ REFUSED = {
     "expert_parallel": ({"parallelism": {"expert_parallel_size": 2}}, "expert parallelism is not supported"),
     "context_parallel": ({"parallelism": {"context_parallel_size": 2}}, "context parallelism is not supported"),
     "eval_config_override": ({"eval_config_override": "x.yaml"}, "write the override's fields"),
-    "unknown field": ({"tasks": {"task": "x"}}, "unknown field tasks.task"),
-    "unknown section": ({"loging": {}}, "unknown field loging"),
+    "unknown field": ({"tasks": {"task": "x"}}, "unknown field tasks.task: did you mean tasks.tasks?"),
+    "unknown section": ({"loging": {}}, "unknown field loging: did you mean logging?"),
+    "unknown field far from any": ({"tasks": {"zzz": 1}}, "unknown field tasks.zzz: remove it (known: see docs/eval"),
     "two output dirs": (
         {"output_dir": "a", "logging": {"output_dir": "b"}}, "output_dir='a' and logging.output_dir='b' both set"
     ),
