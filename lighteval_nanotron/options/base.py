@@ -10,6 +10,7 @@ import dataclasses
 import inspect
 import math
 import os
+import re
 import textwrap
 import types
 import typing
@@ -25,9 +26,24 @@ def choices(names: Sequence[str], **metadata: Any) -> Dict[str, Any]:
 
 
 def path(**metadata: Any) -> Dict[str, Any]:
-    """Field metadata: a file or folder, whose leading `~` is the home folder (a YAML value, or a
-    flag written `--output-dir=~/x`, reaches us without a shell to expand it: results went to `./~/x`)."""
+    """Field metadata: a file or folder, whose leading `~` is the home folder and `$VAR` / `${VAR}`
+    an environment variable, as a shell would read them (a YAML value, or a flag written
+    `--output-dir=~/x`, reaches us without a shell: results went to `./~/x` and `./$SCRATCH/x`)."""
     return {"path": True, **metadata}
+
+
+_VARIABLE = re.compile(r"\$(\w+|\{[^}]*\})")
+
+
+def expand_path(name: str, value: str) -> str:
+    """`value` with `~` and environment variables expanded; ConfigError naming option `name` for a
+    variable that is not set (left as written, it would name a folder `$SCRATCH`)."""
+    expanded = os.path.expandvars(os.path.expanduser(value))
+    unset = _VARIABLE.search(expanded)
+    if unset:
+        variable = unset.group(0)
+        raise ConfigError(f"{name} is {value!r}: {variable} is not set in the environment; set it or write the path.")
+    return expanded
 
 
 @cache
@@ -140,7 +156,7 @@ class Options:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if field.metadata.get("path") and isinstance(value, str):
-                value = os.path.expanduser(value)
+                value = expand_path(self.named(field.name), value)
                 setattr(self, field.name, value)
             if not matches_type(value, hints[field.name]):
                 raise ConfigError(

@@ -108,8 +108,8 @@ def _split_specs(text: str) -> list[str]:
 
 def read_task_list(tasks: str | os.PathLike | Iterable[str]) -> list[str]:
     """Spec strings from a comma list, a file (one or more specs a line, `#` comments), or a list."""
-    if isinstance(tasks, str) and os.path.isfile(os.path.expanduser(tasks)):
-        tasks = Path(tasks).expanduser()  # `~/tasks.txt` from a YAML, which no shell expanded
+    if isinstance(tasks, str) and os.path.isfile(os.path.expandvars(os.path.expanduser(tasks))):
+        tasks = Path(os.path.expandvars(os.path.expanduser(tasks)))  # `~/tasks.txt` from a YAML: no shell expanded it
     if isinstance(tasks, Path):
         path = Path(tasks)
         if not path.is_file():

@@ -224,11 +224,13 @@ def test_a_key_written_twice_is_refused_by_every_yaml_reader(tmp_path, capsys):
 
 def test_a_leading_tilde_is_the_home_folder_in_every_path_option_both_ways(tmp_path, monkeypatch):
     """A YAML value (or `--output-dir=~/out`) reaches the options without a shell: results went to
-    `./~/out`, and a `~/tasks.txt` was read as a task name, while data dirs and held-out paths expanded `~`."""
+    `./~/out` (and `./$EVAL_ROOT/out`), and a `~/tasks.txt` was read as a task name, while data dirs and
+    held-out paths expanded `~`."""
     from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig, SlurmSettings
     from lighteval_nanotron.hook.training_config import load_training_config
 
     monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("UNSET_ROOT", raising=False)
     (tmp_path / "tasks.txt").write_text("lighteval|arc:easy|0\n")
     asynchronous = {"asynchronous": AsyncEvaluationConfig(cpu=True), "eval_at_end": True}  # for eval_interval_file
     classes = [(EvaluationConfig, {"tasks": "a|b|0", **asynchronous}), (CheckpointEvalConfig, {"tasks": "a|b|0"})]
@@ -240,7 +242,11 @@ def test_a_leading_tilde_is_the_home_folder_in_every_path_option_both_ways(tmp_p
         for name in paths:  # one at a time: `checkpoint` and `checkpoints_dir` exclude each other
             where = {} if cls is not CheckpointEvalConfig or name.startswith("checkpoint") else {"checkpoint": "c"}
             assert getattr(cls(**extra, **where, **{name: "~/x"}), name) == str(tmp_path / "x"), name
-    section = {"tasks": "~/tasks.txt", "output_dir": "~/out", "asynchronous": {"cpu": True, "logs_dir": "~/logs"}}
+    monkeypatch.setenv("EVAL_ROOT", str(tmp_path / "root"))
+    section = {"tasks": "~/tasks.txt", "output_dir": "$EVAL_ROOT/out", "asynchronous": {"cpu": True, "logs_dir": "~/x"}}
     loaded = load_training_config(_section_yaml(tmp_path, {**section, "eval_at_checkpoints": True})).lighteval_nanotron
-    assert (loaded.tasks, loaded.output_dir) == (["lighteval|arc:easy|0"], str(tmp_path / "out"))
-    assert loaded.asynchronous.logs_dir == str(tmp_path / "logs")
+    assert (loaded.tasks, loaded.output_dir) == (["lighteval|arc:easy|0"], str(tmp_path / "root" / "out"))
+    assert loaded.asynchronous.logs_dir == str(tmp_path / "x")
+    assert CheckpointEvalConfig(tasks="${HOME}/tasks.txt", checkpoint="c").tasks == ["lighteval|arc:easy|0"]
+    with pytest.raises(ConfigError, match=r"^--output-dir is '\$UNSET_ROOT/out': \$UNSET_ROOT is not set"):
+        CheckpointEvalConfig(tasks="a|b|0", checkpoint="c", output_dir="$UNSET_ROOT/out")
