@@ -117,6 +117,12 @@ def test_default_model_name_matches_the_training_hook(tmp_path):
     hooked = {"general": {"project": "p", "run": "r"}, "lighteval_nanotron": {"model_name": "mine", "tasks": "x"}}
     assert default_model_name(_checkpoint(tmp_path / "c", config=hooked)) == "mine"
     assert default_model_name(_checkpoint(tmp_path / "plain")) == "plain"
+    for index, general in enumerate([{"project": ["a"]}, {"project": "p", "run": 5}]):  # filed under `['a']/`, `p/5/`
+        key = "general.project" if index == 0 else "general.run"
+        with pytest.raises(CheckpointError, match=rf"config.yaml's {key} is .*, not a name: .*--model-name"):
+            default_model_name(_checkpoint(tmp_path / f"bad{index}", config={"general": general}))
+    with pytest.raises(CheckpointError, match=r"its 'general' section is 'p/r', not a mapping"):
+        default_model_name(_checkpoint(tmp_path / "flat", config={"general": "p/r"}))
 
 
 def test_tokenizer_source_order(tmp_path):
