@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from lighteval_nanotron.errors import TaskSpecError
+from lighteval_nanotron.steps import step_number
 
 SPEC_FORMS = "suite|task|k, task|k or task (k = number of few-shot examples, default 0)"
 
@@ -47,12 +48,13 @@ def _split_params(part: str, spec: str) -> tuple[str, dict[str, Any]]:
 
 
 def _parse_int(text: str, spec: str, what: str) -> int:
-    """ASCII digits only: `int()` also reads `0_5` as 5, `+1` and other scripts' digits (`٣`)."""
-    if text.startswith("-") and text[1:].isascii() and text[1:].isdigit():
+    """Digits 0-9 only (`steps.step_number`): `int()` also reads `0_5` as 5, `+1` and other scripts' digits (`٣`)."""
+    value = step_number(text)
+    if value is None and text.startswith("-") and step_number(text[1:]) is not None:
         raise TaskSpecError(f"Task spec {spec!r}: {what} must be >= 0, got {text}.")
-    if not (text.isascii() and text.isdigit()):
+    if value is None:
         raise TaskSpecError(f"Task spec {spec!r}: {what} must be an integer, got {text!r}. Use {SPEC_FORMS}.")
-    return int(text)
+    return value
 
 
 def parse_task_spec(spec: str, known_suites: Iterable[str] = ()) -> TaskSpec:
