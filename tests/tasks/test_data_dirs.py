@@ -225,3 +225,25 @@ def test_jsonl_rows_with_a_byte_order_mark_and_a_broken_line(tmp_path):
     path.write_text(json.dumps(ROWS[0]) + "\n{cut short\n")
     with pytest.raises(DatasetLoadError, match=r"test.jsonl, line 2: not a JSON row"):
         _task().eval_docs()
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"choices": "ab"}, "field 'choices' is a list on line 1 and a string on line 3"),  # read per character
+        ({"answer_index": "1"}, "field 'answer_index' is a number on line 1 and a string on line 3"),
+        ({"choices": ["a", 2]}, "field 'choices\\[\\]' is a string on line 1 and a number on line 3"),
+        ({"answer_index": True}, "field 'answer_index' is a number on line 1 and true/false on line 3"),
+    ],
+)
+def test_a_jsonl_field_of_two_types_is_named_with_its_lines(tmp_path, change, words):
+    """Arrow stopped such a file with 'ArrowInvalid: cannot mix list and non-list' (no file, no row), or, for a
+    list of choices given as a string in every row, the prompt iterated it one character a choice."""
+    path = tmp_path / "org/bench" / "main" / "test.jsonl"
+    _write_jsonl(path, [*ROWS[:2], {**ROWS[2], **change}, ROWS[3]])
+    set_data_dirs([str(tmp_path)])
+    with pytest.raises(DatasetLoadError, match=f"test.jsonl: {words}: give it one type in every row"):
+        _task().eval_docs()
+    path.write_text("[1, 2]\n")
+    with pytest.raises(DatasetLoadError, match=r"test.jsonl, line 1: '\[1, 2\]' is not a JSON object of fields"):
+        _task().eval_docs()
