@@ -108,6 +108,7 @@ class LightevalTaskConfig:
 
     def _validate(self) -> None:
         where = f"task config {self.name!r}"
+        self._check_switches_and_counts(where)
         if not self.name or "|" in self.name or "@" in self.name or "," in self.name:
             raise ConfigError(f"{where}: name must be non-empty and contain none of '|', '@', ','.")
         if not callable(self.prompt_function):
@@ -133,6 +134,20 @@ class LightevalTaskConfig:
         self._check_metric_names(where)
         self._check_generation_size(where)
         self._check_stop_sequences(where)
+
+    def _check_switches_and_counts(self, where: str) -> None:
+        """A switch is true or false and a count an integer: `must_remove_duplicate_docs="false"` (a
+        truthy string) dropped docs, `generation_size="32"` passed `<= 0` checks as int("32") and failed
+        in the middle of generation, `num_fewshots=True` was 1."""
+        for name in ("must_remove_duplicate_docs", "truncate_fewshots"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{where}: {name}={getattr(self, name)!r}: give True or False.")
+        counts = {"num_fewshots": self.num_fewshots, "version": self.version}
+        if self.generation_size is not None:  # None: the model's default
+            counts["generation_size"] = self.generation_size
+        for name, value in counts.items():
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{where}: {name}={value!r}: give an integer.")
 
     def _check_stop_sequences(self, where: str) -> None:
         """An empty stop string is in every text (each generation would stop after one token); a
