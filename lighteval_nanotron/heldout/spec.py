@@ -71,7 +71,7 @@ def parse_held_out_option(value: str, tokens: int = DEFAULT_HELD_OUT_TOKENS) -> 
     """`NAME=PATH` (the `eval --held-out` form) -> a spec with `tokens` as its budget."""
     name, sep, path = value.partition("=")
     if not sep or not name.strip() or not path.strip():
-        raise ConfigError(f"--held-out {value!r}: write NAME=PATH, e.g. --held-out web=/data/web_val.jsonl.")
+        raise ConfigError(f"{value!r} is not a domain: write NAME=PATH, e.g. web=/data/web_val.jsonl.")
     return HeldOutSpec(name=name.strip(), path=path.strip(), tokens=tokens)
 
 

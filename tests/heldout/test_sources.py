@@ -131,6 +131,7 @@ def test_specs_from_the_section_and_the_command_line():
         ({"web": {"path": "/x", "split": 3}}, "split is 3: give a name"),
         ({"web": {"path": "/x", "subset": ""}}, "subset is '': give a name"),
         (["web=/x", "web=/y"], "given twice"),
+        (["web"], "^'web' is not a domain: write NAME=PATH"),  # named as the way in writes it (the flag, the key)
     ]:
         with pytest.raises(ConfigError, match=message):
             held_out_specs(bad)
