@@ -59,6 +59,10 @@ class SignalSettings:
             raise ValueError(f"window={self.window}: the trend and its noise need at least 3 evaluations.")
         if self.min_evaluations < 3:
             raise ValueError(f"min_evaluations={self.min_evaluations}: use at least 3.")
+        for name in ("snr_threshold", "chance_stderrs"):  # NaN fails every comparison: no series informative
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{name}={value}: give a positive number of standard errors (noises).")
 
 
 DEFAULT_SETTINGS = SignalSettings()

@@ -144,3 +144,7 @@ def test_trend_curve_is_what_each_evaluation_saw():
 def test_settings_are_checked():
     with pytest.raises(ValueError, match="at least 3"):
         SignalSettings(window=2)
+    # `report --snr-threshold nan` failed every `snr >= threshold`: no series was ever informative
+    for settings in ({"snr_threshold": float("nan")}, {"snr_threshold": -1.0}, {"chance_stderrs": float("inf")}):
+        with pytest.raises(ValueError, match="give a positive number of standard errors"):
+            SignalSettings(**settings)
