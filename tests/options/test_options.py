@@ -250,3 +250,22 @@ def test_a_leading_tilde_is_the_home_folder_in_every_path_option_both_ways(tmp_p
     assert CheckpointEvalConfig(tasks="${HOME}/tasks.txt", checkpoint="c").tasks == ["lighteval|arc:easy|0"]
     with pytest.raises(ConfigError, match=r"^--output-dir is '\$UNSET_ROOT/out': \$UNSET_ROOT is not set"):
         CheckpointEvalConfig(tasks="a|b|0", checkpoint="c", output_dir="$UNSET_ROOT/out")
+
+
+def test_file_arguments_of_the_other_verbs_read_a_tilde_and_variables_as_the_options(tmp_path, monkeypatch, capsys):
+    """`report --output=~/r.png` (no shell expands it) wrote `./~/r.png`; plot and convert alike."""
+    from lighteval_nanotron.cli.main import build_parser, main
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("RUNS", str(tmp_path / "runs"))
+    monkeypatch.delenv("UNSET_ROOT", raising=False)
+    parser = build_parser()
+    report = parser.parse_args(["report", "$RUNS/a", "--output=~/r.png"])
+    assert (report.results, report.output) == ([tmp_path / "runs" / "a"], tmp_path / "r.png")
+    assert parser.parse_args(["plot", "x", "--output-dir=~/plots"]).output_dir == tmp_path / "plots"
+    convert = parser.parse_args(["convert", "hf", "~/hf", "${RUNS}/nanotron"])
+    assert (convert.src, convert.dst) == (tmp_path / "hf", tmp_path / "runs" / "nanotron")
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(SystemExit):
+        main(["report", "x", "--output=$UNSET_ROOT/r.png"])
+    assert "argument --output: the path is '$UNSET_ROOT/r.png': $UNSET_ROOT is not set" in capsys.readouterr().err
