@@ -263,6 +263,7 @@ def test_file_arguments_of_the_other_verbs_read_a_tilde_and_variables_as_the_opt
     report = parser.parse_args(["report", "$RUNS/a", "--output=~/r.png"])
     assert (report.results, report.output) == ([tmp_path / "runs" / "a"], tmp_path / "r.png")
     assert parser.parse_args(["plot", "x", "--output-dir=~/plots"]).output_dir == tmp_path / "plots"
+    assert parser.parse_args(["train", "--config-file=~/train.yaml"]).config_file == str(tmp_path / "train.yaml")
     convert = parser.parse_args(["convert", "hf", "~/hf", "${RUNS}/nanotron"])
     assert (convert.src, convert.dst) == (tmp_path / "hf", tmp_path / "runs" / "nanotron")
     monkeypatch.setenv("RANK", "0")
