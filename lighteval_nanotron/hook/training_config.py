@@ -4,13 +4,14 @@ Pass `TrainingConfigWithEvaluation` as `config_class` to `DistributedTrainer` (N
 of adding config sections); `EvaluatingTrainer` does it for you.
 """
 
+import logging
 from dataclasses import dataclass
 from typing import Optional
 
 import yaml
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.hook.config import EvaluationConfig
+from lighteval_nanotron.hook.config import SECTION, EvaluationConfig
 from lighteval_nanotron.hook.config_check import check_known_keys
 from lighteval_nanotron.hook.nanotron_lighteval_section import merge_sections
 from lighteval_nanotron.models.families import refuse_untrainable_config
@@ -20,6 +21,8 @@ from lighteval_nanotron.yaml_keys import UniqueKeyLoader
 import_nanotron()
 
 from nanotron.config import Config, get_config_from_file  # noqa: E402
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -49,4 +52,7 @@ def load_training_config(path: str) -> TrainingConfigWithEvaluation:
         raise ConfigError(f"{path}: {' '.join(str(error).split())}.") from error
     if isinstance(content, dict):  # a typo named with the closest key (dacite names neither section nor fix)
         check_known_keys(path, content, TrainingConfigWithEvaluation)
+        if SECTION in content and content[SECTION] is None:  # keys all commented out; saved configs of runs
+            # without evaluation hold it too, so it is said, not refused
+            logger.warning("%s: the %s: section is empty: this run trains without evaluation.", path, SECTION)
     return get_config_from_file(path, config_class=TrainingConfigWithEvaluation)

@@ -74,7 +74,7 @@ def test_shipped_configs_load_as_nanotron_configs(tmp_path):
         assert load_training_config(str(saved)).lighteval_nanotron == config.lighteval_nanotron
 
 
-def test_section_is_optional(tmp_path):
+def test_section_is_optional(tmp_path, caplog):
     from lighteval_nanotron.hook.training_config import load_training_config
 
     content = yaml.safe_load(TINY_CONFIG.read_text())
@@ -82,6 +82,11 @@ def test_section_is_optional(tmp_path):
     path = tmp_path / "plain.yaml"
     path.write_text(yaml.safe_dump(content))
     assert load_training_config(str(path)).lighteval_nanotron is None
+    assert "section is empty" not in caplog.text
+    # every key commented out (or a saved config of a run without evaluation): trains without evaluation, said
+    path.write_text(yaml.safe_dump(content) + "lighteval_nanotron:\n#  tasks: lighteval|arc:easy|0\n")
+    assert load_training_config(str(path)).lighteval_nanotron is None
+    assert "the lighteval_nanotron: section is empty: this run trains without evaluation" in caplog.text
 
 
 @pytest.mark.parametrize(
