@@ -216,6 +216,17 @@ def test_a_data_dir_that_does_not_exist_is_named_and_nothing_is_looked_up_by_nam
     assert len(_task().eval_docs()) == 4
 
 
+@pytest.mark.parametrize("entry", ["org/bench=", "=DATA", " = "])
+def test_a_mapping_entry_without_a_repo_or_a_path_is_refused(tmp_path, monkeypatch, entry):
+    """`org/bench=` read the working directory as the dataset folder (Path("") is "."): its
+    `test.jsonl` was evaluated."""
+    _write_jsonl(tmp_path / "test.jsonl", ROWS)
+    monkeypatch.chdir(tmp_path)
+    set_data_dirs([entry.replace("DATA", str(tmp_path))])
+    with pytest.raises(DatasetLoadError, match=r"the data dir entry .* is not HF_REPO=PATH \(both parts are needed\)"):
+        _task().eval_docs()
+
+
 def test_jsonl_rows_with_a_byte_order_mark_and_a_broken_line(tmp_path):
     path = tmp_path / "org/bench" / "main" / "test.jsonl"
     path.parent.mkdir(parents=True)
