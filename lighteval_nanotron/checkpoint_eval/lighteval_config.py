@@ -67,6 +67,7 @@ def eval_config(
     """`CheckpointEvalConfig` from the flags given (`{option: value}`, unset ones left out) and
     lighteval's two paths, each optional."""
     options: dict[str, Any] = {}
+    written: dict[str, str] = {}  # option -> the lighteval field that set it, for its error
     if checkpoint_config_path is not None:
         if flags.get("checkpoint") is not None:
             raise ConfigError("Give a checkpoint folder or --checkpoint-config-path, not both.")
@@ -81,9 +82,20 @@ def eval_config(
                     f"both set {name}: keep one."
                 )
             options[name] = value
+            written[name] = f"{where}'s {mapped.sources[name]}"
     options.update(flags)
     if not options.get("tasks") and not options.get("held_out"):
         raise ConfigError(
             "No tasks: give --tasks (or tasks.tasks in the --lighteval-config-path YAML), or --held-out NAME=PATH."
         )
-    return CheckpointEvalConfig(**options)
+    try:
+        return CheckpointEvalConfig(**options)
+    except ConfigError as error:  # an option named by its flag that the YAML set: say where it was written
+        source = next((written[name] for name in written if name not in flags and _names(error, name)), None)
+        if source is None:
+            raise
+        raise ConfigError(f"{str(error).rstrip('.')} (set by {source}).") from error
+
+
+def _names(error: ConfigError, option: str) -> bool:
+    return str(error).startswith(f"{flag_name(CheckpointEvalConfig, option)} ")
