@@ -26,9 +26,9 @@ class EvaluationOptions(TrackingOptions, TokenizationOptions):
     """What to evaluate and how. Every field but `tasks` (or `held_out`) is optional."""
 
     tasks: Union[str, List[str]] = ""
-    """Task specs `suite|task|num_fewshot`: a comma-separated string, a list, or a file of specs
-    (one or more a line, `#` comments), e.g. `lighteval|arc:easy|0,lighteval|piqa|0`. May be empty
-    when `held_out` names domains."""
+    """Task specs `suite|task|num_fewshot`: a string of specs separated by commas or line breaks, a
+    list, or a file of specs (one or more a line, `#` comments), e.g.
+    `lighteval|arc:easy|0,lighteval|piqa|0`. May be empty when `held_out` names domains."""
 
     held_out: Optional[Union[Dict[str, Any], List[str]]] = field(
         default=None,

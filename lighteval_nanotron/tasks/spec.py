@@ -105,7 +105,8 @@ def parse_task_spec(spec: str, known_suites: Iterable[str] = ()) -> TaskSpec:
 
 
 def _split_specs(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
+    """Specs separated by commas or line breaks (a YAML block `tasks: |` lists one a line)."""
+    return [item.strip() for line in text.splitlines() for item in line.split(",") if item.strip()]
 
 
 def read_task_list(tasks: str | os.PathLike | Iterable[str]) -> list[str]:

@@ -61,6 +61,8 @@ def test_malformed_specs(text, fragment):
 def test_read_task_list_from_string_list_and_file(tmp_path):
     assert read_task_list("a|0, b|1,,") == ["a|0", "b|1"]
     assert read_task_list(["a|0,b|1", "c"]) == ["a|0", "b|1", "c"]
+    # a YAML block (`tasks: |`), one spec a line, was one spec of 5 parts
+    assert read_task_list("arc:easy|0\npiqa|0,b|1\n") == ["arc:easy|0", "piqa|0", "b|1"]
     path = tmp_path / "tasks.txt"
     path.write_text("# header\n\nlighteval|a|0  # why\n  b|1,c|2\n#x|1\n")
     assert read_task_list(str(path)) == ["lighteval|a|0", "b|1", "c|2"]
