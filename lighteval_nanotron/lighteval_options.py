@@ -281,6 +281,15 @@ def map_lighteval_options(section: Any, where: str = "the lighteval config") -> 
     return MappedOptions(options, sources, notes, defaulted)
 
 
+def with_source(error: ConfigError, written: dict[str, str], named: Callable[[str], str]) -> ConfigError:
+    """`error` of an option, with the lighteval field its value was written as (`written`: option ->
+    `where's field`) when its message names one of those options (`named(option)`, how the way in
+    names it: `--max-samples`, `lighteval_nanotron.max_samples`); else `error` itself."""
+    message = str(error)
+    source = next((field for option, field in written.items() if message.startswith(f"{named(option)} ")), None)
+    return ConfigError(f"{message.rstrip('.')} (set by {source}).") if source else error
+
+
 def _assemble_asynchronous(options: dict[str, Any], sources: dict[str, str]) -> None:
     """`asynchronous.*` (Nanotron's Slurm runner settings) -> one `asynchronous` mapping, the
     hook's `asynchronous:` keys (its parser's defaults included: `nanotron_slurm_asked` tells them apart)."""

@@ -16,7 +16,7 @@ import yaml
 
 from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.lighteval_options import LAUNCHER, Consumer, map_lighteval_options
+from lighteval_nanotron.lighteval_options import LAUNCHER, Consumer, map_lighteval_options, with_source
 from lighteval_nanotron.options.flags import flag_name
 from lighteval_nanotron.yaml_keys import UniqueKeyLoader
 
@@ -91,11 +91,5 @@ def eval_config(
     try:
         return CheckpointEvalConfig(**options)
     except ConfigError as error:  # an option named by its flag that the YAML set: say where it was written
-        source = next((written[name] for name in written if name not in flags and _names(error, name)), None)
-        if source is None:
-            raise
-        raise ConfigError(f"{str(error).rstrip('.')} (set by {source}).") from error
-
-
-def _names(error: ConfigError, option: str) -> bool:
-    return str(error).startswith(f"{flag_name(CheckpointEvalConfig, option)} ")
+        from_yaml = {name: field for name, field in written.items() if name not in flags}
+        raise with_source(error, from_yaml, lambda name: flag_name(CheckpointEvalConfig, name)) from error
