@@ -156,6 +156,8 @@ class Options:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if field.metadata.get("path") and isinstance(value, str):
+                if not value.strip():  # Path("") is the working directory: `--custom-tasks ""` read `.`
+                    raise ConfigError(f"{self.named(field.name)} is empty: give a path, or leave it out.")
                 value = expand_path(self.named(field.name), value)
                 setattr(self, field.name, value)
             if not matches_type(value, hints[field.name]):

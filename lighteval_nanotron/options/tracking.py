@@ -54,9 +54,7 @@ class TrackingOptions(Options):
     """Folder of W&B's local files. Unset: W&B's default (`./wandb`)."""
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        if not self.output_dir:
-            raise ConfigError(f"{self.named('output_dir')} is empty: set it to a folder for the results.")
+        super().__post_init__()  # an empty output_dir is refused there, as every empty path option
         unknown = [name for name in self.loggers if name not in LOGGER_NAMES]
         if unknown:
             raise ConfigError(

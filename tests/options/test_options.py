@@ -250,6 +250,8 @@ def test_a_leading_tilde_is_the_home_folder_in_every_path_option_both_ways(tmp_p
     assert CheckpointEvalConfig(tasks="${HOME}/tasks.txt", checkpoint="c").tasks == ["lighteval|arc:easy|0"]
     with pytest.raises(ConfigError, match=r"^--output-dir is '\$UNSET_ROOT/out': \$UNSET_ROOT is not set"):
         CheckpointEvalConfig(tasks="a|b|0", checkpoint="c", output_dir="$UNSET_ROOT/out")
+    with pytest.raises(ConfigError, match=r"^--custom-tasks is empty: give a path, or leave it out"):  # was read as `.`
+        CheckpointEvalConfig(tasks="a|b|0", checkpoint="c", custom_tasks=" ")
 
 
 def test_file_arguments_of_the_other_verbs_read_a_tilde_and_variables_as_the_options(tmp_path, monkeypatch, capsys):
