@@ -14,6 +14,7 @@ parsed dataclasses turned into one).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import enum
 import logging
 from collections.abc import Callable, Mapping
@@ -22,6 +23,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.options.base import describe_type, matches_type
 from lighteval_nanotron.parallel.launch_env import world_rank
 
 logger = logging.getLogger(__name__)
@@ -45,6 +47,9 @@ class Field:
     """A value at which the field is silent (lighteval's or Nanotron's default)."""
     convert: Callable[[Any], Any] | None = None
     """The option's value from the field's (None: the field's value)."""
+    kind: type | None = None
+    """The type the value must have where it is read here rather than by the option it sets (a logger
+    switch, a converted value): `"false"`, a truthy string, turned details or W&B on."""
 
 
 def _refuse_unless(allowed: Callable[[Any], bool], fix: str) -> Callable[[Any], str | None]:
@@ -94,7 +99,7 @@ FIELDS: dict[str, Field] = {
     "eval_interval_file": Field(option="eval_interval_file"),
     "checkpoints_path": Field(option="checkpoints_dir"),
     "output_dir": Field(option="output_dir"),
-    "upload_to_wandb": Field(option="loggers.wandb"),
+    "upload_to_wandb": Field(option="loggers.wandb", kind=bool),
     "wandb_project": Field(option="wandb_project"),
     "wandb_entity": Field(option="wandb_entity"),
     "batch_size": Field(
@@ -138,7 +143,7 @@ FIELDS: dict[str, Field] = {
     "tasks.dataset_loading_processes": Field(no_effect="datasets are loaded once, on world rank 0", default=8),
     "tasks.multichoice_continuations_start_space": Field(option="multichoice_continuations_start_space"),
     "tasks.no_multichoice_continuations_start_space": Field(
-        option="multichoice_continuations_start_space", convert=lambda value: False if value else None
+        option="multichoice_continuations_start_space", convert=lambda value: False if value else None, kind=bool
     ),
     "tasks.pairwise_tokenization": Field(option="pairwise_tokenization"),
     # logging: lighteval 0.10 (LightEvalLoggingArgs) and Nanotron's names side by side
@@ -150,9 +155,9 @@ FIELDS: dict[str, Field] = {
             "(name the model with --model-name)"
         )
     ),
-    "logging.save_details": Field(option="loggers.details"),
-    "logging.push_to_tensorboard": Field(option="loggers.tensorboard"),
-    "logging.push_results_to_tensorboard": Field(option="loggers.tensorboard"),
+    "logging.save_details": Field(option="loggers.details", kind=bool),
+    "logging.push_to_tensorboard": Field(option="loggers.tensorboard", kind=bool),
+    "logging.push_results_to_tensorboard": Field(option="loggers.tensorboard", kind=bool),
     "logging.tensorboard_metric_prefix": Field(option="tensorboard_prefix"),
     "logging.push_to_hub": Field(refuse=_refuse_unless(_false, HUB_FIX)),
     "logging.push_results_to_hub": Field(refuse=_refuse_unless(_false, HUB_FIX)),
@@ -228,11 +233,19 @@ def _flatten(section: Mapping[str, Any], where: str) -> dict[str, Any]:
             for key, item in value.items():
                 dotted = f"{name}.{key}"
                 if dotted not in FIELDS:
-                    raise ConfigError(f"{where}: unknown field {dotted}: remove it (known: see docs/eval.md).")
+                    raise ConfigError(f"{where}: unknown field {dotted}: {_closest_field(dotted)}")
                 flat[dotted] = item
         else:
-            raise ConfigError(f"{where}: unknown field {name}: remove it (known: see docs/eval.md).")
+            raise ConfigError(f"{where}: unknown field {name}: {_closest_field(name)}")
     return flat
+
+
+def _closest_field(name: str) -> str:
+    """The fix of an unknown field: the closest known one of its section (a typo), else where the fields are listed."""
+    section, dot, key = name.rpartition(".")
+    known = [field.rpartition(".")[2] for field in FIELDS if field.rpartition(".")[0] == section]
+    close = difflib.get_close_matches(key, known + ([] if dot else list(SECTIONS)), n=1)
+    return f"did you mean {section}{dot}{close[0]}?" if close else "remove it (known: see docs/eval.md)."
 
 
 def map_lighteval_options(section: Any, where: str = "the lighteval config") -> MappedOptions:
@@ -244,6 +257,8 @@ def map_lighteval_options(section: Any, where: str = "the lighteval config") -> 
     notes: list[str] = []
     for name, value in flat.items():
         rule = FIELDS[name]
+        if rule.kind is not None and value is not None and not matches_type(value, rule.kind):
+            raise ConfigError(f"{where}: {name} is {value!r}: give {describe_type(rule.kind)}.")
         fix = rule.refuse(value) if rule.refuse is not None else None
         if fix is not None:
             raise ConfigError(f"{where}: {name}={value!r} cannot be honoured: {fix}.")
@@ -264,6 +279,15 @@ def map_lighteval_options(section: Any, where: str = "the lighteval config") -> 
     _assemble_generation(options, sources, notes, where)
     _assemble_asynchronous(options, sources)
     return MappedOptions(options, sources, notes, defaulted)
+
+
+def with_source(error: ConfigError, written: dict[str, str], named: Callable[[str], str]) -> ConfigError:
+    """`error` of an option, with the lighteval field its value was written as (`written`: option ->
+    `where's field`) when its message names one of those options (`named(option)`, how the way in
+    names it: `--max-samples`, `lighteval_nanotron.max_samples`); else `error` itself."""
+    message = str(error)
+    source = next((field for option, field in written.items() if message.startswith(f"{named(option)} ")), None)
+    return ConfigError(f"{message.rstrip('.')} (set by {source}).") if source else error
 
 
 def _assemble_asynchronous(options: dict[str, Any], sources: dict[str, str]) -> None:

@@ -46,6 +46,35 @@ def test_other_errors_name_rank_type_and_place_with_the_traceback_only_when_aske
     assert lines[0] == "Traceback (most recent call last):" and lines[-1].startswith("error: world rank 3: Runtime")
 
 
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["eval", "ckpt", "--max-samples", "2.5"], "eval: argument --max-samples: invalid int value: '2.5'"),
+        (["eval", "ckpt", "--fewshot-draws", "harness"], "argument --fewshot-draws: invalid choice: 'harness'"),
+        (["evaluate", "ckpt"], "argument COMMAND: invalid choice: 'evaluate'"),
+        (["eval", "ckpt", "--max-smaples", "5"], "eval: unrecognized arguments: --max-smaples 5 (did you mean --max-"),
+    ],
+)
+def test_a_command_line_of_the_wrong_form_is_one_error_line_printed_once(argv, words, capsys, monkeypatch):
+    """argparse printed the whole usage block (30 lines for `eval`) then its own error, on every rank."""
+    from lighteval_nanotron.cli.main import main
+    from lighteval_nanotron.hook.run_train import build_parser
+
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.startswith("error: ") and err.count("\n") == 1 and words in err, err
+    assert "--help` lists the options" in err
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--config-file", "x.yaml", "--nproc", "two"])
+    assert capsys.readouterr().err.startswith("error: python -m lighteval_nanotron.hook.run_train: argument --nproc")
+    monkeypatch.setenv("RANK", "1")  # the other ranks of a job started by hand say nothing: rank 0 says it
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert capsys.readouterr().err == ""
+
+
 def _dies(rank: int, how: str) -> None:
     if how == "kill":
         os.kill(os.getpid(), signal.SIGKILL)

@@ -30,7 +30,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lighteval_nanotron"
 ROOT = "lighteval_nanotron"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "steps"),
+    ("errors", "steps", "yaml_keys"),
     ("version", "console_errors"),
     ("requests", "data", "nanotron_compat"),
     ("metrics", "parallel"),

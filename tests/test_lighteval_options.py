@@ -146,8 +146,9 @@ REFUSED = {
     "expert_parallel": ({"parallelism": {"expert_parallel_size": 2}}, "expert parallelism is not supported"),
     "context_parallel": ({"parallelism": {"context_parallel_size": 2}}, "context parallelism is not supported"),
     "eval_config_override": ({"eval_config_override": "x.yaml"}, "write the override's fields"),
-    "unknown field": ({"tasks": {"task": "x"}}, "unknown field tasks.task"),
-    "unknown section": ({"loging": {}}, "unknown field loging"),
+    "unknown field": ({"tasks": {"task": "x"}}, "unknown field tasks.task: did you mean tasks.tasks?"),
+    "unknown section": ({"loging": {}}, "unknown field loging: did you mean logging?"),
+    "unknown field far from any": ({"tasks": {"zzz": 1}}, "unknown field tasks.zzz: remove it (known: see docs/eval"),
     "two output dirs": (
         {"output_dir": "a", "logging": {"output_dir": "b"}}, "output_dir='a' and logging.output_dir='b' both set"
     ),
@@ -157,6 +158,14 @@ REFUSED = {
     "greedy samples": ({"generation": {"sampler": "greedy", "n_samples": 4}}, "same sample each time"),
     "basic with temperature": ({"generation": {"sampler": "basic", "temperature": 0.5}}, "basic sampler ignores it"),
     "top_k with top_p": ({"generation": {"sampler": "top_k", "top_p": 0.9}}, "top_k sampler ignores it"),
+    # a string switch is truthy: "false" turned details or W&B on, and stripped every choice's leading space
+    "details as a string": ({"logging": {"save_details": "false"}}, "save_details is 'false': give true or false"),
+    "wandb as a string": ({"upload_to_wandb": "false"}, "upload_to_wandb is 'false'"),
+    "tensorboard as 0": ({"logging": {"push_to_tensorboard": 0}}, "logging.push_to_tensorboard is 0"),
+    "start space as a string": (
+        {"tasks": {"no_multichoice_continuations_start_space": "false"}},
+        "tasks.no_multichoice_continuations_start_space is 'false': give true or false",
+    ),
 }  # fmt: skip
 
 

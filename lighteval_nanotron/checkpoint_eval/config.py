@@ -8,7 +8,7 @@ from typing import Optional, Union
 from lighteval_nanotron.checkpoint_eval.loading import DTYPES
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.options import EvaluationOptions
-from lighteval_nanotron.options.base import choices
+from lighteval_nanotron.options.base import choices, path
 from lighteval_nanotron.options.flags import flag_name
 
 MAX_POLL_INTERVAL_S = 3600.0
@@ -18,11 +18,11 @@ MAX_POLL_INTERVAL_S = 3600.0
 class CheckpointEvalConfig(EvaluationOptions):
     """Which checkpoints, at which layout."""
 
-    checkpoint: Optional[str] = field(default=None, metadata={"positional": True})
+    checkpoint: Optional[str] = field(default=None, metadata=path(positional=True))
     """One checkpoint folder: `model/`, `checkpoint_metadata.json`, `model_config.json` and/or
     `config.yaml` (what the trainer and `lighteval-nanotron convert` write)."""
 
-    checkpoints_dir: Optional[str] = None
+    checkpoints_dir: Optional[str] = field(default=None, metadata=path())
     """Instead of one checkpoint: every numbered step folder of this training output folder, in
     step order, skipping the steps whose results are already in `output_dir` (a backfill)."""
 
@@ -41,7 +41,7 @@ class CheckpointEvalConfig(EvaluationOptions):
     dtype: Optional[str] = field(default=None, metadata=choices(tuple(DTYPES)))
     """Model dtype. Unset: the checkpoint's `model.dtype`, else float32."""
 
-    tokenizer: Optional[str] = None
+    tokenizer: Optional[str] = field(default=None, metadata=path())
     """Tokenizer folder or Hub name. Unset: the checkpoint folder when it holds tokenizer files,
     else its `config.yaml`'s `tokenizer.tokenizer_name_or_path` (a relative path there is looked up
     from the training's working directory)."""
@@ -61,7 +61,7 @@ class CheckpointEvalConfig(EvaluationOptions):
     """With `watch`: when several checkpoints are waiting, evaluate the newest and leave the older
     ones to a later backfill (default: oldest first)."""
 
-    stop_file: Optional[str] = None
+    stop_file: Optional[str] = field(default=None, metadata=path())
     """With `watch`: stop, after the evaluation in progress, once this file exists."""
 
     def named(self, option: str) -> str:

@@ -22,7 +22,6 @@ from lighteval_nanotron.models.checkpoint.format import (
     WEIGHTS_FOLDER,
     check_complete_checkpoint,
     is_complete_checkpoint,
-    read_training_config,
     training_config_section,
 )
 from lighteval_nanotron.models.checkpoint.path_hints import checkpoint_path_hint
@@ -94,15 +93,15 @@ def checkpoint_info(path: str | Path) -> CheckpointInfo:
 
 
 def _integer(value: Any, what: str) -> int | None:
-    """A recorded count as an int (None stays None); CheckpointError naming the file for anything else."""
+    """A recorded count, an int >= 0 as written (None stays None); CheckpointError naming the file for
+    anything else: `int()` filed a step of `true` as step 1, `10.5` as step 10, `"10"` as step 10."""
     if value is None:
         return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise CheckpointError(
-            f"{what} is {value!r}, not an integer: the checkpoint's files are damaged; re-save or re-copy them."
-        ) from None
+            f"{what} is {value!r}, not an integer >= 0: the checkpoint's files are damaged; re-save or re-copy them."
+        )
+    return value
 
 
 def step_folders(root: Path) -> list[tuple[int, Path]]:
@@ -172,9 +171,22 @@ def default_model_name(path: str | Path) -> str:
     `general.project/general.run`; a folder without a training config is named after itself."""
     from lighteval_nanotron.setup.naming import model_name
 
-    config = read_training_config(Path(path))
-    section = config.get("lighteval_nanotron") or {}
-    general = config.get("general") or {}
-    option = section.get("model_name") if isinstance(section, dict) else None
-    project, run = (general.get("project"), general.get("run")) if isinstance(general, dict) else (None, None)
-    return model_name(option and str(option), project, run, fallback=Path(path).resolve().name)
+    general = training_config_section(path, "general")
+    option, project, run = (
+        _name(training_config_section(path, "lighteval_nanotron"), "lighteval_nanotron.model_name", path),
+        _name(general, "general.project", path),
+        _name(general, "general.run", path),
+    )
+    return model_name(option, project, run, fallback=Path(path).resolve().name)
+
+
+def _name(section: dict[str, Any], key: str, path: str | Path) -> str | None:
+    """A name of the training config (it becomes a results folder): a string or unset; CheckpointError
+    naming the file and key for anything else (a list was filed under a folder named `['a']`)."""
+    value = section.get(key.rpartition(".")[2])
+    if value is not None and not isinstance(value, str):
+        raise CheckpointError(
+            f"{Path(path) / TRAINING_CONFIG_FILE}'s {key} is {value!r}, not a name: fix it, or name the run with "
+            "--model-name."
+        )
+    return value

@@ -16,8 +16,9 @@ import yaml
 
 from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.lighteval_options import LAUNCHER, Consumer, map_lighteval_options
+from lighteval_nanotron.lighteval_options import LAUNCHER, Consumer, map_lighteval_options, with_source
 from lighteval_nanotron.options.flags import flag_name
+from lighteval_nanotron.yaml_keys import UniqueKeyLoader
 
 EVAL = Consumer(
     name="eval",
@@ -48,7 +49,7 @@ def checkpoint_folder(checkpoint_config_path: str) -> Path:
 def read_lighteval_config(path: str) -> Any:
     """lighteval's eval YAML as plain data."""
     try:
-        content = yaml.safe_load(Path(path).read_text())
+        content = yaml.load(Path(path).read_text(), Loader=UniqueKeyLoader)
     except OSError as error:
         raise ConfigError(f"--lighteval-config-path {path}: cannot read it ({error.strerror}).") from error
     except yaml.YAMLError as error:
@@ -66,6 +67,7 @@ def eval_config(
     """`CheckpointEvalConfig` from the flags given (`{option: value}`, unset ones left out) and
     lighteval's two paths, each optional."""
     options: dict[str, Any] = {}
+    written: dict[str, str] = {}  # option -> the lighteval field that set it, for its error
     if checkpoint_config_path is not None:
         if flags.get("checkpoint") is not None:
             raise ConfigError("Give a checkpoint folder or --checkpoint-config-path, not both.")
@@ -80,9 +82,14 @@ def eval_config(
                     f"both set {name}: keep one."
                 )
             options[name] = value
+            written[name] = f"{where}'s {mapped.sources[name]}"
     options.update(flags)
     if not options.get("tasks") and not options.get("held_out"):
         raise ConfigError(
             "No tasks: give --tasks (or tasks.tasks in the --lighteval-config-path YAML), or --held-out NAME=PATH."
         )
-    return CheckpointEvalConfig(**options)
+    try:
+        return CheckpointEvalConfig(**options)
+    except ConfigError as error:  # an option named by its flag that the YAML set: say where it was written
+        from_yaml = {name: field for name, field in written.items() if name not in flags}
+        raise with_source(error, from_yaml, lambda name: flag_name(CheckpointEvalConfig, name)) from error

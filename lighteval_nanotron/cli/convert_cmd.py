@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
+
+from lighteval_nanotron.options.flags import expanded_path
 
 DTYPE_CHOICES = ("float32", "bfloat16", "float16")
 
@@ -32,17 +33,20 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     hf = formats.add_parser(
         "hf", help="a Hugging Face Llama, Starcoder2 or Qwen2 (-MoE) folder (config.json + safetensors)"
     )
-    hf.add_argument("src", type=Path, help="Hugging Face model folder")
-    hf.add_argument("dst", type=Path, help="new Nanotron checkpoint folder")
+    hf.add_argument("src", type=expanded_path, help="Hugging Face model folder")
+    hf.add_argument("dst", type=expanded_path, help="new Nanotron checkpoint folder")
     hf.add_argument("--dtype", choices=DTYPE_CHOICES, default=None, help="weight dtype (default: the source's)")
     hf.set_defaults(func=run_hf)
 
     gguf = formats.add_parser("gguf", help="a GGUF Llama file (llama.cpp), dequantized")
-    gguf.add_argument("src", type=Path, help="the .gguf file")
-    gguf.add_argument("dst", type=Path, help="new Nanotron checkpoint folder")
+    gguf.add_argument("src", type=expanded_path, help="the .gguf file")
+    gguf.add_argument("dst", type=expanded_path, help="new Nanotron checkpoint folder")
     gguf.add_argument("--dtype", choices=DTYPE_CHOICES, default="float32", help="weight dtype (default: float32)")
     gguf.add_argument(
-        "--tokenizer", type=Path, default=None, help="Hugging Face tokenizer folder to copy instead of rebuilding it"
+        "--tokenizer",
+        type=expanded_path,
+        default=None,
+        help="Hugging Face tokenizer folder to copy instead of rebuilding it",
     )
     gguf.set_defaults(func=run_gguf)
     return parser

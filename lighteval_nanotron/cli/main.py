@@ -12,6 +12,7 @@ adds its parser and sets `func(args) -> int`; to add a verb, add its module to `
 from __future__ import annotations
 
 import argparse
+import difflib
 import gc
 import importlib
 import logging
@@ -61,6 +62,20 @@ def _command_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentP
     return found
 
 
+def _refuse_unknown_flags(parser: argparse.ArgumentParser, command: str, unknown: list[str]) -> None:
+    """The one error line of flags `command` does not take, with its closest flags (a typo's fix)."""
+    verb = next(found for found in _command_parsers(parser) if found.prog == f"{parser.prog} {command}")
+    known = [
+        flag
+        for command_parser in [verb, *_command_parsers(verb)]
+        for action in command_parser._actions
+        for flag in action.option_strings
+    ]
+    close = [match for flag in unknown for match in difflib.get_close_matches(flag.split("=")[0], known, n=1)]
+    hint = f" (did you mean {', '.join(dict.fromkeys(close))}?)" if close else ""
+    verb.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+
+
 def command_names() -> list[str]:
     """The verbs of `lighteval-nanotron` (eval, train, ...)."""
     (verbs,) = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)]
@@ -77,8 +92,7 @@ def _run_verb(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     if args.command == "torchrun":  # everything after the verb is torchrun's and the command's, in order
         args.torchrun_args = argv[argv.index("torchrun") + 1 :]
     elif unknown:
-        (verbs,) = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
-        verbs.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+        _refuse_unknown_flags(parser, args.command, unknown)
     if args.verbose:
         set_verbose(True)  # spawned ranks and torchrun workers inherit it
         os.environ.setdefault(TRACEBACK_ENV, "1")

@@ -20,6 +20,9 @@ the hook's `EvaluationConfig` and `eval`'s `CheckpointEvalConfig` include it and
 A YAML key of the hook's section is the option's name; `eval`'s flag is generated from it
 (`max_samples` -> `--max-samples`); a bad value fails before any model work with one error naming
 the key (`lighteval_nanotron.max_samples is 0: ...`) or the flag (`--max-samples is 0: ...`).
+A file or folder option's leading `~` is your home folder and `$VAR` an environment variable (of the process
+that reads the option: the training's for the hook's keys), in a YAML value and in `--output-dir=~/x` alike
+(no shell expands those); a variable that is not set is refused.
 `--lighteval-config-path` and Nanotron's `lighteval:` section set the same options through
 lighteval's field names ([eval.md](eval.md#lightevals-eval-yaml-field-by-field)).
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from lighteval_nanotron.console_errors import OneLineErrorParser
+from lighteval_nanotron.options.flags import expanded_path
 from lighteval_nanotron.tracking.plot import History, load_history, plot_history
 
 
@@ -31,8 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("results", type=Path, help="output folder, results/<model> folder or results file")
-    parser.add_argument("--output-dir", type=Path, default=None, help="PNG folder (default: RESULTS/plots)")
+    parser.add_argument("results", type=expanded_path, help="output folder, results/<model> folder or results file")
+    parser.add_argument("--output-dir", type=expanded_path, default=None, help="PNG folder (default: RESULTS/plots)")
     parser.add_argument("--grid", action="store_true", help="one grid image instead of one PNG per task")
     parser.add_argument("--tasks", type=_csv, default=None, help="comma-separated full task names to keep")
     parser.add_argument("--metrics", type=_csv, default=None, help="comma-separated metric names to keep")

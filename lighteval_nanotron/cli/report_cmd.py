@@ -24,6 +24,7 @@ from lighteval_nanotron.analysis import SignalSettings, compare_runs, load_runs
 from lighteval_nanotron.analysis.history import RunHistory
 from lighteval_nanotron.analysis.report_plot import plot_report
 from lighteval_nanotron.analysis.report_table import comparison_table, signal_table
+from lighteval_nanotron.options.flags import expanded_path
 
 DEFAULTS = SignalSettings()
 
@@ -36,10 +37,12 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("results", type=Path, nargs="+", metavar="RESULTS_DIR", help="evaluation output folder(s)")
+    parser.add_argument(
+        "results", type=expanded_path, nargs="+", metavar="RESULTS_DIR", help="evaluation output folder(s)"
+    )
     parser.add_argument(
         "--output",
-        type=Path,
+        type=expanded_path,
         default=None,
         help="the PNG (default: RESULTS_DIR/plots/report.png; ./report.png for several)",
     )

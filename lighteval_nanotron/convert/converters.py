@@ -22,7 +22,7 @@ from lighteval_nanotron.convert.nanotron_writer import write_nanotron_checkpoint
 from lighteval_nanotron.errors import CheckpointError
 from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.models.families import family_of_hf_config, refuse_untrainable_config
-from lighteval_nanotron.models.families.hf_conversion import HfConversion
+from lighteval_nanotron.models.families.hf_conversion import HfConversion, check_hf_config
 from lighteval_nanotron.models.families.llama.conversion import (
     LlamaShape,
     hf_config_from_nanotron,
@@ -80,6 +80,7 @@ class _Target:
 def _target(hf_config: Mapping[str, Any]) -> _Target:
     """The conversion target of a Hugging Face config (Llama, Starcoder2, Qwen2), checked by the
     checkpoint-format reader; CheckpointError / UnsupportedModelError before any weight is read."""
+    check_hf_config(hf_config, "The model's config.json")
     conversion = family_of_hf_config(hf_config).hf_conversion()  # refuses anything else, naming what converts
     model_config, rope_theta = conversion.nanotron_config(hf_config)
     fields = conversion.recorded_fields(model_config, rope_theta)

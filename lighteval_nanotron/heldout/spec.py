@@ -57,6 +57,10 @@ class HeldOutSpec:
             raise ConfigError(f"{where}: tokens is {self.tokens!r}: set a positive number of tokens to score.")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"{where}: seed is {self.seed!r}: use an integer >= 0.")
+        for key in ("text_column", "split", "subset"):
+            value = getattr(self, key)
+            if not (isinstance(value, str) and value.strip()) and not (key == "subset" and value is None):
+                raise ConfigError(f"{where}: {key} is {value!r}: give a name (a string).")
 
     @classmethod
     def names(cls) -> list[str]:
@@ -67,7 +71,7 @@ def parse_held_out_option(value: str, tokens: int = DEFAULT_HELD_OUT_TOKENS) -> 
     """`NAME=PATH` (the `eval --held-out` form) -> a spec with `tokens` as its budget."""
     name, sep, path = value.partition("=")
     if not sep or not name.strip() or not path.strip():
-        raise ConfigError(f"--held-out {value!r}: write NAME=PATH, e.g. --held-out web=/data/web_val.jsonl.")
+        raise ConfigError(f"{value!r} is not a domain: write NAME=PATH, e.g. web=/data/web_val.jsonl.")
     return HeldOutSpec(name=name.strip(), path=path.strip(), tokens=tokens)
 
 

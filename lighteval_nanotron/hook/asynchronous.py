@@ -36,6 +36,7 @@ from lighteval_nanotron.parallel.deadline import bounded_collectives
 from lighteval_nanotron.requests.held_out import held_out_key
 from lighteval_nanotron.setup.finished_steps import finished_steps
 from lighteval_nanotron.setup.naming import model_name
+from lighteval_nanotron.steps import step_number
 from lighteval_nanotron.tracking.log_table import format_results_table
 from lighteval_nanotron.tracking.paths import evaluated_tasks_by_step
 
@@ -205,12 +206,21 @@ class AsynchronousEvaluator(TrainingEvaluator):
         if not path.is_file():
             return
         try:
-            value = int(path.read_text().strip())
+            text = path.read_text().strip()
         except (OSError, ValueError) as error:
             logger.warning(
                 "[lighteval_nanotron] eval_interval_file %s unreadable (%s): keeping %s",
                 path,
                 error,
+                self.eval_interval,
+            )
+            return
+        value = step_number(text)  # digits 0-9 only: int() read `1_0` as 10 and `٣` as 3
+        if value is None:
+            logger.warning(
+                "[lighteval_nanotron] eval_interval_file %s says %r, not a number of steps (digits 0-9): keeping %s",
+                path,
+                text,
                 self.eval_interval,
             )
             return

@@ -6,12 +6,13 @@ every rank, before the model is even built. The keys are flat: `tasks`, `eval_in
 `loggers`, ... (docs/options.md lists them all).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.options import EvaluationOptions
+from lighteval_nanotron.options.base import path
 
 SECTION = "lighteval_nanotron"
 
@@ -24,7 +25,7 @@ class EvaluationConfig(EvaluationOptions):
     """Evaluate after every `eval_interval` training steps (steps divisible by it). With
     `asynchronous`: the checkpoints at those steps (a multiple of `checkpoint_interval`)."""
 
-    eval_interval_file: Optional[str] = None
+    eval_interval_file: Optional[str] = field(default=None, metadata=path())
     """With `asynchronous`: a file holding a new `eval_interval`, read at each checkpoint save
     (Nanotron's `lighteval.eval_interval_file`); a value that is not a positive multiple of
     `checkpoint_interval` is logged and ignored."""

@@ -19,6 +19,8 @@ import yaml
 
 from lighteval_nanotron.errors import ConfigError, UnsupportedModelError
 from lighteval_nanotron.nanotron_compat.variant import CONFIG_FOLDERS, installed_nanotron
+from lighteval_nanotron.options.base import describe_type
+from lighteval_nanotron.yaml_keys import UniqueKeyLoader
 
 SCHEMA_KEYS = {
     "0.4": ("data:", "optimizer.adam_eps"),
@@ -35,21 +37,19 @@ def check_training_config(path: str, world_size: Optional[int] = None) -> Any:
 
     try:
         with open(path) as stream:
-            content = yaml.safe_load(stream)
+            content = yaml.load(stream, Loader=UniqueKeyLoader)
     except yaml.YAMLError as error:
         raise ConfigError(f"{path} is not valid YAML ({_one_line(error)}): fix the syntax at that line.") from error
     if not isinstance(content, dict):
         raise ConfigError(f"{path} is not a YAML mapping of config sections: start from configs/tiny_cpu_train.yaml.")
     _check_schema(path, content)
-    for key_path, known in _unknown_keys(content, TrainingConfigWithEvaluation):
-        name = key_path.rsplit(".", 1)[-1]
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f"did you mean {close[0]!r}?" if close else f"known keys there: {', '.join(sorted(known))}."
-        raise ConfigError(f"{path}: unknown key {key_path!r}: {hint}")
+    check_known_keys(path, content, TrainingConfigWithEvaluation)  # before Nanotron's own messages
     try:
         config = load_training_config(path)
     except (ConfigError, UnsupportedModelError) as error:  # ours, already with the fix (TypeError for models)
         raise type(error)(f"{path}: {error}") from error
+    except dacite.WrongTypeError as error:
+        raise ConfigError(f"{path}: {_wrong_type(error, content)}") from error
     except dacite.DaciteError as error:
         raise ConfigError(f"{path}: {_one_line(error)}: fix that value's type.") from error
     except (AssertionError, ValueError, TypeError, KeyError) as error:
@@ -94,6 +94,16 @@ def _check_layout(path: str, parallelism: Any, world_size: int) -> None:
         )
 
 
+def check_known_keys(path: str, content: dict, cls: type) -> None:
+    """ConfigError naming the first key of `content` that no field of dataclass `cls` (or of the
+    dataclasses it nests) matches, with its full path and the closest known key."""
+    for key_path, known in _unknown_keys(content, cls):
+        name = key_path.rsplit(".", 1)[-1]
+        close = difflib.get_close_matches(str(name), known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known keys there: {', '.join(sorted(known))}."
+        raise ConfigError(f"{path}: unknown key {key_path!r}: {hint}")
+
+
 def _unknown_keys(content: dict, cls: type, prefix: str = "") -> Iterator[tuple[str, list[str]]]:
     """(dotted key path, known keys at that level) of every key no dataclass field matches."""
     hints = typing.get_type_hints(cls)
@@ -114,6 +124,15 @@ def _dataclass_of(hint: Any) -> Optional[type]:
         return hint
     candidates = [arg for arg in typing.get_args(hint) if dataclasses.is_dataclass(arg)]
     return candidates[0] if len(candidates) == 1 else None
+
+
+def _wrong_type(error: Any, content: dict) -> str:
+    """`key.path is VALUE: give TYPE.` of a dacite type error, VALUE as the YAML wrote it (dacite may
+    hold a half-converted one: a generator for a list given a string)."""
+    value: Any = content
+    for key in error.field_path.split("."):
+        value = value.get(key) if isinstance(value, dict) else error.value
+    return f"{error.field_path} is {value!r}: give {describe_type(error.field_type)}."
 
 
 def _one_line(error: BaseException) -> str:

@@ -22,13 +22,14 @@ from typing import Any
 
 from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig, SlurmSettings
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.hook.config import EvaluationConfig
+from lighteval_nanotron.hook.config import SECTION, EvaluationConfig
 from lighteval_nanotron.lighteval_options import (
     NANOTRON_SLURM_DEFAULTS,
     Consumer,
     MappedOptions,
     map_lighteval_options,
     nanotron_slurm_asked,
+    with_source,
 )
 
 MESH = "the hook evaluates on the training mesh, in the loop: Slurm settings would launch jobs at this layout"
@@ -67,7 +68,11 @@ def evaluation_from_nanotron_section(section: Any) -> EvaluationConfig:
     at_checkpoints = options.get("eval_interval") is None
     if "asynchronous" in options:
         options["asynchronous"] = _slurm_jobs(options["asynchronous"])
-    return EvaluationConfig(**options, eval_at_checkpoints=at_checkpoints, eval_at_end=True)
+    try:
+        return EvaluationConfig(**options, eval_at_checkpoints=at_checkpoints, eval_at_end=True)
+    except ConfigError as error:  # named as our section's key: say the field of Nanotron's it was written as
+        written = {name: f"{WHERE}'s {mapped.sources[name]}" for name in options if name in mapped.sources}
+        raise with_source(error, written, lambda name: f"{SECTION}.{name}") from error
 
 
 def _layout_into_the_jobs(mapped: MappedOptions) -> None:

@@ -40,6 +40,7 @@ from lighteval_nanotron.console_errors import (
 )
 from lighteval_nanotron.errors import LightevalNanotronError
 from lighteval_nanotron.nanotron_compat.console import add_verbose_flag, is_verbose, quiet_process, set_verbose
+from lighteval_nanotron.options.flags import expanded_path
 from lighteval_nanotron.parallel.cpu_threads import prefer_passive_wait
 from lighteval_nanotron.parallel.distributed import free_loopback_port, local_rank_env
 from lighteval_nanotron.parallel.launch_env import apply_launcher_env
@@ -173,7 +174,12 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--config-file", required=True, help="Nanotron training YAML with a lighteval_nanotron section")
+    parser.add_argument(
+        "--config-file",
+        required=True,
+        type=lambda value: str(expanded_path(value)),  # `--config-file=~/x.yaml`: no shell expanded it
+        help="Nanotron training YAML with a lighteval_nanotron section",
+    )
     parser.add_argument("--cpu", action="store_true", help="train on CPU with gloo (patches Nanotron for CPU)")
     parser.add_argument("--nproc", type=int, default=None, help="with --cpu: start this many local processes")
     parser.add_argument(

@@ -9,6 +9,8 @@ import ast
 import dataclasses
 import inspect
 import math
+import os
+import re
 import textwrap
 import types
 import typing
@@ -21,6 +23,27 @@ from lighteval_nanotron.errors import ConfigError
 def choices(names: Sequence[str], **metadata: Any) -> Dict[str, Any]:
     """Field metadata: the values a field takes (checked, and the CLI flag's `choices`)."""
     return {"choices": tuple(names), **metadata}
+
+
+def path(**metadata: Any) -> Dict[str, Any]:
+    """Field metadata: a file or folder, whose leading `~` is the home folder and `$VAR` / `${VAR}`
+    an environment variable, as a shell would read them (a YAML value, or a flag written
+    `--output-dir=~/x`, reaches us without a shell: results went to `./~/x` and `./$SCRATCH/x`)."""
+    return {"path": True, **metadata}
+
+
+_VARIABLE = re.compile(r"\$(\w+|\{[^}]*\})")
+
+
+def expand_path(name: str, value: str) -> str:
+    """`value` with `~` and environment variables expanded; ConfigError naming option `name` for a
+    variable that is not set (left as written, it would name a folder `$SCRATCH`)."""
+    expanded = os.path.expandvars(os.path.expanduser(value))
+    unset = _VARIABLE.search(expanded)
+    if unset:
+        variable = unset.group(0)
+        raise ConfigError(f"{name} is {value!r}: {variable} is not set in the environment; set it or write the path.")
+    return expanded
 
 
 @cache
@@ -72,35 +95,47 @@ def first_sentence(text: str) -> str:
 UNIONS = (Union, types.UnionType)
 
 
-def _matches(value: Any, hint: Any) -> bool:
+def matches_type(value: Any, hint: Any, whole_floats: bool = False) -> bool:
+    """Whether `value` is of type `hint` (unions, lists, mappings; a bool is never a number).
+    `whole_floats`: a `float` field also takes an int (JSON and YAML write `1e-05` but also `1`)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
         return True
     if origin in UNIONS:
-        return any(_matches(value, arg) for arg in args)
+        return any(matches_type(value, arg, whole_floats) for arg in args)
     if hint is type(None):
         return value is None
     if origin in (list, List):
-        return isinstance(value, list) and all(_matches(item, args[0]) for item in value) if args else True
+        if not isinstance(value, list):
+            return False
+        return all(matches_type(item, args[0], whole_floats) for item in value) if args else True
     if origin in (dict, Dict) or hint is dict:
         return isinstance(value, Mapping)
     if hint is bool:
         return isinstance(value, bool)
     if hint in (int, float):
-        return isinstance(value, hint) and not isinstance(value, bool)
+        kinds = (int, float) if hint is float and whole_floats else hint
+        return isinstance(value, kinds) and not isinstance(value, bool)
     return isinstance(value, hint) if isinstance(hint, type) else True
 
 
+PLURALS = {bool: "trues or falses", int: "integers", float: "numbers", str: "strings"}
+
+
 def describe_type(hint: Any) -> str:
-    """`Optional[List[str]]` as `a list of str, or null`, for error messages."""
+    """`Optional[List[str]]` as `a list of strings, or null`, for error messages."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in UNIONS:
         return " or ".join(describe_type(arg) for arg in args)
     if hint is type(None):
         return "null"
     if origin in (list, List):
-        return f"a list of {describe_type(args[0])}" if args else "a list"
-    if origin in (dict, Dict):
+        return f"a list of {PLURALS.get(args[0], describe_type(args[0]))}" if args else "a list"
+    if dataclasses.is_dataclass(hint):
+        return "a mapping of its keys"
+    if origin in (dict, Dict) and args and args[1] is not Any:
+        return f"a mapping of {PLURALS.get(args[0], 'keys')} to {PLURALS.get(args[1], describe_type(args[1]))}"
+    if origin in (dict, Dict) or hint is dict:
         return "a mapping"
     names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
     return names.get(hint, getattr(hint, "__name__", str(hint)))
@@ -120,7 +155,12 @@ class Options:
         hints = typing.get_type_hints(type(self))
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if not _matches(value, hints[field.name]):
+            if field.metadata.get("path") and isinstance(value, str):
+                if not value.strip():  # Path("") is the working directory: `--custom-tasks ""` read `.`
+                    raise ConfigError(f"{self.named(field.name)} is empty: give a path, or leave it out.")
+                value = expand_path(self.named(field.name), value)
+                setattr(self, field.name, value)
+            if not matches_type(value, hints[field.name]):
                 raise ConfigError(
                     f"{self.named(field.name)} is {value!r}: give {describe_type(hints[field.name])}."
                 )

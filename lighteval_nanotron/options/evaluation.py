@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Union
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.heldout import DEFAULT_HELD_OUT_TOKENS, HeldOutSpec, held_out_specs
-from lighteval_nanotron.options.base import as_list, choices
+from lighteval_nanotron.options.base import as_list, choices, path
 from lighteval_nanotron.options.tokenization import TokenizationOptions
 from lighteval_nanotron.options.tracking import TrackingOptions
 from lighteval_nanotron.requests import GenerationParameters
@@ -26,9 +26,9 @@ class EvaluationOptions(TrackingOptions, TokenizationOptions):
     """What to evaluate and how. Every field but `tasks` (or `held_out`) is optional."""
 
     tasks: Union[str, List[str]] = ""
-    """Task specs `suite|task|num_fewshot`: a comma-separated string, a list, or a file of specs
-    (one or more a line, `#` comments), e.g. `lighteval|arc:easy|0,lighteval|piqa|0`. May be empty
-    when `held_out` names domains."""
+    """Task specs `suite|task|num_fewshot`: a string of specs separated by commas or line breaks, a
+    list, or a file of specs (one or more a line, `#` comments), e.g.
+    `lighteval|arc:easy|0,lighteval|piqa|0`. May be empty when `held_out` names domains."""
 
     held_out: Optional[Union[Dict[str, Any], List[str]]] = field(
         default=None,
@@ -51,7 +51,7 @@ class EvaluationOptions(TrackingOptions, TokenizationOptions):
     """Tokens per held-out window's input. Unset: the training's `tokens.sequence_length` (for `eval`,
     the checkpoint's `config.yaml`), else the model's positions."""
 
-    custom_tasks: Optional[str] = None
+    custom_tasks: Optional[str] = field(default=None, metadata=path())
     """A Python file or module that defines a `TASKS_TABLE` of extra tasks (lighteval task files
     run unchanged)."""
 

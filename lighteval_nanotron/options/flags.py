@@ -16,10 +16,21 @@ import argparse
 import dataclasses
 import typing
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Dict, Iterable, List
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.options.base import UNIONS, field_docs, first_sentence
+from lighteval_nanotron.options.base import UNIONS, expand_path, field_docs, first_sentence
+
+
+def expanded_path(value: str) -> Path:
+    """The argparse `type` of a file or folder argument of a verb without an options dataclass (`report
+    --output`, `plot --output-dir`, `convert`'s folders): `~` and `$VAR` read as the options read them
+    (`--output=~/r.png` reaches us without a shell: it wrote `./~/r.png`)."""
+    try:
+        return Path(expand_path("the path", value))
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _field(cls: type, name: str) -> dataclasses.Field:

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Union
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.options.base import Options, as_list, choices
+from lighteval_nanotron.options.base import Options, as_list, choices, path
 
 LOGGER_NAMES = ("json", "details", "tensorboard", "wandb", "log")
 DEFAULT_LOGGERS = ("json", "details", "tensorboard", "log")
@@ -15,7 +15,7 @@ WANDB_MODES = ("online", "offline", "disabled")
 class TrackingOptions(Options):
     """Where results go."""
 
-    output_dir: str = "eval_results"
+    output_dir: str = field(default="eval_results", metadata=path())
     """Folder of the results JSON (`results/<model>/<step>/`), the details Parquet files
     (`details/`) and the TensorBoard events (`tensorboard/`)."""
 
@@ -50,13 +50,11 @@ class TrackingOptions(Options):
     """W&B mode: `online`, `offline` (files for a later `wandb sync`) or `disabled`. Unset:
     `$WANDB_MODE`, else online."""
 
-    wandb_dir: Optional[str] = None
+    wandb_dir: Optional[str] = field(default=None, metadata=path())
     """Folder of W&B's local files. Unset: W&B's default (`./wandb`)."""
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        if not self.output_dir:
-            raise ConfigError(f"{self.named('output_dir')} is empty: set it to a folder for the results.")
+        super().__post_init__()  # an empty output_dir is refused there, as every empty path option
         unknown = [name for name in self.loggers if name not in LOGGER_NAMES]
         if unknown:
             raise ConfigError(

@@ -72,7 +72,8 @@ def load_tokenizer(
 
     try:
         return AutoTokenizer.from_pretrained(source, revision=revision, local_files_only=cached)
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:  # the last three: files of valid
+        # JSON and another structure (`tokenizer.json` holding `{}`, `tokenizer_class: 5`), deep in transformers
         raise ConfigError(
             f"Cannot load the tokenizer {source!r} ({type(error).__name__}: {error}). Set {setting} to a folder "
             "that holds tokenizer.json / tokenizer_config.json (offline, Hub names only work when cached)."

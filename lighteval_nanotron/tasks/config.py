@@ -123,6 +123,7 @@ class LightevalTaskConfig:
 
     def _validate(self) -> None:
         where = f"task config {self.name!r}"
+        self._check_switches_and_counts(where)
         if not self.name or "|" in self.name or "@" in self.name or "," in self.name:
             raise ConfigError(f"{where}: name must be non-empty and contain none of '|', '@', ','.")
         if not callable(self.prompt_function):
@@ -168,6 +169,18 @@ class LightevalTaskConfig:
             )
         if any(not isinstance(split, str) for split in self.hf_avail_splits):
             raise ConfigError(f"{where}: hf_avail_splits={self.hf_avail_splits!r} must be split names (strings).")
+
+    def _check_switches_and_counts(self, where: str) -> None:
+        """A switch is true or false and a count an integer: `must_remove_duplicate_docs="false"` (a
+        truthy string) dropped docs, `num_fewshots=True` was 1 (`generation_size`:
+        `_check_generation_size`)."""
+        for name in ("must_remove_duplicate_docs", "truncate_fewshots"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{where}: {name}={getattr(self, name)!r}: give True or False.")
+        counts = {"num_fewshots": self.num_fewshots, "version": self.version}
+        for name, value in counts.items():
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{where}: {name}={value!r}: give an integer.")
 
     def _check_stop_sequences(self, where: str) -> None:
         """An empty stop string is in every text (each generation would stop after one token); a

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lighteval_nanotron.errors import DatasetLoadError
 from lighteval_nanotron.tasks.data_origin import DataOrigin, LoadedDataset, resolved_revision
@@ -158,19 +159,54 @@ def _read_jsonl(path: Path):
 
     opener = gzip.open if path.name.endswith(".gz") else open
     rows = []
+    kinds: dict[str, dict[str, int]] = {}  # field -> {kind of value: first line}
     with opener(path, "rt", encoding="utf-8-sig") as handle:  # a byte-order mark is not part of the first row
         for number, line in enumerate(handle, start=1):
             if line.strip():
                 try:
-                    rows.append(json.loads(line))
+                    row = json.loads(line)
                 except ValueError as error:
                     message = f"{path}, line {number}: not a JSON row ({error}): fix or remove the line."
                     raise DatasetLoadError(message) from None
+                if not isinstance(row, dict):
+                    shown = line.strip()[:60]
+                    raise DatasetLoadError(f"{path}, line {number}: {shown!r} is not a JSON object of fields.")
+                _record_kinds(row, "", number, kinds)
+                rows.append(row)
+    for field, seen in kinds.items():
+        if len(seen) > 1:
+            (kind, line), (other, other_line) = sorted(seen.items(), key=lambda item: item[1])[:2]
+            raise DatasetLoadError(
+                f"{path}: field {field!r} is {kind} on line {line} and {other} on line {other_line}: give it one type "
+                "in every row."
+            )
     columns: dict[str, list] = {}
     for row in rows:
         for key in row:
             columns.setdefault(key, [])
     return Dataset.from_dict({key: [row.get(key) for row in rows] for key in columns})
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {str: "a string", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def _record_kinds(value: Any, field: str, line: int, kinds: dict[str, dict[str, int]]) -> None:
+    """Note the kind of every non-null value of a row, by field path (`choices.text`, `endings[]`)."""
+    if value is None:
+        return
+    if field:
+        kinds.setdefault(field, {}).setdefault(_kind(value), line)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _record_kinds(item, f"{field}.{key}" if field else str(key), line, kinds)
+    elif isinstance(value, list):
+        for item in value:
+            _record_kinds(item, f"{field}[]", line, kinds)
 
 
 def _read_split(paths: list[Path]):
@@ -202,6 +238,11 @@ def check_data_dirs(source: DatasetSource) -> None:
     by name (the Hub, or a Hugging Face cache that may hold an unrelated copy) because of a typo."""
     for entry in source.data_dirs:
         repo, sep, path = entry.partition("=")
+        if sep and not (repo.strip() and path.strip()):  # `ai2_arc=` read the working directory as the dataset
+            raise DatasetLoadError(
+                f"Task {source.task_name!r}: the data dir entry {entry!r} is not HF_REPO=PATH (both parts are needed): "
+                "fix it, e.g. allenai/ai2_arc=/data/arc, or give a ROOT folder."
+            )
         folder = Path(path.strip()).expanduser() if sep else _root_path(entry)
         if folder.is_dir():
             continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import string
+from typing import Any
 
 from lighteval_nanotron.requests import Doc
 
@@ -22,6 +23,17 @@ def _lettered(options: list[str], separator_before: bool = False) -> str:
     if separator_before:
         return "".join(f"\n{letter}. {option}" for letter, option in zip(LETTERS, options))
     return "".join(f"{letter}. {option}\n" for letter, option in zip(LETTERS, options))
+
+
+def texts_of(line: dict, *keys: str) -> list[str]:
+    """The list of texts at `line[keys[0]][keys[1]]...`; TypeError naming the field when it is not
+    one (a string there, in a data dir's jsonl row, was read one character a choice)."""
+    value: Any = line
+    for key in keys:
+        value = value[key]
+    if not isinstance(value, list) or not all(isinstance(text, str) for text in value):
+        raise TypeError(f"field {'.'.join(keys)} is {value!r}: a list of texts was expected")
+    return value
 
 
 def _spaced(options: list[str]) -> list[str]:
@@ -45,14 +57,14 @@ def arc(line: dict, task_name: str = "") -> Doc:
     return Doc(
         task_name=task_name,
         query=f"Question: {line['question']}\nAnswer:",
-        choices=_spaced(line["choices"]["text"]),
+        choices=_spaced(texts_of(line, "choices", "text")),
         gold_index=_arc_gold(line),
     )
 
 
 def arc_with_options_letters_predict(line: dict, task_name: str = "") -> Doc:
     """Multiple-choice format (MCF): the options are listed, the letters are scored."""
-    texts = line["choices"]["text"]
+    texts = texts_of(line, "choices", "text")
     return Doc(
         task_name=task_name,
         query=f"Question: {line['question']}\n{_lettered(texts, separator_before=True)}\nAnswer:",
@@ -77,7 +89,7 @@ def hellaswag_harness(line: dict, task_name: str = "") -> Doc:
     return Doc(
         task_name=task_name,
         query=hellaswag_preprocess(f"{line['activity_label']}: {context}"),
-        choices=[hellaswag_preprocess(ending) for ending in line["endings"]],
+        choices=[hellaswag_preprocess(ending) for ending in texts_of(line, "endings")],
         gold_index=_label_or_unknown(line["label"]),
     )
 
@@ -86,10 +98,11 @@ def hellaswag_generative(line: dict, task_name: str = "") -> Doc:
     """HELM's MCF: the endings are listed, the model answers with a letter."""
     instruction = COMMON_SENSE_INSTRUCTION + "\n"
     question = f"Question: {line['activity_label']}: {line['ctx_a']} {line['ctx_b'].capitalize()}\n"
+    endings = texts_of(line, "endings")
     return Doc(
         task_name=task_name,
-        query=instruction + question + _lettered(line["endings"]) + "Answer:",
-        choices=_spaced(list(LETTERS[: len(line["endings"])])),
+        query=instruction + question + _lettered(endings) + "Answer:",
+        choices=_spaced(list(LETTERS[: len(endings)])),
         gold_index=_label_or_unknown(line["label"]),
         instruction=instruction,
     )
@@ -153,13 +166,13 @@ def openbookqa(line: dict, task_name: str = "") -> Doc:
     return Doc(
         task_name=task_name,
         query=line["question_stem"],
-        choices=_spaced(line["choices"]["text"]),
+        choices=_spaced(texts_of(line, "choices", "text")),
         gold_index=_openbookqa_gold(line),
     )
 
 
 def openbookqa_helm(line: dict, task_name: str = "") -> Doc:
-    texts = line["choices"]["text"]
+    texts = texts_of(line, "choices", "text")
     return Doc(
         task_name=task_name,
         query=f"{COMMON_SENSE_INSTRUCTION}Question: {line['question_stem']}\n{_lettered(texts)}Answer: ",
@@ -171,7 +184,7 @@ def openbookqa_helm(line: dict, task_name: str = "") -> Doc:
 
 def commonsense_qa(line: dict, task_name: str = "") -> Doc:
     """HELM's MCF; each listed option keeps a leading space (`A.  bank`), as in lighteval."""
-    texts = line["choices"]["text"]
+    texts = texts_of(line, "choices", "text")
     query = f"{COMMON_SENSE_INSTRUCTION}Question: {line['question']}\n{_lettered(_spaced(texts))}Answer:"
     return Doc(
         task_name=task_name,
@@ -230,7 +243,7 @@ def mmlu_harness(line: dict, task_name: str = "") -> Doc:
     answer = line["answer"]
     return Doc(
         task_name=task_name,
-        query=instruction + line["question"] + "\n" + _lettered(line["choices"]) + "Answer:",
+        query=instruction + line["question"] + "\n" + _lettered(texts_of(line, "choices")) + "Answer:",
         choices=[" A", " B", " C", " D"],
         gold_index=LETTERS.index(answer) if isinstance(answer, str) else answer,
         instruction=instruction,
@@ -263,7 +276,8 @@ def triviaqa(line: dict, task_name: str = "") -> Doc:
     golds with this project's `Doc`.
     """
     strip_punctuation = str.maketrans("", "", string.punctuation)
-    candidates = [alias.lower().translate(strip_punctuation) for alias in _drop_extensions(line["answer"]["aliases"])]
+    aliases = _drop_extensions(texts_of(line, "answer", "aliases"))
+    candidates = [alias.lower().translate(strip_punctuation) for alias in aliases]
     return Doc(
         task_name=task_name,
         query=f"Question: {line['question']}\nAnswer:",

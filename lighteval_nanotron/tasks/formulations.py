@@ -22,6 +22,7 @@ from typing import Any
 from lighteval_nanotron.metrics import Metrics
 from lighteval_nanotron.requests import Doc
 from lighteval_nanotron.tasks.config import LightevalTaskConfig
+from lighteval_nanotron.tasks.default_prompts import texts_of
 from lighteval_nanotron.tasks.templates import (
     Formulation,
     continuation_doc,
@@ -40,8 +41,8 @@ Fields = dict[str, Any]
 
 
 def arc_fields(line: dict) -> Fields:
-    choices = line["choices"]
-    return {"question": line["question"], "choices": choices["text"], "gold": choices["label"].index(line["answerKey"])}
+    gold = line["choices"]["label"].index(line["answerKey"])
+    return {"question": line["question"], "choices": texts_of(line, "choices", "text"), "gold": gold}
 
 
 def piqa_fields(line: dict) -> Fields:
@@ -60,27 +61,27 @@ def siqa_fields(line: dict) -> Fields:
 def openbookqa_fields(line: dict) -> Fields:
     return {
         "question": line["question_stem"],
-        "choices": line["choices"]["text"],
+        "choices": texts_of(line, "choices", "text"),
         "gold": LETTERS.index(line["answerKey"].strip()),
     }
 
 
 def csqa_fields(line: dict) -> Fields:
-    choices = line["choices"]
-    return {"question": line["question"], "choices": choices["text"], "gold": choices["label"].index(line["answerKey"])}
+    gold = line["choices"]["label"].index(line["answerKey"])
+    return {"question": line["question"], "choices": texts_of(line, "choices", "text"), "gold": gold}
 
 
 def mmlu_fields(line: dict) -> Fields:
     answer = line["answer"]
     gold = LETTERS.index(answer) if isinstance(answer, str) else int(answer)
-    return {"question": line["question"], "choices": line["choices"], "gold": gold}
+    return {"question": line["question"], "choices": texts_of(line, "choices"), "gold": gold}
 
 
 def hellaswag_fields(line: dict) -> Fields:
     return {
         "ctx_a": line["ctx_a"],
         "ctx_b": line["ctx_b"],
-        "endings": line["endings"],
+        "endings": texts_of(line, "endings"),
         "gold": int(line["label"]),
         "activity_label": line["activity_label"],
     }

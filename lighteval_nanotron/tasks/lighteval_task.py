@@ -197,6 +197,11 @@ class LightevalTask:
                 "scoring the text without its images is not this benchmark. Evaluate it with a vision-language "
                 "model (lighteval's VLM backend), or return no images if the task is meant to be text-only."
             )
+        if doc is not None and isinstance(doc.choices, str):  # each character would be scored as a choice
+            raise PromptFunctionError(
+                f"Task {self.full_name!r}: prompt function returned choices={doc.choices!r} (a string) on row "
+                f"{index} of split {split!r}; Doc.choices is a list of texts: fix the prompt function or that row."
+            )
         return doc
 
     def fewshot_docs(self) -> list[Doc]:

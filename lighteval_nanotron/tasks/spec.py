@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from lighteval_nanotron.errors import TaskSpecError
+from lighteval_nanotron.steps import step_number
 
 SPEC_FORMS = "suite|task|k, task|k or task (k = number of few-shot examples, default 0)"
 
@@ -47,12 +48,12 @@ def _split_params(part: str, spec: str) -> tuple[str, dict[str, Any]]:
 
 
 def _parse_int(text: str, spec: str, what: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise TaskSpecError(f"Task spec {spec!r}: {what} must be an integer, got {text!r}. Use {SPEC_FORMS}.") from None
-    if value < 0:
-        raise TaskSpecError(f"Task spec {spec!r}: {what} must be >= 0, got {value}.")
+    """Digits 0-9 only (`steps.step_number`): `int()` also reads `0_5` as 5, `+1` and other scripts' digits (`٣`)."""
+    value = step_number(text)
+    if value is None and text.startswith("-") and step_number(text[1:]) is not None:
+        raise TaskSpecError(f"Task spec {spec!r}: {what} must be >= 0, got {text}.")
+    if value is None:
+        raise TaskSpecError(f"Task spec {spec!r}: {what} must be an integer, got {text!r}. Use {SPEC_FORMS}.")
     return value
 
 
@@ -88,7 +89,9 @@ def parse_task_spec(spec: str, known_suites: Iterable[str] = ()) -> TaskSpec:
             stacklevel=2,
         )
         suite, task, k = parts[:3]
-        truncate = bool(_parse_int(parts[3], text, "the truncate flag (0 or 1)"))
+        if parts[3] not in ("0", "1"):
+            raise TaskSpecError(f"Task spec {text!r}: the truncate flag (4th part) is 0 or 1, got {parts[3]!r}.")
+        truncate = parts[3] == "1"
     else:
         raise TaskSpecError(f"Task spec {text!r} has {len(parts)} '|'-separated parts. Use {SPEC_FORMS}.")
     return TaskSpec(
@@ -102,16 +105,22 @@ def parse_task_spec(spec: str, known_suites: Iterable[str] = ()) -> TaskSpec:
 
 
 def _split_specs(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
+    """Specs separated by commas or line breaks (a YAML block `tasks: |` lists one a line)."""
+    return [item.strip() for line in text.splitlines() for item in line.split(",") if item.strip()]
 
 
 def read_task_list(tasks: str | os.PathLike | Iterable[str]) -> list[str]:
     """Spec strings from a comma list, a file (one or more specs a line, `#` comments), or a list.
     A string naming a `.txt` file (no `|`, no `,`) is a file: one that does not exist is an error
-    naming it, not an unknown task of that name."""
-    names_a_file = isinstance(tasks, str) and tasks.strip().lower().endswith(".txt") and not {"|", ","} & set(tasks)
-    if isinstance(tasks, Path) or (isinstance(tasks, str) and (names_a_file or os.path.isfile(tasks))):
-        path = Path(tasks.strip() if isinstance(tasks, str) else tasks)
+    naming it, not an unknown task of that name. `~` and `$VAR` are expanded (a YAML value: no shell
+    expanded them)."""
+    if isinstance(tasks, str):
+        expanded = os.path.expandvars(os.path.expanduser(tasks.strip()))
+        names_a_file = expanded.lower().endswith(".txt") and not {"|", ","} & set(expanded)
+        if names_a_file or os.path.isfile(expanded):
+            tasks = Path(expanded)
+    if isinstance(tasks, Path):
+        path = Path(tasks)
         if not path.is_file():
             raise TaskSpecError(
                 f"Task list file {str(path)!r} does not exist (in {os.getcwd()}): give its path, or the specs "

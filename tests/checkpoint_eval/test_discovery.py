@@ -1,6 +1,7 @@
 """Finding checkpoints, their steps and names, the tokenizer and dtype: pure file reads, no model."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,12 @@ def test_default_model_name_matches_the_training_hook(tmp_path):
     hooked = {"general": {"project": "p", "run": "r"}, "lighteval_nanotron": {"model_name": "mine", "tasks": "x"}}
     assert default_model_name(_checkpoint(tmp_path / "c", config=hooked)) == "mine"
     assert default_model_name(_checkpoint(tmp_path / "plain")) == "plain"
+    for index, general in enumerate([{"project": ["a"]}, {"project": "p", "run": 5}]):  # filed under `['a']/`, `p/5/`
+        key = "general.project" if index == 0 else "general.run"
+        with pytest.raises(CheckpointError, match=rf"config.yaml's {key} is .*, not a name: .*--model-name"):
+            default_model_name(_checkpoint(tmp_path / f"bad{index}", config={"general": general}))
+    with pytest.raises(CheckpointError, match=r"its 'general' section is 'p/r', not a mapping"):
+        default_model_name(_checkpoint(tmp_path / "flat", config={"general": "p/r"}))
 
 
 def test_tokenizer_source_order(tmp_path):
@@ -233,6 +240,12 @@ def test_damaged_metadata_and_config_sections_are_named(tmp_path):
 
     with pytest.raises(CheckpointError, match=r"checkpoint_metadata.json's last_train_step is 'ten', not an integer"):
         checkpoint_info(_checkpoint(tmp_path / "a", metas={"last_train_step": "ten"}))
+    for index, step in enumerate([True, 10.5, "10", -1]):  # int() filed them as steps 1, 10, 10 and -1
+        with pytest.raises(CheckpointError, match=rf"last_train_step is {re.escape(repr(step))}, not an integer >= 0"):
+            checkpoint_info(_checkpoint(tmp_path / f"s{index}", metas={"last_train_step": step}))
+    with pytest.raises(CheckpointError, match=r"tokens.sequence_length is 256.5, not an integer"):
+        tokens = {"tokens": {"sequence_length": 256.5}}
+        checkpoint_info(_checkpoint(tmp_path / "t", metas={"consumed_train_samples": 4}, config=tokens))
     with pytest.raises(CheckpointError, match=r"config.yaml: its 'tokens' section is 'long', not a mapping"):
         checkpoint_info(_checkpoint(tmp_path / "b", metas={"consumed_train_samples": 4}, config={"tokens": "long"}))
     damaged = _checkpoint(tmp_path / "c", config={"model": "llama", "tokenizer": ["gpt2"]})

@@ -152,6 +152,15 @@ def test_lighteval_yaml_errors(tmp_path):
     no_tasks = r"No tasks: give --tasks \(or tasks.tasks in the --lighteval-config-path YAML\)"
     with pytest.raises(ConfigError, match=no_tasks):
         eval_config({"checkpoint": "x"}, None, str(tmp_path / "no_tasks.yaml"))
+    # a value of the YAML that its option refuses: the error names the flag, and the field it was written as
+    typed = tmp_path / "typed.yaml"
+    typed.write_text("tasks:\n  tasks: lighteval|arc:easy|0\n  max_samples: '5'\n")
+    written = rf"^--max-samples is '5': give an integer or null \(set by lighteval config {typed}'s tasks.max_samples\)"
+    with pytest.raises(ConfigError, match=written):
+        eval_config({"checkpoint": "x"}, None, str(typed))
+    typed.write_text("tasks:\n  tasks: lighteval|arc:easy|0\n")
+    with pytest.raises(ConfigError, match=r"^--tokens-per-batch is 0: .*e\.g\. 8192\.$"):
+        eval_config({"checkpoint": "x", "tokens_per_batch": 0}, None, str(typed))  # the flag's own value: no source
 
 
 def test_lighteval_sampling_fields_give_the_results_of_the_sampling_flags(request, tmp_path):

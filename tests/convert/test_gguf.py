@@ -68,7 +68,7 @@ def test_rejects_unsupported_quantization_architecture_and_pre_tokenizer(tmp_pat
     raw = np.zeros((VOCAB, 64 // block_elements * block_bytes), dtype=np.uint8)
     writer.add_tensor("token_embd.weight", raw, raw_dtype=gguf.GGMLQuantizationType.Q8_1)
     for key, value in [("embedding_length", 64), ("attention.head_count", 4), ("feed_forward_length", 96),
-                       ("block_count", 0), ("vocab_size", VOCAB)]:  # fmt: skip
+                       ("block_count", 1), ("vocab_size", VOCAB)]:  # fmt: skip
         writer.add_uint32(f"llama.{key}", value)
     writer.write_header_to_file(), writer.write_kv_data_to_file(), writer.write_tensors_to_file(), writer.close()
     with pytest.raises(CheckpointError, match=r"\['Q8_1'\] cannot be dequantized"):

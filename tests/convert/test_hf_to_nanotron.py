@@ -1,4 +1,5 @@
 import json
+import re
 import shutil
 
 import pytest
@@ -155,3 +156,27 @@ def test_errors_name_the_problem(tmp_path, hf_llama):
         convert_hf_to_nanotron(src, tmp_path / "busy")
     with pytest.raises(CheckpointError, match="dtype"):
         convert_hf_to_nanotron(src, tmp_path / "out", dtype="int8")
+
+
+@pytest.mark.parametrize(
+    "key, value, words",
+    [
+        ("tie_word_embeddings", "false", "tie_word_embeddings='false': give true or false"),  # tied: lm_head lost
+        ("attention_bias", "false", "attention_bias='false': give true or false"),  # refused as `attention_bias: true`
+        ("bos_token_id", True, "bos_token_id=True: give an integer or a list of integers or null"),  # was id 1
+        ("num_attention_heads", "4", "num_attention_heads='4': give an integer"),
+        ("rope_scaling", "linear", "rope_scaling='linear': give a mapping or null"),  # an AttributeError before
+        ("rope_parameters", {"rope_type": "default", "rope_theta": "50000"}, "rope_theta='50000': give a number"),
+    ],
+)
+def test_a_config_json_value_of_another_type_is_refused_before_mapping(tmp_path, hf_llama, key, value, words):
+    """The mappings coerce with bool()/int()/float(): an untied model whose config says
+    tie_word_embeddings "false" was converted as tied, its lm_head weights dropped, exit 0."""
+    _, src = hf_llama
+    folder = tmp_path / "src"
+    shutil.copytree(src, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, key: value}))
+    with pytest.raises(CheckpointError, match=re.escape(words)):
+        convert_hf_to_nanotron(folder, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -30,6 +30,25 @@ def test_eval_interval_file_needs_asynchronous():
         EvaluationConfig(tasks="a|b|0", eval_interval_file="interval.txt")
 
 
+def test_an_interval_file_is_read_in_the_digits_0_to_9_only(tmp_path, caplog):
+    """int() read `1_0` as 10 and `٣` (another script's 3) as 3: each changed which checkpoints are evaluated."""
+    from lighteval_nanotron.hook.asynchronous import AsynchronousEvaluator
+
+    interval_file = tmp_path / "eval_interval.txt"
+    asynchronous = AsyncEvaluationConfig(**LOCAL_CPU)
+    section = {"tasks": "a|b|0", "eval_interval": 2, "eval_interval_file": str(interval_file)}
+    config = EvaluationConfig(**section, asynchronous=asynchronous)
+    evaluator = AsynchronousEvaluator(config)
+    for text in ("1_0", "\u0663", "4.0", "+4", "true"):
+        interval_file.write_text(text + "\n")
+        evaluator._read_interval_file(checkpoint_interval=1)
+        assert evaluator.eval_interval == 2, text
+        assert f"says {text!r}, not a number of steps (digits 0-9)" in caplog.text
+    interval_file.write_text(" 4\n")
+    evaluator._read_interval_file(checkpoint_interval=1)
+    assert evaluator.eval_interval == 4
+
+
 def _check(tmp_path, **changes):
     from lighteval_nanotron.hook.config_check import check_training_config
 

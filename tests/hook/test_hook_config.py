@@ -1,6 +1,7 @@
 """The `lighteval_nanotron:` section: defaults, normalisation and every check, from the real YAML."""
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,7 @@ def test_shipped_configs_load_as_nanotron_configs(tmp_path):
         assert load_training_config(str(saved)).lighteval_nanotron == config.lighteval_nanotron
 
 
-def test_section_is_optional(tmp_path):
+def test_section_is_optional(tmp_path, caplog):
     from lighteval_nanotron.hook.training_config import load_training_config
 
     content = yaml.safe_load(TINY_CONFIG.read_text())
@@ -81,6 +82,11 @@ def test_section_is_optional(tmp_path):
     path = tmp_path / "plain.yaml"
     path.write_text(yaml.safe_dump(content))
     assert load_training_config(str(path)).lighteval_nanotron is None
+    assert "section is empty" not in caplog.text
+    # every key commented out (or a saved config of a run without evaluation): trains without evaluation, said
+    path.write_text(yaml.safe_dump(content) + "lighteval_nanotron:\n#  tasks: lighteval|arc:easy|0\n")
+    assert load_training_config(str(path)).lighteval_nanotron is None
+    assert "the lighteval_nanotron: section is empty: this run trains without evaluation" in caplog.text
 
 
 @pytest.mark.parametrize(
@@ -143,3 +149,43 @@ def test_data_stage_steps_left_counts_to_the_next_stage_or_the_end():
     assert stage_steps_left(config, stage, last_step=10) == 20
     assert stage_steps_left(config, later, last_step=10) == config.tokens.train_steps - 30
     assert stage_steps_left(config, stage, last_step=35) == 0
+
+
+@pytest.mark.parametrize(
+    "update, words",
+    [
+        ({"lighteval_nanotron": {"loggers": "json"}}, "lighteval_nanotron.loggers is 'json': give a list of strings."),
+        ({"lighteval_nanotron": {"use_chat_template": "false"}}, "use_chat_template is 'false': give true or false."),
+        ({"lighteval_nanotron": {"asynchronous": {"env": {"A": 1}}}}, "env is {'A': 1}: give a mapping of strings to"),
+        ({"tokens": {"train_steps": "10"}}, "tokens.train_steps is '10': give an integer."),
+    ],
+)
+def test_a_value_of_another_type_is_named_as_the_yaml_wrote_it(tmp_path, update, words):
+    """dacite's message showed a list given a string as `<generator object ...>`."""
+    from lighteval_nanotron.hook.config_check import check_training_config
+
+    content = yaml.safe_load(TINY_CONFIG.read_text())
+    for section, values in update.items():
+        content[section].update(values)
+    path = tmp_path / "typed.yaml"
+    path.write_text(yaml.safe_dump(content))
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: ") + ".*" + re.escape(words)):
+        check_training_config(str(path))
+
+
+def test_a_typo_is_named_with_the_closest_key_both_ways_in(tmp_path):
+    """`train` (check_training_config) and `EvaluatingTrainer(config_file)` (load_training_config) alike:
+    Nanotron's reader said only 'can not match "train_step" to any data class field'."""
+    from lighteval_nanotron.hook.config_check import check_training_config
+    from lighteval_nanotron.hook.training_config import load_training_config
+
+    typos = [("lighteval_nanotron", "max_sample", "max_samples"), ("tokens", "train_step", "train_steps")]
+    for section, key, closest in typos:
+        content = yaml.safe_load(TINY_CONFIG.read_text())
+        content[section][key] = 5
+        path = tmp_path / f"{key}.yaml"
+        path.write_text(yaml.safe_dump(content))
+        for read in (check_training_config, load_training_config):
+            words = f"{path}: unknown key '{section}.{key}': did you mean '{closest}'?"
+            with pytest.raises(ConfigError, match=re.escape(words)):
+                read(str(path))

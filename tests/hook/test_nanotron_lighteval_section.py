@@ -171,3 +171,13 @@ def test_nanotron_slurm_fields_through_the_training_config(tmp_path):
     path.write_text(yaml.safe_dump(content))
     with pytest.raises(ConfigError, match=r"lighteval: section: parallelism\.tp is 0: it is the layout of the"):
         load_training_config(str(path))
+
+
+def test_an_option_error_says_the_field_of_nanotrons_section_it_was_written_as():
+    """It named only `lighteval_nanotron.max_samples`, a key the YAML did not have."""
+    from lighteval_nanotron.hook.nanotron_lighteval_section import evaluation_from_nanotron_section
+
+    section = {"tasks": {"tasks": "lighteval|arc:easy|0", "max_samples": 0}}
+    words = r"^lighteval_nanotron\.max_samples is 0: .* \(set by Nanotron's lighteval: section's tasks\.max_samples\)"
+    with pytest.raises(ConfigError, match=words):
+        evaluation_from_nanotron_section(section)

@@ -188,3 +188,87 @@ def test_a_number_option_that_is_not_finite_is_refused_both_ways(tmp_path, value
     assert capsys.readouterr().err.strip().splitlines() == [
         f"error: --failure-timeout-s is {value!r}: give a finite number."
     ]
+
+
+def test_a_key_written_twice_is_refused_by_every_yaml_reader(tmp_path, capsys):
+    """PyYAML keeps the last of two equal keys: `max_samples: 100` and, further down, `max_samples: 5`
+    evaluated 5 docs a task without a word. Each reader of a YAML a person edits names the key and lines."""
+    from lighteval_nanotron.checkpoint_eval.lighteval_config import read_lighteval_config
+    from lighteval_nanotron.cli.main import main
+    from lighteval_nanotron.errors import CheckpointError
+    from lighteval_nanotron.hook.config_check import check_training_config
+    from lighteval_nanotron.hook.training_config import load_training_config
+    from lighteval_nanotron.models.checkpoint.format import read_training_config
+
+    train = Path(_section_yaml(tmp_path, {"tasks": "a|b|0", "max_samples": 100}))
+    text = train.read_text()
+    twice_written = "  max_samples: 100\n  eval_at_end: true\n  max_samples: 5\n"
+    train.write_text(text.replace("  max_samples: 100\n", twice_written))
+    twice = r"the key 'max_samples' is written twice \(lines \d+ and \d+\): keep one"
+    for read in (check_training_config, load_training_config):  # `train` and EvaluatingTrainer(config_file)
+        with pytest.raises(ConfigError, match=twice):
+            read(str(train))
+    lighteval_yaml = tmp_path / "lighteval.yaml"
+    lighteval_yaml.write_text("tasks:\n  max_samples: 100\n  tasks: lighteval|arc:easy|0\n  max_samples: 5\n")
+    with pytest.raises(ConfigError, match=twice):
+        read_lighteval_config(str(lighteval_yaml))
+    (tmp_path / "config.yaml").write_text("model:\n  dtype: float32\n  dtype: bfloat16\n")
+    with pytest.raises(CheckpointError, match="the key 'dtype' is written twice"):
+        read_training_config(tmp_path)
+    anchors = "base: &base {max_samples: 5}\nsection:\n  <<: *base\n  max_samples: 7\n"  # a merge a key overrides
+    (tmp_path / "config.yaml").write_text(anchors)
+    assert read_training_config(tmp_path)["section"] == {"max_samples": 7}
+    assert main(["eval", str(tmp_path), "--lighteval-config-path", str(lighteval_yaml)]) == 2
+    assert capsys.readouterr().err.strip().count("\n") == 0
+
+
+def test_a_leading_tilde_is_the_home_folder_in_every_path_option_both_ways(tmp_path, monkeypatch):
+    """A YAML value (or `--output-dir=~/out`) reaches the options without a shell: results went to
+    `./~/out` (and `./$EVAL_ROOT/out`), and a `~/tasks.txt` was read as a task name, while data dirs and
+    held-out paths expanded `~`."""
+    from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig, SlurmSettings
+    from lighteval_nanotron.hook.training_config import load_training_config
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("UNSET_ROOT", raising=False)
+    (tmp_path / "tasks.txt").write_text("lighteval|arc:easy|0\n")
+    asynchronous = {"asynchronous": AsyncEvaluationConfig(cpu=True), "eval_at_end": True}  # for eval_interval_file
+    classes = [(EvaluationConfig, {"tasks": "a|b|0", **asynchronous}), (CheckpointEvalConfig, {"tasks": "a|b|0"})]
+    classes += [(AsyncEvaluationConfig, {"cpu": True}), (SlurmSettings, {})]
+    for cls, extra in classes:
+        paths = [f.name for f in dataclasses.fields(cls) if f.metadata.get("path")]
+        named_like_paths = [f.name for f in dataclasses.fields(cls) if f.name.endswith(("_dir", "_file", "_tasks"))]
+        assert set(named_like_paths) <= set(paths), cls
+        for name in paths:  # one at a time: `checkpoint` and `checkpoints_dir` exclude each other
+            where = {} if cls is not CheckpointEvalConfig or name.startswith("checkpoint") else {"checkpoint": "c"}
+            assert getattr(cls(**extra, **where, **{name: "~/x"}), name) == str(tmp_path / "x"), name
+    monkeypatch.setenv("EVAL_ROOT", str(tmp_path / "root"))
+    section = {"tasks": "~/tasks.txt", "output_dir": "$EVAL_ROOT/out", "asynchronous": {"cpu": True, "logs_dir": "~/x"}}
+    loaded = load_training_config(_section_yaml(tmp_path, {**section, "eval_at_checkpoints": True})).lighteval_nanotron
+    assert (loaded.tasks, loaded.output_dir) == (["lighteval|arc:easy|0"], str(tmp_path / "root" / "out"))
+    assert loaded.asynchronous.logs_dir == str(tmp_path / "x")
+    assert CheckpointEvalConfig(tasks="${HOME}/tasks.txt", checkpoint="c").tasks == ["lighteval|arc:easy|0"]
+    with pytest.raises(ConfigError, match=r"^--output-dir is '\$UNSET_ROOT/out': \$UNSET_ROOT is not set"):
+        CheckpointEvalConfig(tasks="a|b|0", checkpoint="c", output_dir="$UNSET_ROOT/out")
+    with pytest.raises(ConfigError, match=r"^--custom-tasks is empty: give a path, or leave it out"):  # was read as `.`
+        CheckpointEvalConfig(tasks="a|b|0", checkpoint="c", custom_tasks=" ")
+
+
+def test_file_arguments_of_the_other_verbs_read_a_tilde_and_variables_as_the_options(tmp_path, monkeypatch, capsys):
+    """`report --output=~/r.png` (no shell expands it) wrote `./~/r.png`; plot and convert alike."""
+    from lighteval_nanotron.cli.main import build_parser, main
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("RUNS", str(tmp_path / "runs"))
+    monkeypatch.delenv("UNSET_ROOT", raising=False)
+    parser = build_parser()
+    report = parser.parse_args(["report", "$RUNS/a", "--output=~/r.png"])
+    assert (report.results, report.output) == ([tmp_path / "runs" / "a"], tmp_path / "r.png")
+    assert parser.parse_args(["plot", "x", "--output-dir=~/plots"]).output_dir == tmp_path / "plots"
+    assert parser.parse_args(["train", "--config-file=~/train.yaml"]).config_file == str(tmp_path / "train.yaml")
+    convert = parser.parse_args(["convert", "hf", "~/hf", "${RUNS}/nanotron"])
+    assert (convert.src, convert.dst) == (tmp_path / "hf", tmp_path / "runs" / "nanotron")
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(SystemExit):
+        main(["report", "x", "--output=$UNSET_ROOT/r.png"])
+    assert "argument --output: the path is '$UNSET_ROOT/r.png': $UNSET_ROOT is not set" in capsys.readouterr().err

@@ -60,3 +60,20 @@ def test_offline_mode_asks_nothing_of_the_hub(unreachable_hub, monkeypatch):
 
 def test_a_folder_is_read_without_the_hub(unreachable_hub):
     assert len(load_tokenizer(str(TOKENIZER_DIR)).encode("hello world")) > 1
+
+
+@pytest.mark.parametrize(
+    "name, content",
+    [("tokenizer.json", "{}"), ("tokenizer.json", "[]"), ("tokenizer_config.json", '{"tokenizer_class": 5}')],
+)
+def test_tokenizer_files_of_valid_json_and_another_structure_are_named(unreachable_hub, tmp_path, name, content):
+    """transformers' KeyError / TypeError / AttributeError on such files ended as 'loading the tokenizer failed:
+    world rank 0: KeyError: 'added_tokens' (at transformers/...)': neither the folder nor the fix."""
+    import shutil
+
+    folder = tmp_path / "tok"
+    shutil.copytree(TOKENIZER_DIR, folder)
+    (folder / name).write_text(content)
+    message = _fails_fast(str(folder), "Cannot load the tokenizer .*tok' \\((KeyError|TypeError|AttributeError): ")
+    assert message.endswith("Set --tokenizer to a folder that holds tokenizer.json / tokenizer_config.json (offline, "
+                            "Hub names only work when cached).")  # fmt: skip

@@ -216,6 +216,17 @@ def test_a_data_dir_that_does_not_exist_is_named_and_nothing_is_looked_up_by_nam
     assert len(_task().eval_docs()) == 4
 
 
+@pytest.mark.parametrize("entry", ["org/bench=", "=DATA", " = "])
+def test_a_mapping_entry_without_a_repo_or_a_path_is_refused(tmp_path, monkeypatch, entry):
+    """`org/bench=` read the working directory as the dataset folder (Path("") is "."): its
+    `test.jsonl` was evaluated."""
+    _write_jsonl(tmp_path / "test.jsonl", ROWS)
+    monkeypatch.chdir(tmp_path)
+    set_data_dirs([entry.replace("DATA", str(tmp_path))])
+    with pytest.raises(DatasetLoadError, match=r"the data dir entry .* is not HF_REPO=PATH \(both parts are needed\)"):
+        _task().eval_docs()
+
+
 def test_jsonl_rows_with_a_byte_order_mark_and_a_broken_line(tmp_path):
     path = tmp_path / "org/bench" / "main" / "test.jsonl"
     path.parent.mkdir(parents=True)
@@ -224,4 +235,26 @@ def test_jsonl_rows_with_a_byte_order_mark_and_a_broken_line(tmp_path):
     assert [doc.query for doc in _task().eval_docs()] == ["q0", "q1", "q2", "q3"]
     path.write_text(json.dumps(ROWS[0]) + "\n{cut short\n")
     with pytest.raises(DatasetLoadError, match=r"test.jsonl, line 2: not a JSON row"):
+        _task().eval_docs()
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"choices": "ab"}, "field 'choices' is a list on line 1 and a string on line 3"),  # read per character
+        ({"answer_index": "1"}, "field 'answer_index' is a number on line 1 and a string on line 3"),
+        ({"choices": ["a", 2]}, "field 'choices\\[\\]' is a string on line 1 and a number on line 3"),
+        ({"answer_index": True}, "field 'answer_index' is a number on line 1 and true/false on line 3"),
+    ],
+)
+def test_a_jsonl_field_of_two_types_is_named_with_its_lines(tmp_path, change, words):
+    """Arrow stopped such a file with 'ArrowInvalid: cannot mix list and non-list' (no file, no row), or, for a
+    list of choices given as a string in every row, the prompt iterated it one character a choice."""
+    path = tmp_path / "org/bench" / "main" / "test.jsonl"
+    _write_jsonl(path, [*ROWS[:2], {**ROWS[2], **change}, ROWS[3]])
+    set_data_dirs([str(tmp_path)])
+    with pytest.raises(DatasetLoadError, match=f"test.jsonl: {words}: give it one type in every row"):
+        _task().eval_docs()
+    path.write_text("[1, 2]\n")
+    with pytest.raises(DatasetLoadError, match=r"test.jsonl, line 1: '\[1, 2\]' is not a JSON object of fields"):
         _task().eval_docs()

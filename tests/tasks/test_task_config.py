@@ -69,6 +69,10 @@ def test_strings_and_tuples_become_lists():
         # an empty stop string is in every text: each generation stopped after its first token, scored as valid
         ({"stop_sequence": ["\n", ""]}, "stop_sequence .* holds '': each stop sequence must be a non-empty string"),
         ({"stop_sequence": [None]}, "holds None"),  # a TypeError in the middle of generation
+        ({"must_remove_duplicate_docs": "false"}, "must_remove_duplicate_docs='false': give True or False"),  # truthy
+        ({"truncate_fewshots": 1}, "truncate_fewshots=1: give True or False"),
+        ({"num_fewshots": True}, "num_fewshots=True: give an integer"),  # was 1
+        ({"version": "1"}, "version='1': give an integer"),
     ],
 )
 def test_invalid_configs_raise(overrides, fragment):

@@ -43,6 +43,11 @@ def test_four_part_form_is_deprecated_but_accepted():
         ("a|b|c|d|e", "5"),
         ("lighteval|arc|x", "integer"),
         ("lighteval|arc|-1", ">= 0"),
+        ("lighteval|arc|0_5", "integer, got '0_5'"),  # int() read it as 5
+        ("lighteval|arc|+1", "integer, got '\\+1'"),
+        ("lighteval|arc|\u0663", "integer, got '\u0663'"),  # an Arabic-Indic 3, which int() reads as 3
+        ("lighteval|arc|1.0", "integer, got '1.0'"),
+        ("leaderboard|arc|25|2", "truncate flag \\(4th part\\) is 0 or 1, got '2'"),  # was read as true
         ("lighteval||0", "empty part"),
         ("arc@k|0", "task@name=value"),
         ("unknownsuite|arc", "integer"),
@@ -56,6 +61,8 @@ def test_malformed_specs(text, fragment):
 def test_read_task_list_from_string_list_and_file(tmp_path):
     assert read_task_list("a|0, b|1,,") == ["a|0", "b|1"]
     assert read_task_list(["a|0,b|1", "c"]) == ["a|0", "b|1", "c"]
+    # a YAML block (`tasks: |`), one spec a line, was one spec of 5 parts
+    assert read_task_list("arc:easy|0\npiqa|0,b|1\n") == ["arc:easy|0", "piqa|0", "b|1"]
     path = tmp_path / "tasks.txt"
     path.write_text("# header\n\nlighteval|a|0  # why\n  b|1,c|2\n#x|1\n")
     assert read_task_list(str(path)) == ["lighteval|a|0", "b|1", "c|2"]

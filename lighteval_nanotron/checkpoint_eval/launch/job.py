@@ -119,7 +119,7 @@ def build_job(
 
     exports: dict[str, str] = {}
     if settings.slurm is not None and settings.slurm.hf_cache:
-        cache = str(Path(settings.slurm.hf_cache).expanduser())
+        cache = settings.slurm.hf_cache
         exports.update(HF_HOME=cache, HF_DATASETS_CACHE=cache, HUGGINGFACE_HUB_CACHE=cache)
     exports.update(settings.env)
     scripts_root = Path(settings.scripts_dir or Path(section.output_dir) / "launches").resolve()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Union
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.options.base import Options, choices
+from lighteval_nanotron.options.base import Options, choices, path
 
 LAUNCHERS = ("local", "slurm")
 WHERE = "lighteval_nanotron.asynchronous"
@@ -47,11 +47,11 @@ class SlurmSettings(Options):
     """Shell lines run before the evaluation (`module load ...`, `source venv/bin/activate`)."""
     extra_sbatch: Optional[List[str]] = None
     """More `#SBATCH` options, e.g. `--constraint=h100` or `--exclusive`."""
-    template: Optional[str] = None
+    template: Optional[str] = field(default=None, metadata=path())
     """A script template file that places `${sbatch}` (the `#SBATCH` lines), `${setup}` (cd, env_setup,
     exports) and `${command}` (the srun line), each required, and may place `${step}`, `${checkpoint}`,
     `${job_name}`. Unset: those three in that order."""
-    hf_cache: Optional[str] = None
+    hf_cache: Optional[str] = field(default=None, metadata=path())
     """Hugging Face cache of the job (exported as `HF_HOME`, `HF_DATASETS_CACHE`, `HUGGINGFACE_HUB_CACHE`)."""
 
     def named(self, option: str) -> str:
@@ -95,13 +95,13 @@ class AsyncEvaluationConfig(Options):
     """An evaluation running longer is stopped and recorded as failed (local: killed; Slurm: `--time`)."""
     poll_interval_s: Union[int, float] = 30.0
     """How often (at most) the hook checks the evaluations in flight, between training steps."""
-    python: Optional[str] = None
+    python: Optional[str] = field(default=None, metadata=path())
     """The Python that runs `lighteval_nanotron eval`. Unset: the training's interpreter."""
     env: Optional[Dict[str, str]] = None
     """Environment variables of the evaluation (besides the training's own)."""
-    scripts_dir: Optional[str] = None
+    scripts_dir: Optional[str] = field(default=None, metadata=path())
     """Where each launch's script goes (`<scripts_dir>/<model>/<step>/`). Unset: `<output_dir>/launches`."""
-    logs_dir: Optional[str] = None
+    logs_dir: Optional[str] = field(default=None, metadata=path())
     """Where each evaluation's output goes (`<logs_dir>/<model>/<step>/`). Unset: `scripts_dir`."""
     slurm: Optional[SlurmSettings] = None
     """The Slurm job's settings (`launcher: slurm`; unset: the defaults below)."""

@@ -36,6 +36,8 @@ from lighteval_nanotron.errors import CheckpointError
 from lighteval_nanotron.models.checkpoint.path_hints import checkpoint_path_hint
 from lighteval_nanotron.models.families import ModelFamily, family_of_config, family_of_fields
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron
+from lighteval_nanotron.options.base import matches_type
+from lighteval_nanotron.yaml_keys import UniqueKeyLoader
 
 MODEL_CONFIG_FILE = "model_config.json"
 TRAINING_CONFIG_FILE = "config.yaml"
@@ -96,12 +98,10 @@ class CheckpointModel:
         # Where the installed config class has the field (current Nanotron), the config's value is the
         # one the model uses, and it is checked as a carried one is.
         in_use = {**config_fields, **carried}
-        try:
-            rope_theta = float(in_use.get(ROPE_THETA_KEY, DEFAULT_ROPE_THETA))
-        except (TypeError, ValueError):
-            raise CheckpointError(
-                f"{where} has {ROPE_THETA_KEY}={in_use[ROPE_THETA_KEY]!r}, not a number: fix or remove it."
-            ) from None
+        rope_theta = in_use.get(ROPE_THETA_KEY, DEFAULT_ROPE_THETA)
+        if not matches_type(rope_theta, float, whole_floats=True):  # "10000" or true would be read as a base
+            raise CheckpointError(f"{where} has {ROPE_THETA_KEY}={rope_theta!r}, not a number: fix or remove it.")
+        rope_theta = float(rope_theta)
         rope_interleaved = in_use.get(ROPE_INTERLEAVED_KEY, True)
         if not isinstance(rope_interleaved, bool):
             raise CheckpointError(f"{where} has {ROPE_INTERLEAVED_KEY}={rope_interleaved!r}, not true or false.")
@@ -152,7 +152,7 @@ def read_training_config(path: str | Path) -> dict[str, Any]:
     if not file.is_file():
         return {}
     try:
-        values = yaml.safe_load(file.read_text(encoding="utf-8"))
+        values = yaml.load(file.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
     except (OSError, yaml.YAMLError) as error:
         raise CheckpointError(f"Cannot read {file}: {error}. Fix or re-write it.") from error
     return values if isinstance(values, dict) else {}

@@ -20,6 +20,7 @@ its `cpu_needs()`. Nothing outside a family's folder names a family's attribute.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar
 import torch
 
 from lighteval_nanotron.errors import CheckpointError, UnsupportedModelError
+from lighteval_nanotron.options.base import describe_type, matches_type
 
 if TYPE_CHECKING:
     from lighteval_nanotron.models.families.hf_conversion import HfConversion
@@ -101,14 +103,46 @@ class CpuNeeds:
     """As `replaced`, for the trainer's code paths (applied only with `enable_cpu_support(trainer=True)`)."""
 
 
+REAL_NUMBER_FIELDS = ("rope_theta",)
+"""Recorded as any real number whatever the config class annotates: Starcoder2's `rope_theta` is
+annotated `int`, and Hugging Face models carry bases like 999999.44."""
+
+
+def _is_size(name: str) -> bool:
+    return name.startswith("num_") or name.endswith("_size") or name == "max_position_embeddings"
+
+
+def check_field_values(config_class: type, fields: Mapping[str, Any], where: str) -> None:
+    """CheckpointError naming `where`, the key and the type its class gives, for a recorded value of
+    another type (`"false"` for a bool is truthy, `"1024"` or `4.0` for a size fails deep in the
+    model build), and for a size or count (`num_*`, `*_size`) below 1."""
+    try:
+        hints = typing.get_type_hints(config_class)
+    except (NameError, TypeError):  # annotations that do not resolve: only the sizes are checked
+        hints = {}
+    for key, value in fields.items():
+        hint = float if key in REAL_NUMBER_FIELDS else hints.get(key, Any)
+        if key.endswith("_token_id") and value is None:
+            continue  # a tokenizer without that token (Nanotron annotates the ids `int`)
+        if not matches_type(value, hint, whole_floats=True):
+            raise CheckpointError(
+                f"{where} has {key}={value!r}: give {describe_type(hint)} (fix that value in the checkpoint's "
+                "model_config.json and the model.model_config section of its config.yaml)."
+            )
+        if _is_size(key) and isinstance(value, int) and value < 1:
+            raise CheckpointError(f"{where} has {key}={value!r}: a size or count is 1 or more; fix that value.")
+
+
 def dataclass_from_fields(config_class: type, fields: Mapping[str, Any], where: str) -> Any:
-    """`config_class(**fields)`; CheckpointError naming `where` and the keys the class does not know."""
+    """`config_class(**fields)`; CheckpointError naming `where` and the keys the class does not know,
+    or a value of another type (`check_field_values`)."""
     unknown = sorted(set(fields) - {field.name for field in dataclasses.fields(config_class)})
     if unknown:
         raise CheckpointError(
             f"{where} has keys that the installed Nanotron's {config_class.__name__} does not know: "
             f"{', '.join(unknown)}. Install the Nanotron that wrote the checkpoint (see docs/engine.md)."
         )
+    check_field_values(config_class, fields, where)
     return config_class(**fields)
 
 

@@ -6,12 +6,44 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, List, Optional, Union
 
 import torch
 
 from lighteval_nanotron.errors import CheckpointError
 from lighteval_nanotron.models.checkpoint.format import DEFAULT_ROPE_THETA
+from lighteval_nanotron.options.base import describe_type, matches_type
+
+_IDS = Optional[Union[int, List[int]]]
+HF_CONFIG_TYPES: dict[str, Any] = {
+    **dict.fromkeys(("tie_word_embeddings", "attention_bias", "mlp_bias", "use_bias", "use_sliding_window",
+                     "norm_topk_prob"), bool),
+    **dict.fromkeys(("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers", "vocab_size",
+                     "max_position_embeddings", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                     "shared_expert_intermediate_size", "decoder_sparse_step"), int),
+    **dict.fromkeys(("num_key_value_heads", "head_dim", "sliding_window"), Optional[int]),
+    **dict.fromkeys(("rms_norm_eps", "norm_epsilon", "layer_norm_epsilon", "initializer_range", "rope_theta"), float),
+    **dict.fromkeys(("bos_token_id", "eos_token_id", "pad_token_id"), _IDS),
+    **dict.fromkeys(("rope_scaling", "rope_parameters"), Optional[dict]),
+    **dict.fromkeys(("model_type", "hidden_act"), str),
+    "architectures": Optional[List[str]],
+}  # fmt: skip
+"""The types of the `config.json` fields the conversions read. The mappings coerce (`bool(...)`,
+`int(...)`, `float(...)`): `tie_word_embeddings: "false"` converted an untied model as tied, its
+lm_head dropped; `bos_token_id: true` became id 1."""
+
+
+def check_hf_config(hf_config: Any, where: str = "config.json") -> None:
+    """CheckpointError naming `where` and the key for a config that is not a mapping or holds a
+    value of another type than `HF_CONFIG_TYPES` gives, before anything is mapped."""
+    if not isinstance(hf_config, Mapping):
+        raise CheckpointError(f"{where} is {type(hf_config).__name__}, not a JSON object of model settings.")
+    for key, hint in HF_CONFIG_TYPES.items():
+        if key in hf_config and not matches_type(hf_config[key], hint, whole_floats=True):
+            raise CheckpointError(
+                f"{where} has {key}={hf_config[key]!r}: give {describe_type(hint)}. Fix that value of the model's "
+                "config."
+            )
 
 
 class HfConversion(ABC):
@@ -68,7 +100,10 @@ def rope_theta_from_hf(hf_config: Mapping[str, Any], target: str) -> float:
             f"RoPE scaling {scaling or params} is not supported: {target} has plain RoPE only. "
             "Convert a checkpoint without rope scaling."
         )
-    return float(params.get("rope_theta", hf_config.get("rope_theta", DEFAULT_ROPE_THETA)))
+    theta = params.get("rope_theta", hf_config.get("rope_theta", DEFAULT_ROPE_THETA))
+    if not matches_type(theta, float, whole_floats=True):
+        raise CheckpointError(f"config.json has rope_theta={theta!r}: give a number (fix that value of the config).")
+    return float(theta)
 
 
 def first_id(value: Any) -> int | None:

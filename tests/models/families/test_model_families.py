@@ -3,6 +3,7 @@ naming the model class and what is supported (in code, and as one `error:` line 
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lighteval_nanotron.errors import UnsupportedModelError
+from lighteval_nanotron.errors import CheckpointError, UnsupportedModelError
 from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.models.families import LlamaFamily, Starcoder2Family, family_of_fields, family_of_model
 from lighteval_nanotron.models.families.llama.tiny import tiny_llama_config
@@ -46,6 +47,39 @@ def test_unknown_architecture_and_unsupported_option_are_refused():
     fields = {**dataclasses.asdict(tiny_starcoder2_config()), "sliding_window_size": 4096}
     with pytest.raises(UnsupportedModelError, match="sliding_window_size=4096 is not supported"):
         CheckpointModel.from_fields(fields)
+
+
+@pytest.mark.parametrize(
+    "key, value, words",
+    [
+        ("tie_word_embeddings", "false", "tie_word_embeddings='false': give true or false"),  # a truthy string
+        ("vocab_size", "1024", "vocab_size='1024': give an integer"),
+        ("num_attention_heads", 4.0, "num_attention_heads=4.0: give an integer"),
+        ("rms_norm_eps", "1e-5", "rms_norm_eps='1e-5': give a number"),
+        ("rope_scaling", ["linear"], "rope_scaling=['linear']: give a mapping or null"),
+        ("num_hidden_layers", -1, "num_hidden_layers=-1: a size or count is 1 or more"),
+        ("hidden_size", 0, "hidden_size=0: a size or count is 1 or more"),
+        ("rope_theta", "10000", "rope_theta='10000', not a number"),
+    ],
+)
+def test_a_recorded_value_of_another_type_is_refused_naming_the_key(tmp_path, key, value, words):
+    """Read by `config_class(**fields)` alone, `"false"` tied the embeddings and `"1024"` or `4.0`
+    failed deep in the model build with a TypeError."""
+    import dataclasses
+
+    (tmp_path / "model_config.json").write_text(json.dumps({**dataclasses.asdict(tiny_llama_config()), key: value}))
+    with pytest.raises(CheckpointError, match=re.escape(words)):
+        read_checkpoint_model(tmp_path)
+
+
+def test_recorded_numbers_in_either_json_form_are_read():
+    import dataclasses
+
+    whole = {"rms_norm_eps": 1, "rope_theta": 10000}
+    llama = CheckpointModel.from_fields({**dataclasses.asdict(tiny_llama_config()), **whole})
+    assert llama.model_config.rms_norm_eps == 1 and llama.rope_theta == 10000.0
+    fields = {**dataclasses.asdict(tiny_starcoder2_config()), "rope_theta": 999999.44}  # annotated int by Nanotron
+    assert CheckpointModel.from_fields(fields).model_config.rope_theta == 999999.44
 
 
 def test_eval_of_an_unsupported_checkpoint_prints_one_error_line(tiny_starcoder2_checkpoint, tmp_path):
