@@ -79,6 +79,12 @@ def evaluate(
         from lighteval_nanotron.models.weights_fingerprint import weights_fingerprint
 
         weights = weights_fingerprint(model, parallel_context)
+        if output_dir is not None and step is not None and "json" in loggers:  # refused before the forwards
+            from lighteval_nanotron.setup.finished_steps import check_step_settings
+
+            settings = {**pipeline.settings, WEIGHTS_KEY: weights}
+            world = parallel_context.world_pg
+            check_step_settings(str(output_dir), pipeline.model_name, step, settings, pipeline.result_names, world)
     result = pipeline.run(step=step, consumed_tokens=consumed_tokens, consumed_train_samples=consumed_train_samples)
     if result is not None and weights is not None:
         result.extra_config[WEIGHTS_KEY] = weights

@@ -87,3 +87,28 @@ def evaluate_builtin_tasks(checkpoint: str, tp: int, pp: int, dp: int) -> dict |
         engine_config=EngineConfig(max_length=256, default_max_new_tokens=8),
     )
     return None if result is None else result.results
+
+
+def evaluate_into_a_step(checkpoint: str, data_dir: str, out_dir: str, tasks: str) -> str | None:
+    """Rank function: `evaluate(...)` of `checkpoint` on the tiny Llama at DP2 into step 7 of `out_dir`;
+    the type and text of the error it raised, None when it wrote."""
+    import helpers_pipeline
+
+    from lighteval_nanotron.evaluate_once import evaluate
+    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.models.engine import EngineConfig
+    from lighteval_nanotron.tasks.data_dirs import ENV_VAR
+    from tests.helpers.distributed import parallel_context
+    from tests.helpers.tiny_model import tiny_tokenizer
+
+    os.environ[ENV_VAR] = data_dir
+    context = parallel_context(1, 1, 2)
+    model, _ = load_nanotron_checkpoint(checkpoint, context)
+    try:
+        evaluate(
+            model, context, tiny_tokenizer(), tasks=tasks, custom_tasks=helpers_pipeline, model_name="tiny",
+            output_dir=out_dir, step=7, engine_config=EngineConfig(max_length=64),
+        )  # fmt: skip
+    except Exception as error:  # noqa: BLE001 - the test reads what each rank raised
+        return f"{type(error).__name__}: {error}"
+    return None

@@ -1,10 +1,11 @@
 """`evaluate()` on a real Nanotron Llama: the engine adapter, the mesh, one reporting rank."""
 
 import json
+import shutil
 
 import pytest
 from helpers_pipeline import write_datasets
-from mesh_cases_pipeline import evaluate_on_mesh
+from mesh_cases_pipeline import evaluate_into_a_step, evaluate_on_mesh
 
 from tests.helpers.distributed import run_distributed
 from tests.helpers.results_layout import results_file
@@ -38,3 +39,30 @@ def test_evaluate_a_nanotron_model_on_one_and_two_data_parallel_ranks(tiny_check
         assert cost["useful_tokens"] == one[task]["useful_tokens"] > 0
         assert cost["processed_tokens"] > 0 and cost["seconds"] > 0
     assert sum(cost["seconds"] for cost in two.values()) <= costs["b"]["config_general"]["wall_time_s"]
+
+
+def test_evaluate_refuses_other_weights_at_a_written_step_before_its_forwards(tiny_checkpoint, tmp_path):  # noqa: F811
+    """`evaluate()` of another checkpoint into a step that holds another task was refused only by
+    the writer, after every forward; now on every rank before them (a `ConfigError` naming the
+    step), the file untouched. The same weights merge."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    data, out = str(write_datasets(tmp_path / "data")), str(tmp_path / "out")
+    other = tmp_path / "other"
+    shutil.copytree(tiny_checkpoint, other)
+    path = next(p for p in sorted((other / "model").rglob("*.safetensors")) if "mlp" in str(p))
+    with safe_open(str(path), framework="pt") as handle:
+        metadata, tensor = handle.metadata(), handle.get_tensor("data")
+    save_file({"data": tensor * 1.01}, str(path), metadata=metadata)
+
+    assert run_distributed(evaluate_into_a_step, 2, str(tiny_checkpoint), data, out, "custom|toy_mc|0") == [None, None]
+    written = results_file(tmp_path / "out", "tiny", 7)
+    before = written.read_bytes()
+    refused = run_distributed(evaluate_into_a_step, 2, str(other), data, out, "custom|toy_ppl|0")
+    for error in refused:  # every rank, before the forwards: the writer's refusal is a TrackingError
+        assert error.startswith("ConfigError: Step 7 of tiny") and "measured on other weights" in error, error
+    assert written.read_bytes() == before
+    assert run_distributed(evaluate_into_a_step, 2, str(tiny_checkpoint), data, out, "custom|toy_ppl|0") == [None, None]
+    assert set(json.loads(written.read_text())["results"]) >= {"custom|toy_mc|0", "custom|toy_ppl|0"}
+
