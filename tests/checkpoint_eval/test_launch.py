@@ -52,6 +52,20 @@ def _job(tmp_path: Path, checkpoint: Path, settings: AsyncEvaluationConfig, step
     )  # fmt: skip
 
 
+def _fake_commands(tmp_path: Path, scripts: dict[str, str]) -> dict[str, str]:
+    """Stand-ins for Slurm's commands (`{name: shell script}`): the PATH that finds them first."""
+    commands = tmp_path / "bin"
+    commands.mkdir()
+    for name, script in scripts.items():
+        (commands / name).write_text(f"#!/bin/sh\n{script}\n")
+        (commands / name).chmod(0o755)
+    return {"PATH": f"{commands}:{os.environ['PATH']}"}
+
+
+def _with_env(job: EvalJob, env: dict[str, str]) -> EvalJob:
+    return dataclasses.replace(job, base_env={**job.base_env, **env})
+
+
 def test_settings_are_checked():
     with pytest.raises(ConfigError, match="devices"):
         AsyncEvaluationConfig(launcher="local")  # GPUs without saying which
@@ -293,15 +307,11 @@ def test_a_slow_slurm_controller_never_holds_up_the_training_step(tmp_path):
     """sbatch and scontrol answer in seconds from a busy controller (up to COMMAND_TIMEOUT_S each): the
     training's step ran them itself and waited. They now run on a worker thread; an output folder that
     cannot be read records the evaluation as failed instead of raising into the training step."""
-    commands = tmp_path / "bin"
-    commands.mkdir()
-    (commands / "sbatch").write_text("#!/bin/sh\nsleep 1\necho 41\n")
-    (commands / "scontrol").write_text("#!/bin/sh\nsleep 1\necho JobId=41 JobState=COMPLETED ExitCode=0:0\n")
-    for command in commands.iterdir():
-        command.chmod(0o755)
+    path = _fake_commands(
+        tmp_path, {"sbatch": "sleep 1\necho 41", "scontrol": "sleep 1\necho JobId=41 JobState=COMPLETED ExitCode=0:0"}
+    )
     settings = AsyncEvaluationConfig(launcher="slurm", cpu=True, poll_interval_s=0.1)
-    job = _job(tmp_path, tmp_path / "run" / "5", settings, 5)
-    job = dataclasses.replace(job, base_env={**job.base_env, "PATH": f"{commands}:{job.base_env['PATH']}"})
+    job = _with_env(_job(tmp_path, tmp_path / "run" / "5", settings, 5), path)
 
     def unreadable(step: int) -> bool:
         raise PermissionError(f"{tmp_path / 'out'} cannot be listed")
@@ -328,31 +338,23 @@ def test_a_slow_slurm_controller_never_holds_up_the_training_step(tmp_path):
 def test_a_slurm_job_held_stopped_or_staging_out_is_still_in_flight(tmp_path, state, over):
     """Such a job was taken as ended: recorded as failed, its slot given to the next job (over
     max_in_flight) while it was still to run or finishing."""
-    commands = tmp_path / "bin"
-    commands.mkdir()
-    (commands / "scontrol").write_text(f"#!/bin/sh\necho JobId=41 JobState={state} ExitCode=0:0\n")
-    (commands / "scontrol").chmod(0o755)
+    path = _fake_commands(tmp_path, {"scontrol": f"echo JobId=41 JobState={state} ExitCode=0:0"})
     settings = AsyncEvaluationConfig(launcher="slurm", cpu=True)
-    job = _job(tmp_path, tmp_path / "run" / "5", settings, 5)
-    job = dataclasses.replace(job, base_env={**job.base_env, "PATH": f"{commands}:{job.base_env['PATH']}"})
+    job = _with_env(_job(tmp_path, tmp_path / "run" / "5", settings, 5), path)
     assert (SlurmLaunch(job, "41").poll() is not None) == over
 
 
 def test_a_job_sbatch_queued_without_answering_in_time_is_followed(tmp_path):
     """sbatch timing out does not mean the controller did not queue the job: such a job was recorded as
     never launched while it ran (its slot given to the next job); it is found by its name."""
-    commands = tmp_path / "bin"
-    commands.mkdir()
-    (commands / "sbatch").write_text("#!/bin/sh\nexec sleep 5\n")
-    (commands / "squeue").write_text('#!/bin/sh\ncase "$*" in *--name=eval-tiny-5*) echo 77;; esac\n')
-    for command in commands.iterdir():
-        command.chmod(0o755)
+    path = _fake_commands(
+        tmp_path, {"sbatch": "exec sleep 5", "squeue": 'case "$*" in *--name=eval-tiny-5*) echo 77;; esac'}
+    )
     settings = AsyncEvaluationConfig(launcher="slurm", cpu=True)
     launcher = SlurmLauncher(settings)
     launcher.command_timeout_s = 0.5
-    path = {"PATH": f"{commands}:{os.environ['PATH']}"}
     job = _job(tmp_path, tmp_path / "run" / "5", settings, 5)
-    assert launcher.launch(dataclasses.replace(job, base_env={**job.base_env, **path})).job_id == "77"
+    assert launcher.launch(_with_env(job, path)).job_id == "77"
     other = _job(tmp_path, tmp_path / "run" / "6", settings, 6)
     with pytest.raises(OSError, match="did not answer within 0.5s and squeue lists none .* named eval-tiny-6"):
-        launcher.launch(dataclasses.replace(other, base_env={**other.base_env, **path}))
+        launcher.launch(_with_env(other, path))
