@@ -42,7 +42,7 @@ from lighteval_nanotron.models.weights_fingerprint import weights_fingerprint
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron_trainer
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.pipeline.result import WEIGHTS_KEY, EvaluationResult, raise_for_failed_tasks
-from lighteval_nanotron.requests.held_out import HeldOutSet, held_out_key
+from lighteval_nanotron.requests.held_out import HeldOutSet, held_out_key, window_digests
 from lighteval_nanotron.setup.finished_steps import check_step_settings
 
 logger = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class EvaluationPlan:
 
     @property
     def held_out_digests(self) -> dict[str, str]:
-        return {held_out.key: held_out.digest() for held_out in self.held_out}
+        return window_digests(self.held_out)
 
 
 def _discover(config: CheckpointEvalConfig) -> list[CheckpointInfo]:
