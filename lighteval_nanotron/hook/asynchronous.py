@@ -38,7 +38,8 @@ from lighteval_nanotron.setup.finished_steps import finished_steps
 from lighteval_nanotron.setup.naming import model_name
 from lighteval_nanotron.steps import step_number
 from lighteval_nanotron.tracking.log_table import format_results_table
-from lighteval_nanotron.tracking.paths import evaluated_tasks_by_step
+from lighteval_nanotron.tracking.paths import evaluated_tasks_by_step, results_file_content, step_results_file
+from lighteval_nanotron.tracking.results_file import evaluated_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -270,7 +271,12 @@ class AsynchronousEvaluator(TrainingEvaluator):
         return finished_steps(done, self.task_names, self.config.max_samples, {})
 
     def _has_results(self, step: int) -> bool:
-        return step in self._finished_steps()
+        """Whether `step`'s results file holds every task and domain (`_finished_steps`, reading only
+        that step's file: an evaluation ends at every poll, and the folder holds every earlier step)."""
+        path = step_results_file(self.config.output_dir, self.model_name, step)
+        content = results_file_content(path)[0] if path is not None else None
+        done = {step: evaluated_tasks(content)} if content is not None else {}
+        return step in finished_steps(done, self.task_names, self.config.max_samples, {})
 
     def _record(self, record: LaunchRecord) -> None:
         took = f" {record.finished_at - record.launched_at:.1f}s after launch" if record.finished_at else ""
