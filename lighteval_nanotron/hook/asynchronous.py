@@ -33,7 +33,6 @@ from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
 from lighteval_nanotron.parallel.deadline import bounded_collectives
-from lighteval_nanotron.requests.held_out import held_out_key
 from lighteval_nanotron.setup.finished_steps import finished_steps
 from lighteval_nanotron.setup.naming import model_name
 from lighteval_nanotron.steps import step_number
@@ -126,9 +125,9 @@ class AsynchronousEvaluator(TrainingEvaluator):
     def _prepare(self, trainer: Any) -> None:
         """On the launching rank: the tasks resolve, the launcher can run, the script renders; then
         the loss log, the steps already evaluated and the queue."""
-        from lighteval_nanotron.setup.tasks import load_tasks
+        from lighteval_nanotron.setup.tasks import load_tasks, result_names
 
-        self.task_names = [*load_tasks(self.config), *(held_out_key(spec.name) for spec in self.config.held_out_specs)]
+        self.task_names = result_names(self.config, load_tasks(self.config))
         probe = self._job(trainer, 0)
         if self.settings.launcher == "slurm" and shutil.which("sbatch", path=probe.base_env.get("PATH")) is None:
             raise ConfigError(
