@@ -42,8 +42,9 @@ from lighteval_nanotron.models.weights_fingerprint import weights_fingerprint
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron_trainer
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.pipeline.result import WEIGHTS_KEY, EvaluationResult, raise_for_failed_tasks
-from lighteval_nanotron.requests.held_out import HeldOutSet, held_out_key
+from lighteval_nanotron.requests.held_out import HeldOutSet, window_digests
 from lighteval_nanotron.setup.finished_steps import check_step_settings
+from lighteval_nanotron.setup.tasks import result_names
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class EvaluationPlan:
 
     @property
     def held_out_digests(self) -> dict[str, str]:
-        return {held_out.key: held_out.digest() for held_out in self.held_out}
+        return window_digests(self.held_out)
 
 
 def _discover(config: CheckpointEvalConfig) -> list[CheckpointInfo]:
@@ -132,11 +133,6 @@ def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> Eval
         return EvaluationPlan([], skipped, checkpoint_model, model_name, None, None, {})
     plan = dataclasses.replace(plan, checkpoints=todo, skipped_steps=skipped, tasks_by_step=tasks_by_step)
     return with_prepared_inputs(config, world, plan)
-
-
-def result_names(config: CheckpointEvalConfig, tasks: dict[str, Any]) -> list[str]:
-    """The results keys an evaluation of every task and held-out domain writes."""
-    return [*tasks, *(held_out_key(spec.name) for spec in config.held_out_specs)]
 
 
 def with_held_out(config: CheckpointEvalConfig, world: Any, plan: EvaluationPlan) -> EvaluationPlan:

@@ -45,7 +45,6 @@ from lighteval_nanotron.checkpoint_eval.runner import (
     CheckpointEvaluator,
     EvaluationPlan,
     read_models,
-    result_names,
     with_held_out,
     with_prepared_inputs,
 )
@@ -54,6 +53,7 @@ from lighteval_nanotron.errors import EvaluationError, LightevalNanotronError
 from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.pipeline.result import EvaluationResult
+from lighteval_nanotron.setup.tasks import result_names
 
 
 @dataclass(frozen=True)

@@ -33,12 +33,12 @@ from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
 from lighteval_nanotron.parallel.deadline import bounded_collectives
-from lighteval_nanotron.requests.held_out import held_out_key
 from lighteval_nanotron.setup.finished_steps import finished_steps
 from lighteval_nanotron.setup.naming import model_name
 from lighteval_nanotron.steps import step_number
 from lighteval_nanotron.tracking.log_table import format_results_table
-from lighteval_nanotron.tracking.paths import evaluated_tasks_by_step
+from lighteval_nanotron.tracking.paths import evaluated_tasks_by_step, results_file_content, step_results_file
+from lighteval_nanotron.tracking.results_file import evaluated_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -125,9 +125,9 @@ class AsynchronousEvaluator(TrainingEvaluator):
     def _prepare(self, trainer: Any) -> None:
         """On the launching rank: the tasks resolve, the launcher can run, the script renders; then
         the loss log, the steps already evaluated and the queue."""
-        from lighteval_nanotron.setup.tasks import load_tasks
+        from lighteval_nanotron.setup.tasks import load_tasks, result_names
 
-        self.task_names = [*load_tasks(self.config), *(held_out_key(spec.name) for spec in self.config.held_out_specs)]
+        self.task_names = result_names(self.config, load_tasks(self.config))
         probe = self._job(trainer, 0)
         if self.settings.launcher == "slurm" and shutil.which("sbatch", path=probe.base_env.get("PATH")) is None:
             raise ConfigError(
@@ -270,7 +270,12 @@ class AsynchronousEvaluator(TrainingEvaluator):
         return finished_steps(done, self.task_names, self.config.max_samples, {})
 
     def _has_results(self, step: int) -> bool:
-        return step in self._finished_steps()
+        """Whether `step`'s results file holds every task and domain (`_finished_steps`, reading only
+        that step's file: an evaluation ends at every poll, and the folder holds every earlier step)."""
+        path = step_results_file(self.config.output_dir, self.model_name, step)
+        content = results_file_content(path)[0] if path is not None else None
+        done = {step: evaluated_tasks(content)} if content is not None else {}
+        return step in finished_steps(done, self.task_names, self.config.max_samples, {})
 
     def _record(self, record: LaunchRecord) -> None:
         took = f" {record.finished_at - record.launched_at:.1f}s after launch" if record.finished_at else ""

@@ -33,6 +33,7 @@ from lighteval_nanotron.requests.held_out import (
     HeldOutSet,
     domains_digest,
     held_out_key,
+    window_digests,
 )
 
 MICRO_KEY = held_out_key("_micro")
@@ -56,7 +57,7 @@ class PreparedHeldOut:
     def digests(self) -> dict[str, str]:
         """`{results key: windows digest}`: a step is done for a domain on these windows only
         (`setup.finished_steps.is_done`)."""
-        return {held_out.key: held_out.digest() for held_out in self.sets}
+        return window_digests(self.sets)
 
     @property
     def windows(self) -> int:

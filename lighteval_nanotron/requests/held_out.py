@@ -77,6 +77,12 @@ class HeldOutSet:
         return hashlib.sha256(repr(windows.shape).encode() + windows.tobytes()).hexdigest()[:16]
 
 
+def window_digests(sets: list[HeldOutSet]) -> dict[str, str]:
+    """`{results key: windows digest}` of `sets`: the one `heldout.build` recorded (`WINDOWS_DIGEST`),
+    hashed only for a set built without it, so that asking again does not hash every window again."""
+    return {held_out.key: held_out.description.get(WINDOWS_DIGEST) or held_out.digest() for held_out in sets}
+
+
 @dataclass
 class HeldOutLosses:
     """The model's answer for one `HeldOutSet`: per window, the summed negative log-likelihood

@@ -30,6 +30,13 @@ def load_tasks(options: EvaluationOptions) -> dict[str, Any]:
     return load(options.tasks, options.custom_tasks, options.fewshot_draws) if options.tasks else {}
 
 
+def result_names(options: EvaluationOptions, tasks: Mapping[str, Any]) -> list[str]:
+    """The results keys an evaluation of every task (`load_tasks`) and held-out domain writes."""
+    from lighteval_nanotron.requests.held_out import held_out_key
+
+    return [*tasks, *(held_out_key(spec.name) for spec in options.held_out_specs)]
+
+
 def prepare_pipeline(
     engine: Any,
     tasks: dict[str, Any],
