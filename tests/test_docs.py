@@ -32,17 +32,17 @@ def _table_rows(text: str) -> list[tuple[int, list[str]]]:
 
 @cache
 def _tests_in(path: str) -> frozenset[str]:
-    """`name` and `Class::method` of every function a test file defines."""
+    """`name` and `Class::method` of every test function (`test*`) a test file defines."""
     tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
     names = set()
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
             names.add(node.name)
         elif isinstance(node, ast.ClassDef):
             names.update(
                 f"{node.name}::{item.name}"
                 for item in node.body
-                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.name.startswith("test")
             )
     return frozenset(names)
 
@@ -85,10 +85,11 @@ def test_failure_modes_is_short_and_every_row_is_held_by_an_existing_test():
 
 
 def test_a_row_naming_a_test_that_does_not_exist_is_found():
-    this_file = "tests/test_docs.py"
-    assert _missing_tests(f"`{this_file}::test_a_row_naming_a_test_that_does_not_exist_is_found`") == (1, [])
-    assert _missing_tests(f"`{this_file}::_missing_tests[a-b]`") == (1, [])  # a parametrized id
-    assert _missing_tests(f"`{this_file}::_table_rows`, `::no_such_test`") == (1, [f"{this_file}::no_such_test"])
+    this_file, this_test = "tests/test_docs.py", "test_a_row_naming_a_test_that_does_not_exist_is_found"
+    assert _missing_tests(f"`{this_file}::{this_test}`") == (1, [])
+    assert _missing_tests(f"`{this_file}::{this_test}[a-b]`") == (1, [])  # a parametrized id
+    assert _missing_tests(f"`{this_file}::{this_test}`, `::no_such_test`") == (1, [f"{this_file}::no_such_test"])
+    assert _missing_tests(f"`{this_file}::_table_rows`")[1] == [f"{this_file}::_table_rows"]  # a helper, no test
     assert _missing_tests("`tests/no_such_file.py::test_x`")[1] == ["tests/no_such_file.py::test_x"]
     assert _missing_tests("`::test_x` alone") == (0, ["::test_x (no file named before it)"])
     assert [len(cells) for _, cells in _table_rows("| a \\| b | c |\n| a | b | c |")] == [2, 3]
