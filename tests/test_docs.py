@@ -74,6 +74,8 @@ def test_failure_modes_is_short_and_every_row_is_held_by_an_existing_test():
             problems.append(f"line {number}: {len(cells)} cells, not 3 (a `|` inside a cell is written `\\|`)")
         elif cells == HEADER or set("".join(cells)) <= set("-: "):
             continue
+        elif cells[0] == HEADER[0]:
+            problems.append(f"line {number}: a table's header is | {' | '.join(HEADER)} |")
         else:
             named_files, missing = _missing_tests(cells[2])
             if not named_files:
