@@ -49,7 +49,7 @@ class Field:
     """The option's value from the field's (None: the field's value)."""
     kind: type | None = None
     """The type the value must have where it is read here rather than by the option it sets (a logger
-    switch, a converted value): `"false"`, a truthy string, turned details or W&B on."""
+    switch, a converted value): `"false"`, a truthy string, would turn details or W&B on."""
 
 
 def _refuse_unless(allowed: Callable[[Any], bool], fix: str) -> Callable[[Any], str | None]:

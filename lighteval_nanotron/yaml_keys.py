@@ -1,5 +1,5 @@
 """YAML read with each key of a mapping once: PyYAML keeps the last of two equal keys without a
-word, so `max_samples: 100` followed further down by `max_samples: 5` evaluated 5 docs a task.
+word, so `max_samples: 100` followed further down by `max_samples: 5` would evaluate 5 docs a task.
 
     yaml.load(stream, Loader=UniqueKeyLoader)   # a duplicate key raises yaml.YAMLError
 

@@ -94,7 +94,7 @@ def checkpoint_info(path: str | Path) -> CheckpointInfo:
 
 def _integer(value: Any, what: str) -> int | None:
     """A recorded count, an int >= 0 as written (None stays None); CheckpointError naming the file for
-    anything else: `int()` filed a step of `true` as step 1, `10.5` as step 10, `"10"` as step 10."""
+    anything else: `int()` would file a step of `true` as step 1, `10.5` and `"10"` as step 10."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -182,7 +182,7 @@ def default_model_name(path: str | Path) -> str:
 
 def _name(section: dict[str, Any], key: str, path: str | Path) -> str | None:
     """A name of the training config (it becomes a results folder): a string or unset; CheckpointError
-    naming the file and key for anything else (a list was filed under a folder named `['a']`)."""
+    naming the file and key for anything else (a list would be filed under a folder named `['a']`)."""
     value = section.get(key.rpartition(".")[2])
     if value is not None and not isinstance(value, str):
         raise CheckpointError(

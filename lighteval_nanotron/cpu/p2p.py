@@ -6,7 +6,7 @@ before it receives, so with PP > 1 and several micro-batches in flight two stage
 in a send. `CpuP2P` posts every send (metadata and data) with `isend` into buffers of its own,
 keeps the handles and tensors alive, and waits for them before its next send or in
 `wait_pending()`: a send is never completed later than a blocking one would be, so every
-schedule that worked with blocking sends still works, and send-before-receive cycles no longer
+schedule that works with blocking sends works here too, and send-before-receive cycles do not
 deadlock.
 """
 

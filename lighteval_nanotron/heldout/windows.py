@@ -98,7 +98,7 @@ def token_bytes(text: str, offsets: list[tuple[int, int]], special: list[int]) -
 BATCH_DOCUMENTS = 256
 BATCH_CHARACTERS = 1_000_000
 """Most characters encoded in one batch (at least one document): a batch's encodings are all held at
-once (about 100 bytes a token), so 256 books were encoded, gigabytes, to fill a budget one of them held."""
+once (about 100 bytes a token), and 256 books would take gigabytes for a budget one of them fills."""
 
 
 def text_stream(texts: Iterable[str], tokenizer: Any, needed_tokens: int | None) -> tuple[np.ndarray, np.ndarray, int]:

@@ -28,7 +28,8 @@ def choices(names: Sequence[str], **metadata: Any) -> Dict[str, Any]:
 def path(**metadata: Any) -> Dict[str, Any]:
     """Field metadata: a file or folder, whose leading `~` is the home folder and `$VAR` / `${VAR}`
     an environment variable, as a shell would read them (a YAML value, or a flag written
-    `--output-dir=~/x`, reaches us without a shell: results went to `./~/x` and `./$SCRATCH/x`)."""
+    `--output-dir=~/x`, reaches us without a shell: unexpanded, it would name a folder `~` or
+    `$SCRATCH` under the working directory)."""
     return {"path": True, **metadata}
 
 
@@ -156,7 +157,7 @@ class Options:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if field.metadata.get("path") and isinstance(value, str):
-                if not value.strip():  # Path("") is the working directory: `--custom-tasks ""` read `.`
+                if not value.strip():  # Path("") is the working directory: `--custom-tasks ""` would read `.`
                     raise ConfigError(f"{self.named(field.name)} is empty: give a path, or leave it out.")
                 value = expand_path(self.named(field.name), value)
                 setattr(self, field.name, value)

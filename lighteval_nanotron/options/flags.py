@@ -26,7 +26,7 @@ from lighteval_nanotron.options.base import UNIONS, expand_path, field_docs, fir
 def expanded_path(value: str) -> Path:
     """The argparse `type` of a file or folder argument of a verb without an options dataclass (`report
     --output`, `plot --output-dir`, `convert`'s folders): `~` and `$VAR` read as the options read them
-    (`--output=~/r.png` reaches us without a shell: it wrote `./~/r.png`)."""
+    (`--output=~/r.png` reaches us without a shell: unexpanded, it would write `./~/r.png`)."""
     try:
         return Path(expand_path("the path", value))
     except ConfigError as error:

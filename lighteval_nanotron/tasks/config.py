@@ -172,7 +172,7 @@ class LightevalTaskConfig:
 
     def _check_switches_and_counts(self, where: str) -> None:
         """A switch is true or false and a count an integer: `must_remove_duplicate_docs="false"` (a
-        truthy string) dropped docs, `num_fewshots=True` was 1 (`generation_size`:
+        truthy string) would drop docs, `num_fewshots=True` would be 1 (`generation_size`:
         `_check_generation_size`)."""
         for name in ("must_remove_duplicate_docs", "truncate_fewshots"):
             if not isinstance(getattr(self, name), bool):
@@ -194,7 +194,7 @@ class LightevalTaskConfig:
 
     def _check_generation_size(self, where: str) -> None:
         """A generative metric with generation_size <= 0 would silently get one token; a size that is
-        not a whole number ("32", 5.5) failed in the middle of generation."""
+        not a whole number ("32", 5.5) would fail in the middle of generation."""
         size = self.generation_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, numbers.Integral)):
             raise ConfigError(f"{where}: generation_size={size!r} must be a whole number of new tokens, or None.")

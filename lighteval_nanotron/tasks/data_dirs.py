@@ -238,7 +238,7 @@ def check_data_dirs(source: DatasetSource) -> None:
     by name (the Hub, or a Hugging Face cache that may hold an unrelated copy) because of a typo."""
     for entry in source.data_dirs:
         repo, sep, path = entry.partition("=")
-        if sep and not (repo.strip() and path.strip()):  # `ai2_arc=` read the working directory as the dataset
+        if sep and not (repo.strip() and path.strip()):  # `ai2_arc=` would read the working directory as the dataset
             raise DatasetLoadError(
                 f"Task {source.task_name!r}: the data dir entry {entry!r} is not HF_REPO=PATH (both parts are needed): "
                 "fix it, e.g. allenai/ai2_arc=/data/arc, or give a ROOT folder."

@@ -27,7 +27,7 @@ def _lettered(options: list[str], separator_before: bool = False) -> str:
 
 def texts_of(line: dict, *keys: str) -> list[str]:
     """The list of texts at `line[keys[0]][keys[1]]...`; TypeError naming the field when it is not
-    one (a string there, in a data dir's jsonl row, was read one character a choice)."""
+    one (a string there, in a data dir's jsonl row, would be read one character a choice)."""
     value: Any = line
     for key in keys:
         value = value[key]

@@ -29,8 +29,8 @@ HF_CONFIG_TYPES: dict[str, Any] = {
     "architectures": Optional[List[str]],
 }  # fmt: skip
 """The types of the `config.json` fields the conversions read. The mappings coerce (`bool(...)`,
-`int(...)`, `float(...)`): `tie_word_embeddings: "false"` converted an untied model as tied, its
-lm_head dropped; `bos_token_id: true` became id 1."""
+`int(...)`, `float(...)`): `tie_word_embeddings: "false"` would convert an untied model as tied,
+dropping its lm_head, and `bos_token_id: true` would become id 1."""
 
 
 def check_hf_config(hf_config: Any, where: str = "config.json") -> None:
