@@ -19,8 +19,9 @@ import tempfile
 
 CACHE_VARIABLES = (
     "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE", "HF_ASSETS_CACHE", "HF_XET_CACHE",
-    "HF_MODULES_CACHE", "HF_TOKEN_PATH", "TRANSFORMERS_CACHE", "PYTORCH_TRANSFORMERS_CACHE", "PYTORCH_PRETRAINED_BERT_CACHE",
-    "TORCH_HOME", "TORCH_EXTENSIONS_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_HOME", "TRITON_CACHE_DIR", "MPLCONFIGDIR",
+    "HF_MODULES_CACHE", "HF_TOKEN_PATH", "TRANSFORMERS_CACHE", "PYTORCH_TRANSFORMERS_CACHE",
+    "PYTORCH_PRETRAINED_BERT_CACHE", "TORCH_HOME", "TORCH_EXTENSIONS_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_HOME",
+    "TRITON_CACHE_DIR", "MPLCONFIGDIR",
     "WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR", "WANDB_ARTIFACT_DIR", "NLTK_DATA",
 )  # fmt: skip
 """Variables that point a cache or a configuration folder away from HOME / XDG: removed, so that
@@ -29,7 +30,7 @@ XDG_FOLDERS = {"XDG_CACHE_HOME": ".cache", "XDG_CONFIG_HOME": ".config", "XDG_DA
                "XDG_STATE_HOME": ".local/state"}  # fmt: skip
 
 _imported = [name for name in ("datasets", "huggingface_hub", "transformers") if name in sys.modules]
-assert not _imported, f"{_imported} imported before tests/conftest.py set the run's caches: they would use the machine's"
+assert not _imported, f"{_imported} imported before tests/conftest.py set the run's caches (they keep the machine's)"
 RUN_HOME = tempfile.mkdtemp(prefix="lighteval-nanotron-tests-")
 for _name in CACHE_VARIABLES:
     os.environ.pop(_name, None)
