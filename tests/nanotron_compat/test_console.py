@@ -53,6 +53,20 @@ TASKS_TABLE = []
 """
 
 
+USING_THE_CACHE = "Using the latest cached version of the dataset since ai2_arc couldn't be found"
+
+
+def _console(arguments: list[str], folder: Path) -> str:
+    """What `lighteval-nanotron <arguments>` printed (stdout and stderr), offline, in `folder`, whose
+    `cache` is its `datasets` cache; the command must succeed."""
+    offline = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_DATASETS_CACHE": str(folder / "cache")}
+    env = {**os.environ, **offline, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
+    command = [sys.executable, "-m", "lighteval_nanotron", *arguments]
+    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout + done.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("verbose", [False, True])
 def test_a_librarys_warnings_reach_the_eval_console_once(verbose, tiny_checkpoint, tmp_path):  # noqa: F811
@@ -60,20 +74,26 @@ def test_a_librarys_warnings_reach_the_eval_console_once(verbose, tiny_checkpoin
     custom tasks file logs on the `datasets` logger and warns (shown with --verbose): each once."""
     entry = hub_commit_entry(local_folder_entry(tmp_path / "cache", tmp_path / "hub", {"test": 4}), "e" * 40)
     (tmp_path / "noise.py").write_text(LIBRARY_NOISE)
-    command = [
-        sys.executable, "-m", "lighteval_nanotron", *(["--verbose"] if verbose else []), "eval", str(tiny_checkpoint),
-        "--cpu", "--tasks", "lighteval|arc:easy|0", "--custom-tasks", str(tmp_path / "noise.py"), "--max-samples", "2",
-        "--output-dir", str(tmp_path / "out"),
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
-           "HF_DATASETS_OFFLINE": "1", "HF_DATASETS_CACHE": str(tmp_path / "cache")}  # fmt: skip
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    console = done.stdout + done.stderr
+    console = _console([
+        *(["--verbose"] if verbose else []), "eval", str(tiny_checkpoint), "--cpu", "--tasks", "lighteval|arc:easy|0",
+        "--custom-tasks", str(tmp_path / "noise.py"), "--max-samples", "2", "--output-dir", str(tmp_path / "out"),
+    ], tmp_path)  # fmt: skip
     once = [
         "a record of the datasets logger",
-        "Using the latest cached version of the dataset since ai2_arc couldn't be found",
+        USING_THE_CACHE,
         f"Found the latest cached dataset configuration 'ARC-Easy' at {entry}",
     ]
     assert {text: console.count(text) for text in once} == dict.fromkeys(once, 1), console[-3000:]
     assert console.count("UserWarning: a Python warning") == (1 if verbose else 0), console[-3000:]  # quiet: off
+
+
+@pytest.mark.slow
+def test_a_librarys_warnings_reach_the_training_console_once(tmp_path):
+    """In training, Nanotron's root handler prints beside `datasets`' own: each warning once."""
+    from tests.hook.training_runs import write_config
+
+    entry = hub_commit_entry(local_folder_entry(tmp_path / "cache", tmp_path / "hub", {"test": 4}), "f" * 40)
+    config = write_config(tmp_path, section={"tasks": "lighteval|arc:easy|0", "data_dirs": []})
+    console = _console(["train", "--config-file", str(config), "--cpu", "--nproc", "1"], tmp_path)
+    once = [USING_THE_CACHE, f"Found the latest cached dataset configuration 'ARC-Easy' at {entry}"]
+    assert {text: console.count(text) for text in once} == dict.fromkeys(once, 1), console[-3000:]
