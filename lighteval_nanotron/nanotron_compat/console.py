@@ -124,10 +124,14 @@ class _NotPrintedYet(logging.Filter):
 
 
 def _prints(handler: logging.Handler, record: logging.LogRecord) -> bool:
-    """Whether `handler` writes `record` to the console (stderr or stdout)."""
+    """Whether `handler` writes `record` to the console."""
+    return _on_console(handler) and record.levelno >= handler.level
+
+
+def _on_console(handler: logging.Handler) -> bool:
+    """Whether `handler` writes to stderr or stdout."""
     consoles = (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__)
-    on_console = isinstance(handler, logging.StreamHandler) and handler.stream in consoles
-    return on_console and record.levelno >= handler.level
+    return isinstance(handler, logging.StreamHandler) and handler.stream in consoles
 
 
 def print_each_record_once() -> None:
@@ -135,9 +139,7 @@ def print_each_record_once() -> None:
     handler of the root logger. Called once the process's root handlers are installed: the
     commands' (`log_to_the_console`), Nanotron's in training (`hook.trainer`)."""
     for handler in logging.root.handlers:
-        if _prints(handler, logging.makeLogRecord({"levelno": logging.CRITICAL})) and not any(
-            isinstance(f, _NotPrintedYet) for f in handler.filters
-        ):
+        if _on_console(handler) and not any(isinstance(f, _NotPrintedYet) for f in handler.filters):
             handler.addFilter(_NotPrintedYet())
 
 

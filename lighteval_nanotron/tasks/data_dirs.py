@@ -21,9 +21,9 @@ A dataset found in no data dir is loaded from the Hub by name; when the Hub cann
 once with what was tried, instead of retrying for half a minute. Offline (or when the Hub fails),
 `datasets` reads the latest `datasets` cache entry of that name: one built from the Hub's dataset
 is used (its commit and path recorded); one built from a local folder of the same name is not the
-Hub's dataset and is never used (`not_the_hub_dataset`). With no data dir set at all, a dataset the
-Hub cannot give comes from the shipped slice when there is one, with a warning. Every load says
-where the data came from (`data_origin.DataOrigin`, recorded with the results).
+Hub's dataset and is never used. With no data dir set at all, a dataset the Hub cannot give comes
+from the shipped slice when there is one, with a warning. Every load says where the data came from
+(`data_origin.DataOrigin`, recorded with the results).
 """
 
 from __future__ import annotations
@@ -310,7 +310,7 @@ def load_source(source: DatasetSource) -> LoadedDataset:
             raise
         return shipped
     entry = cache_entry(dataset)
-    refused = not_the_hub_dataset(source, entry)
+    refused = _not_the_hub_dataset(source, entry)
     if refused:
         shipped = _shipped_slice(source, refused)
         if shipped is not None:
@@ -324,7 +324,7 @@ def load_source(source: DatasetSource) -> LoadedDataset:
     return LoadedDataset(dataset, origin)
 
 
-def not_the_hub_dataset(source: DatasetSource, entry: Path | None) -> str | None:
+def _not_the_hub_dataset(source: DatasetSource, entry: Path | None) -> str | None:
     """Why the `datasets` cache entry that `datasets.load_dataset(hf_repo)` read is not the Hub's
     dataset asked for, else None. Offline, `datasets` takes the latest entry of that name, whatever
     built it: a local folder named like the benchmark (`load_dataset("/data/ai2_arc", ...)` once)
