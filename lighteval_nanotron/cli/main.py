@@ -15,12 +15,11 @@ import argparse
 import difflib
 import gc
 import importlib
-import logging
 import os
 import sys
 
 from lighteval_nanotron.console_errors import TRACEBACK_ENV, OneLineErrorParser, report_exception
-from lighteval_nanotron.nanotron_compat.console import add_verbose_flag, quiet_process, set_verbose
+from lighteval_nanotron.nanotron_compat.console import add_verbose_flag, log_to_the_console, quiet_process, set_verbose
 from lighteval_nanotron.parallel.cpu_threads import prefer_passive_wait
 from lighteval_nanotron.version import __version__
 
@@ -98,8 +97,7 @@ def _run_verb(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
         os.environ.setdefault(TRACEBACK_ENV, "1")
     quiet_process()
     if args.command != "train":  # Nanotron's trainer installs the training log's handler itself
-        form = "%(levelname)s %(name)s: %(message)s" if args.verbose else "%(levelname)s: %(message)s"
-        logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format=form)
+        log_to_the_console(args.verbose)
     try:
         return int(args.func(args) or 0)
     except Exception as error:  # noqa: BLE001 - every failure ends in one error line, printed once

@@ -27,7 +27,7 @@ from lighteval_nanotron.hook.config import SECTION, EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
 from lighteval_nanotron.hook.training_config import TrainingConfigWithEvaluation
 from lighteval_nanotron.hook.wandb_run import training_wandb
-from lighteval_nanotron.nanotron_compat.console import quiet_loggers, quiet_nanotron
+from lighteval_nanotron.nanotron_compat.console import print_each_record_once, quiet_loggers, quiet_nanotron
 from lighteval_nanotron.nanotron_compat.imports import ensure_cuda_extensions
 from lighteval_nanotron.tracking import details_logger, json_logger
 
@@ -48,6 +48,7 @@ def _wire(trainer: Any, config: Optional[EvaluationConfig]) -> Optional[Training
     `wandb.init` skipped unless the section asks for W&B); with one, the evaluator runs too."""
     if getattr(trainer, ATTACHED, False):
         raise ConfigError("attach_evaluation: this trainer already evaluates; attach at most once.")
+    print_each_record_once()  # the trainer installed its root handler
     evaluator = evaluator_for(config) if config is not None else None
     original_pre_training = trainer.pre_training
 

@@ -12,6 +12,10 @@ inherited by spawned ranks and torchrun workers):
 - Python warnings (deprecations and notes of torch and the libraries under Nanotron) and the
   `datasets` progress bars, in the processes of this project's commands.
 - nltk's failed downloads when lighteval's modules are imported offline (`tasks.lighteval_adapter`).
+
+Each log record reaches the console once (`print_each_record_once`): libraries that print their
+records with a console handler of their own (`datasets`, `huggingface_hub`) also let them propagate
+to the root logger's console handler (the commands', or Nanotron's in training).
 """
 
 from __future__ import annotations
@@ -104,6 +108,47 @@ def quiet_nanotron() -> None:
         bar = getattr(module, "tqdm", None)
         if bar is not None and not isinstance(bar, partial):
             module.tqdm = partial(_tqdm_on_a_terminal, bar)
+
+
+class _NotPrintedYet(logging.Filter):
+    """On a console handler of the root logger: leaves out a record that a console handler of a
+    logger on its way up (a library's own) has already printed."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        logger = logging.root.manager.loggerDict.get(record.name)
+        while isinstance(logger, logging.Logger) and logger is not logging.root:
+            if any(_prints(handler, record) for handler in logger.handlers):
+                return False
+            logger = logger.parent
+        return True
+
+
+def _prints(handler: logging.Handler, record: logging.LogRecord) -> bool:
+    """Whether `handler` writes `record` to the console."""
+    return _on_console(handler) and record.levelno >= handler.level
+
+
+def _on_console(handler: logging.Handler) -> bool:
+    """Whether `handler` writes to stderr or stdout."""
+    consoles = (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__)
+    return isinstance(handler, logging.StreamHandler) and handler.stream in consoles
+
+
+def print_each_record_once() -> None:
+    """Each record printed once on the console (idempotent): `_NotPrintedYet` on every console
+    handler of the root logger. Called once the process's root handlers are installed: the
+    commands' (`log_to_the_console`), Nanotron's in training (`hook.trainer`)."""
+    for handler in logging.root.handlers:
+        if _on_console(handler) and not any(isinstance(f, _NotPrintedYet) for f in handler.filters):
+            handler.addFilter(_NotPrintedYet())
+
+
+def log_to_the_console(verbose: bool) -> None:
+    """The console handler of a command's process (stderr; INFO and up when verbose, else WARNING),
+    each record printed once."""
+    form = "%(levelname)s %(name)s: %(message)s" if verbose else "%(levelname)s: %(message)s"
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format=form)
+    print_each_record_once()
 
 
 def quiet_process() -> None:

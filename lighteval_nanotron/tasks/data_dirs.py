@@ -18,9 +18,12 @@ Every entry must be an existing folder (a path or mapping that does not exist fa
 naming it: the user said where the data is, and a typo must not make a dataset come from elsewhere).
 A dataset found in no data dir is loaded from the Hub by name; when the Hub cannot be reached (and
 `HF_HUB_OFFLINE` / `HF_DATASETS_OFFLINE` do not ask for the Hugging Face cache) that fails at
-once with what was tried, instead of retrying for half a minute. With no data dir set at all, a
-dataset the Hub cannot give comes from the shipped slice when there is one, with a warning. Every
-load says where the data came from (`data_origin.DataOrigin`, recorded with the results).
+once with what was tried, instead of retrying for half a minute. Offline (or when the Hub fails),
+`datasets` reads the latest `datasets` cache entry of that name: one built from the Hub's dataset
+is used (its commit and path recorded); one built from a local folder of the same name is not the
+Hub's dataset and is never used. With no data dir set at all, a dataset the Hub cannot give comes
+from the shipped slice when there is one, with a warning. Every load says where the data came from
+(`data_origin.DataOrigin`, recorded with the results).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from lighteval_nanotron.errors import DatasetLoadError
-from lighteval_nanotron.tasks.data_origin import DataOrigin, LoadedDataset, resolved_revision
+from lighteval_nanotron.tasks.data_origin import COMMIT, DataOrigin, LoadedDataset, cache_entry, entry_commit
 from lighteval_nanotron.tasks.hub_access import DATASETS_OFFLINE_VARS, hub_unreachable, offline_mode
 
 logger = logging.getLogger(__name__)
@@ -306,10 +309,39 @@ def load_source(source: DatasetSource) -> LoadedDataset:
         if shipped is None:
             raise
         return shipped
+    entry = cache_entry(dataset)
+    refused = _not_the_hub_dataset(source, entry)
+    if refused:
+        shipped = _shipped_slice(source, refused)
+        if shipped is not None:
+            return shipped
+        tried.append(f"the datasets cache entry {entry} (not used)")
+        raise _load_error(source, refused, tried)
     kind = "hub_cache" if offline else "hub"
-    return LoadedDataset(
-        dataset, DataOrigin(kind, source.hf_repo, source.hf_revision or "main", resolved_revision(dataset))
-    )
+    commit = entry_commit(entry) if entry is not None else None
+    revision = source.hf_revision or "main"
+    origin = DataOrigin(kind, source.hf_repo, revision, commit, cache_entry=str(entry) if entry else None)
+    return LoadedDataset(dataset, origin)
+
+
+def _not_the_hub_dataset(source: DatasetSource, entry: Path | None) -> str | None:
+    """Why the `datasets` cache entry that `datasets.load_dataset(hf_repo)` read is not the Hub's
+    dataset asked for, else None. Offline, `datasets` takes the latest entry of that name, whatever
+    built it: a local folder named like the benchmark (`load_dataset("/data/ai2_arc", ...)` once)
+    leaves such an entry, and the revision asked is not checked."""
+    if entry is None:
+        return None
+    commit = entry_commit(entry)
+    if commit is None:
+        return (
+            f"the datasets cache entry that `datasets` read for it, {entry}, was built from a local folder of "
+            f"that name, not from the Hub's dataset: it is not used (to evaluate that folder, name it in the data "
+            f"dirs: {source.hf_repo}=FOLDER)"
+        )
+    asked = source.hf_revision
+    if asked and COMMIT.match(asked) and commit != asked:
+        return f"the datasets cache entry that `datasets` read for it, {entry}, holds commit {commit}, not {asked}"
+    return None
 
 
 def _local_origin(location: Path) -> DataOrigin:

@@ -1,12 +1,14 @@
 """Where a task's dataset was read from (`DataOrigin`), recorded with its results: a data dir, the
 slice shipped with the package, a local dataset folder, the Hugging Face Hub (at which revision)
-or its cache. A shipped slice holds a few hundred rows of a benchmark's split, so its numbers are
-not the full benchmark's; the record says so next to lighteval's `original_num_docs`."""
+or its cache, with the `datasets` cache entry the rows were read from. A shipped slice holds a few
+hundred rows of a benchmark's split, so its numbers are not the full benchmark's; the record says
+so next to lighteval's `original_num_docs`."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
 KINDS = {
@@ -35,10 +37,18 @@ class DataOrigin:
     """Hub datasets: the commit the cached files were made from, when their path records it."""
     note: str | None = None
     """Why this origin was taken when the user did not name it (e.g. the slice used offline)."""
+    cache_entry: str | None = None
+    """Hub datasets: the `datasets` cache entry the rows were read from (`<cache>/<name>/<config>/<version>/<hash>`)."""
 
     @property
     def is_slice(self) -> bool:
         return self.kind == "bundled_slice"
+
+    def describe(self) -> str:
+        """Where the rows were read from, for messages about them."""
+        where = f"{KINDS.get(self.kind, self.kind)}: {self.location}"
+        where += f" at commit {self.resolved_revision}" if self.resolved_revision else ""
+        return where + (f", datasets cache entry {self.cache_entry}" if self.cache_entry else "")
 
     def to_dict(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value is not None}
@@ -51,13 +61,17 @@ class LoadedDataset(NamedTuple):
     origin: DataOrigin
 
 
-def resolved_revision(dataset: Any) -> str | None:
-    """The commit in the cache path of a dataset `datasets` loaded from the Hub
-    (`.../<repo>/<config>/<version>/<commit>/...arrow`), else None."""
+def cache_entry(dataset: Any) -> Path | None:
+    """The `datasets` cache entry (`<cache>/<name>/<config>/<version>/<hash>/`) whose files hold a
+    dataset's rows, else None (rows in memory)."""
     for split in getattr(dataset, "values", lambda: [])():
         for cache_file in getattr(split, "cache_files", None) or []:
-            parts = str(cache_file.get("filename", "")).split("/")
-            found = [part for part in parts if COMMIT.match(part)]
-            if found:
-                return found[-1]
+            return Path(cache_file["filename"]).parent
     return None
+
+
+def entry_commit(entry: Path) -> str | None:
+    """The Hub commit a cache entry was built from: `datasets` names the entry of a Hub dataset
+    after the repository's commit (40 hex digits); the entry of a local folder of the same name
+    gets a 16-digit hash of its files, hence None."""
+    return entry.name if COMMIT.match(entry.name) else None

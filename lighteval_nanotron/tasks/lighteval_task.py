@@ -156,9 +156,9 @@ class LightevalTask:
             if split not in self.dataset:
                 raise DatasetLoadError(
                     f"Task {self.full_name!r}: split {split!r} is not in dataset {self.dataset_path!r} "
-                    f"subset {self.dataset_config_name!r} (available: {sorted(self.dataset)}; "
-                    f"{describe_data_dirs(tuple(get_data_dirs()))}). Fix the task's evaluation_splits / "
-                    f"few_shots_split, or add {split}.jsonl to the subset folder of your data dir."
+                    f"subset {self.dataset_config_name!r} (available: {sorted(self.dataset)}; {self._read_from()}). "
+                    f"Fix the task's evaluation_splits / few_shots_split, or add {split}.jsonl to the subset folder "
+                    "of your data dir."
                 )
             for index, row in enumerate(self.dataset[split]):
                 doc = self._format_row(dict(row), split, index, few_shots)
@@ -167,6 +167,12 @@ class LightevalTask:
                     docs.append(doc)
                     keys.append((split, index))
         return docs, keys
+
+    def _read_from(self) -> str:
+        """Where the dataset's rows were read from, for errors about them."""
+        if self.data_origin is not None:
+            return f"read from {self.data_origin.describe()}"
+        return describe_data_dirs(tuple(get_data_dirs()))
 
     def _format_row(self, row: dict, split: str, index: int, few_shots: bool) -> Doc | None:
         # lighteval passes these two keys to prompt functions; some built-in prompts read them.
@@ -178,8 +184,8 @@ class LightevalTask:
             raise PromptFunctionError(
                 f"Task {self.full_name!r}: prompt function "
                 f"{getattr(self.formatter, '__qualname__', self.formatter)!r} raised on row {index} of split "
-                f"{split!r} ({type(error).__name__}: {error}). Fix the prompt function or filter that row "
-                "out with hf_filter."
+                f"{split!r} ({type(error).__name__}: {error}; {self._read_from()}). Fix the prompt function or "
+                "filter that row out with hf_filter."
             ) from error
         if doc is not None and not isinstance(doc, Doc) and is_lighteval_object(doc):
             from lighteval_nanotron.tasks.lighteval_adapter.configs import adapt_doc
