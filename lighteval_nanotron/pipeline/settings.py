@@ -13,7 +13,7 @@ name (a test checks that the names and defaults agree).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -53,7 +53,7 @@ class PipelineSettings:
     bootstrap_iters: int | None = None
     """Bootstrap resamples for non-mean metrics' standard errors; None: 1000, as lighteval."""
 
-    held_out_specs: Sequence[HeldOutSpec | HeldOutSet] = ()
+    held_out_specs: Sequence[HeldOutSpec | HeldOutSet] = field(default_factory=list)
     """Held-out domains (`heldout.HeldOutSpec`), read and tokenized at `prepare`, once for the mesh,
     or their `HeldOutSet`s already built on every rank; the tasks may then be empty."""
 
@@ -87,5 +87,5 @@ class PipelineSettings:
         """The settings of the hook's or `eval`'s `options`: each field but the runtime objects takes
         the option of its name; `given` sets the runtime objects and the values the caller resolved
         (the model name, the training's sequence length, held-out sets already built)."""
-        taken = {field.name: getattr(options, field.name) for field in fields(cls) if field.name not in RUNTIME}
+        taken = {name: getattr(options, name) for name in (f.name for f in fields(cls)) if name not in RUNTIME}
         return cls(**{**taken, **given})
