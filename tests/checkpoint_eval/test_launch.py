@@ -218,7 +218,7 @@ def _has_results(tmp_path: Path):
 def test_local_launcher_done_and_timed_out(tiny_converted, tmp_path):
     checkpoints = _step_checkpoints(tmp_path, tiny_converted[1], 1, 2)
     outcomes = []
-    settings = AsyncEvaluationConfig(launcher="local", cpu=True, timeout_s=300, poll_interval_s=0.2)
+    settings = AsyncEvaluationConfig(launcher="local", cpu=True, timeout_s=300, status_interval_s=0.2)
     queue = LaunchQueue(LocalLauncher(settings), 1, 0.2, _has_results(tmp_path), outcomes.append)
     script_check = local_script(_job(tmp_path, checkpoints[1], settings, 1), settings)
     assert script_check.splitlines()[-1].startswith("exec timeout --kill-after=30 300s ")
@@ -230,7 +230,7 @@ def test_local_launcher_done_and_timed_out(tiny_converted, tmp_path):
     assert [(record.step, record.ok) for record in outcomes] == [(1, True)], outcomes
     assert sorted(_results(tmp_path)) == [1]
 
-    quick = AsyncEvaluationConfig(launcher="local", cpu=True, timeout_s=1, poll_interval_s=0.2)
+    quick = AsyncEvaluationConfig(launcher="local", cpu=True, timeout_s=1, status_interval_s=0.2)
     queue = LaunchQueue(LocalLauncher(quick), 1, 0.2, _has_results(tmp_path), outcomes.append)
     queue.add(_job(tmp_path, checkpoints[2], quick, 2))
     queue.wait_all(poll_s=0.2)
@@ -284,7 +284,7 @@ def test_a_failed_local_evaluation_is_recorded_with_its_error_line(tmp_path):
         "echo 'a last line'\nexit 2\n"
     )
     python.chmod(0o755)
-    settings = AsyncEvaluationConfig(launcher="local", cpu=True, timeout_s=60, poll_interval_s=0.1)
+    settings = AsyncEvaluationConfig(launcher="local", cpu=True, timeout_s=60, status_interval_s=0.1)
     job = dataclasses.replace(_job(tmp_path, tmp_path / "run" / "2", settings, 2), python=str(python))
     outcomes = []
     queue = LaunchQueue(LocalLauncher(settings), 1, 0.1, lambda step: False, outcomes.append)
@@ -317,7 +317,7 @@ def test_a_slow_slurm_controller_never_holds_up_the_training_step(tmp_path):
     path = _fake_commands(
         tmp_path, {"sbatch": "sleep 1\necho 41", "scontrol": "sleep 1\necho JobId=41 JobState=COMPLETED ExitCode=0:0"}
     )
-    settings = AsyncEvaluationConfig(launcher="slurm", cpu=True, poll_interval_s=0.1)
+    settings = AsyncEvaluationConfig(launcher="slurm", cpu=True, status_interval_s=0.1)
     job = _with_env(_job(tmp_path, tmp_path / "run" / "5", settings, 5), path)
 
     def unreadable(step: int) -> bool:

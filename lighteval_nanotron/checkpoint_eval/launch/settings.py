@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Union
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.options import LayoutOptions
-from lighteval_nanotron.options.base import Options, choices, path
+from lighteval_nanotron.options.base import Options, choices, path, renamed_from
 
 LAUNCHERS = ("local", "slurm")
 WHERE = "lighteval_nanotron.asynchronous"
@@ -87,8 +87,9 @@ class AsyncEvaluationConfig(LayoutOptions):
     their turn without holding up training."""
     timeout_s: int = 21600
     """An evaluation running longer is stopped and recorded as failed (local: killed; Slurm: `--time`)."""
-    poll_interval_s: Union[int, float] = 30.0
-    """How often (at most) the hook checks the evaluations in flight, between training steps."""
+    status_interval_s: Union[int, float] = field(default=30.0, metadata=renamed_from("poll_interval_s"))
+    """Seconds (at least) between two checks of how the evaluations in flight are doing, made
+    between training steps."""
     python: Optional[str] = field(default=None, metadata=path())
     """The Python that runs `lighteval_nanotron eval`. Unset: the training's interpreter."""
     env: Optional[Dict[str, str]] = None
@@ -107,8 +108,8 @@ class AsyncEvaluationConfig(LayoutOptions):
         super().__post_init__()
         for name in ("max_in_flight", "timeout_s"):
             self.check_positive(name, "or remove it")
-        self.check_positive("poll_interval_s", "(seconds)", kind="number")
-        self.poll_interval_s = float(self.poll_interval_s)
+        self.check_positive("status_interval_s", "(seconds)", kind="number")
+        self.status_interval_s = float(self.status_interval_s)
         self.env = {str(key): str(value) for key, value in (self.env or {}).items()}
         for name in self.env:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
