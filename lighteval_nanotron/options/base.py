@@ -32,10 +32,10 @@ def path(**metadata: Any) -> Dict[str, Any]:
     return {"path": True, **metadata}
 
 
-def renamed_from(old: str, **metadata: Any) -> Dict[str, Any]:
+def renamed_from(old: str) -> Dict[str, Any]:
     """Field metadata: the option's former name, which a YAML section refuses with an error naming
     the new one (a former name would otherwise read as an unknown key)."""
-    return {"renamed_from": old, **metadata}
+    return {"renamed_from": old}
 
 
 _VARIABLE = re.compile(r"\$(\w+|\{[^}]*\})")
