@@ -156,9 +156,8 @@ class EvaluationPipeline:
         self.model_name = str(settings.model_name or model.model_name or "model")
         self.max_samples = settings.max_samples
         self.bootstrap_iters = settings.bootstrap_iters
-        reporting = model.is_reporting_rank  # progress is shown and logged once for the mesh
-        self.show_progress = settings.progress_bar and reporting
-        self.progress_log = settings.progress_log if reporting else None
+        self.show_progress = settings.progress_bar and model.is_reporting_rank  # once for the mesh
+        self.progress_log = settings.progress_log if self.show_progress else None
         self.progress_interval_s = settings.progress_interval_s
         self.metrics_by_task = {
             name: [*task.metrics, *centered_metrics(task.metrics, self.docs[name])] for name, task in self.tasks.items()

@@ -61,8 +61,8 @@ class PipelineSettings:
     """Tokens per held-out window's input (the training's sequence length); None: the model's positions."""
 
     progress_bar: bool = True
-    """A bar per evaluation (docs done, docs/s, ETA) on the reporting rank when stderr is a
-    terminal, advanced as its micro-batches end."""
+    """Progress of each evaluation on the reporting rank (docs done, docs/s, ETA): a bar when stderr
+    is a terminal, advanced as its micro-batches end, and the `progress_log` lines; off: neither."""
 
     progress_interval_s: float = 30.0
     """Seconds between two `progress_log` lines during one evaluation (none for a shorter one)."""

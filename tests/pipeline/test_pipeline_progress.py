@@ -92,3 +92,9 @@ def test_no_progress_lines_for_an_evaluation_shorter_than_the_interval(toy_data,
     model = PlanningBigramLM()
     _run(monkeypatch, io.StringIO(), True, model=model, progress_log=lines.append, progress_interval_s=3600)
     assert lines == []
+
+
+def test_no_progress_lines_when_progress_is_off(toy_data, monkeypatch):
+    lines = []
+    _run(monkeypatch, io.StringIO(), False, model=PlanningBigramLM(), progress_log=lines.append, progress_interval_s=0)
+    assert lines == []
