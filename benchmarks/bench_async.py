@@ -64,7 +64,7 @@ def write_config(folder: Path, mode: str, steps: int, interval: int, max_samples
         "progress_bar": False,
     }
     if mode == "async":
-        section["asynchronous"] = {"launcher": "local", "cpu": True, "max_in_flight": 1, "poll_interval_s": 1.0}
+        section["asynchronous"] = {"launcher": "local", "cpu": True, "max_in_flight": 1, "status_interval_s": 1.0}
     content.pop("lighteval_nanotron", None)
     if mode != "none":
         content["lighteval_nanotron"] = section

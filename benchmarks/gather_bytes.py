@@ -70,7 +70,7 @@ def _rank(rank: int, dp: int, port: int, max_samples: int, results) -> None:
     from lighteval_nanotron.models.engine.scoring_plan import ScoringPlan
     from lighteval_nanotron.parallel.distributed import build_parallel_context
     from lighteval_nanotron.parallel.mesh import record_gather_bytes
-    from lighteval_nanotron.pipeline import EvaluationPipeline, load_tasks
+    from lighteval_nanotron.pipeline import EvaluationPipeline, PipelineSettings, load_tasks
     from lighteval_nanotron.pipeline.pipeline import build_docs
     from lighteval_nanotron.tasks import set_data_dirs
 
@@ -90,7 +90,7 @@ def _rank(rank: int, dp: int, port: int, max_samples: int, results) -> None:
         for task_docs in built.values():
             for doc in task_docs.docs:
                 doc.generation_size = min(doc.generation_size or 16, 16)
-        pipeline = EvaluationPipeline.prepare(engine, tasks, max_samples, docs=built)
+        pipeline = EvaluationPipeline.prepare(engine, tasks, PipelineSettings(max_samples=max_samples, docs=built))
         with record_gather_bytes() as record:
             pipeline.run()
         holds = engine.runtime.mesh.holds_results

@@ -11,6 +11,7 @@ _LAZY_EXPORTS = {
     "evaluate": "lighteval_nanotron.evaluate_once",
     "EvaluationPipeline": "lighteval_nanotron.pipeline",
     "EvaluationResult": "lighteval_nanotron.pipeline",
+    "PipelineSettings": "lighteval_nanotron.pipeline",
     "NanotronLightevalModel": "lighteval_nanotron.models.engine",
     "EngineConfig": "lighteval_nanotron.models.engine",
     "enable_cpu_support": "lighteval_nanotron.cpu",

@@ -21,6 +21,7 @@ from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.models.interface import LightevalModel
 from lighteval_nanotron.pipeline.pipeline import EvaluationPipeline, TaskSelection
 from lighteval_nanotron.pipeline.result import WEIGHTS_KEY, EvaluationResult
+from lighteval_nanotron.pipeline.settings import PipelineSettings
 
 logger = logging.getLogger(__name__)
 
@@ -66,14 +67,10 @@ def evaluate(
     writes to `output_dir` (when given, with `loggers` among json, details, tensorboard, wandb)
     and gets the `EvaluationResult`, the other ranks None."""
     engine = as_engine(model, parallel_context, tokenizer, engine_config)
-    pipeline = EvaluationPipeline.prepare(
-        engine,
-        tasks,
-        max_samples,
-        custom_tasks=custom_tasks,
-        model_name=model_name,
-        bootstrap_iters=bootstrap_iters,
+    settings = PipelineSettings(
+        max_samples=max_samples, custom_tasks=custom_tasks, model_name=model_name, bootstrap_iters=bootstrap_iters
     )
+    pipeline = EvaluationPipeline.prepare(engine, tasks, settings)
     weights = None
     if parallel_context is not None:  # a raw Nanotron model: its weights are named in the results
         from lighteval_nanotron.models.weights_fingerprint import weights_fingerprint

@@ -1,5 +1,6 @@
 """`CheckpointEvalConfig`: the `eval` command's settings, `EvaluationOptions` (shared with the
-training hook) plus which checkpoints, at which layout, on which device."""
+training hook) and `LayoutOptions` (shared with the hook's asynchronous evaluations) plus which
+checkpoints."""
 
 import dataclasses
 from dataclasses import dataclass, field
@@ -7,7 +8,7 @@ from typing import Optional, Union
 
 from lighteval_nanotron.checkpoint_eval.loading import DTYPES
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.options import EvaluationOptions
+from lighteval_nanotron.options import EvaluationOptions, LayoutOptions
 from lighteval_nanotron.options.base import choices, path
 from lighteval_nanotron.options.flags import flag_name
 
@@ -15,8 +16,8 @@ MAX_POLL_INTERVAL_S = 3600.0
 
 
 @dataclass(kw_only=True)
-class CheckpointEvalConfig(EvaluationOptions):
-    """Which checkpoints, at which layout."""
+class CheckpointEvalConfig(LayoutOptions, EvaluationOptions):
+    """Which checkpoints."""
 
     checkpoint: Optional[str] = field(default=None, metadata=path(positional=True))
     """One checkpoint folder: `model/`, `checkpoint_metadata.json`, `model_config.json` and/or
@@ -25,18 +26,6 @@ class CheckpointEvalConfig(EvaluationOptions):
     checkpoints_dir: Optional[str] = field(default=None, metadata=path())
     """Instead of one checkpoint: every numbered step folder of this training output folder, in
     step order, skipping the steps whose results are already in `output_dir` (a backfill)."""
-
-    tp: int = 1
-    """Tensor parallel size; `tp x pp x dp` must equal the number of processes."""
-
-    pp: int = 1
-    """Pipeline parallel size."""
-
-    dp: int = 1
-    """Data parallel size."""
-
-    cpu: bool = False
-    """Run on CPU with gloo (Nanotron patched by `enable_cpu_support()`); default: CUDA with NCCL."""
 
     dtype: Optional[str] = field(default=None, metadata=choices(tuple(DTYPES)))
     """Model dtype. Unset: the checkpoint's `model.dtype`, else float32."""

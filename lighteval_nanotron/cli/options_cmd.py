@@ -76,7 +76,7 @@ def reference() -> str:
     from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
     from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig, SlurmSettings
     from lighteval_nanotron.hook.config import EvaluationConfig
-    from lighteval_nanotron.options import EvaluationOptions, TokenizationOptions, TrackingOptions
+    from lighteval_nanotron.options import EvaluationOptions, LayoutOptions, TokenizationOptions, TrackingOptions
     from lighteval_nanotron.options.base import first_sentence
 
     sections = [
@@ -85,6 +85,7 @@ def reference() -> str:
         (CheckpointEvalConfig, TrackingOptions, SHARED, True),
         (EvaluationConfig, EvaluationConfig, "the hook's section only", False),
         (CheckpointEvalConfig, CheckpointEvalConfig, "`eval` only", True),
+        (CheckpointEvalConfig, LayoutOptions, "`eval`, and the hook's `asynchronous:` keys", True),
     ]
     lines = [INTRO]
     for cls, owner, who, flags in sections:

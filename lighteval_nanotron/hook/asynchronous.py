@@ -144,7 +144,7 @@ class AsynchronousEvaluator(TrainingEvaluator):
         for step in self.done_steps:
             self.schedule.mark(step)
         self.queue = LaunchQueue(
-            launcher, self.settings.max_in_flight, self.settings.poll_interval_s, self._has_results, self._record
+            launcher, self.settings.max_in_flight, self.settings.status_interval_s, self._has_results, self._record
         )
         self._queue_earlier_checkpoints(trainer)
 
@@ -312,7 +312,7 @@ class AsynchronousEvaluator(TrainingEvaluator):
             if waiting:
                 logger.info("[lighteval_nanotron] training done; waiting for %d local evaluation(s)", waiting)
             started = time.perf_counter()
-            self.queue.wait_all(poll_s=min(1.0, self.settings.poll_interval_s))
+            self.queue.wait_all(poll_s=min(1.0, self.settings.status_interval_s))
             if waiting:
                 logger.info("[lighteval_nanotron] local evaluations done after %.1fs", time.perf_counter() - started)
         else:

@@ -96,22 +96,27 @@ def _check_layout(path: str, parallelism: Any, world_size: int) -> None:
 
 def check_known_keys(path: str, content: dict, cls: type) -> None:
     """ConfigError naming the first key of `content` that no field of dataclass `cls` (or of the
-    dataclasses it nests) matches, with its full path and the closest known key."""
+    dataclasses it nests) matches, with its full path and the closest known key (an option's
+    former name: its new one, from its `renamed_from` metadata)."""
     for key_path, known in _unknown_keys(content, cls):
         name = key_path.rsplit(".", 1)[-1]
-        close = difflib.get_close_matches(str(name), known, n=1)
-        hint = f"did you mean {close[0]!r}?" if close else f"known keys there: {', '.join(sorted(known))}."
+        renamed = [field.name for field in known if field.metadata.get("renamed_from") == name]
+        if renamed:
+            raise ConfigError(f"{path}: unknown key {key_path!r}: it is renamed {renamed[0]!r}; write that.")
+        names = [field.name for field in known]
+        close = difflib.get_close_matches(str(name), names, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known keys there: {', '.join(sorted(names))}."
         raise ConfigError(f"{path}: unknown key {key_path!r}: {hint}")
 
 
-def _unknown_keys(content: dict, cls: type, prefix: str = "") -> Iterator[tuple[str, list[str]]]:
-    """(dotted key path, known keys at that level) of every key no dataclass field matches."""
+def _unknown_keys(content: dict, cls: type, prefix: str = "") -> Iterator[tuple[str, list[dataclasses.Field]]]:
+    """(dotted key path, the dataclass fields at that level) of every key no dataclass field matches."""
     hints = typing.get_type_hints(cls)
     fields = {field.name: hints.get(field.name) for field in dataclasses.fields(cls)}
     for key, value in content.items():
         key_path = f"{prefix}{key}"
         if key not in fields:
-            yield key_path, list(fields)
+            yield key_path, list(dataclasses.fields(cls))
             continue
         nested = _dataclass_of(fields[key])
         if nested is not None and isinstance(value, dict):

@@ -33,6 +33,12 @@ def path(**metadata: Any) -> Dict[str, Any]:
     return {"path": True, **metadata}
 
 
+def renamed_from(old: str) -> Dict[str, Any]:
+    """Field metadata: the option's former name, which a YAML section refuses with an error naming
+    the new one (a former name would otherwise read as an unknown key)."""
+    return {"renamed_from": old}
+
+
 _VARIABLE = re.compile(r"\$(\w+|\{[^}]*\})")
 
 

@@ -4,7 +4,7 @@ Prepare once (registry, datasets, docs, prompts, the engine's tokenization and b
 `run()` at every checkpoint: only the forwards and the metrics happen there. On a mesh, datasets,
 docs and tokens are built by one rank and broadcast (the model's `computed_once`), not per rank.
 
-    pipeline = EvaluationPipeline.prepare(model, tasks="lighteval|arc:easy|0", max_samples=100)
+    pipeline = EvaluationPipeline.prepare(model, "lighteval|arc:easy|0", PipelineSettings(max_samples=100))
     for step in checkpoints:
         result = pipeline.run(step=step)   # None on ranks that do not report
 """
@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.metrics.chance import centered_metrics, chance_levels, higher_is_better
@@ -27,17 +27,14 @@ from lighteval_nanotron.pipeline.apply_metrics import aggregate_results, score_g
 from lighteval_nanotron.pipeline.doc_checks import check_choices, check_metric_docs
 from lighteval_nanotron.pipeline.held_out import PreparedHeldOut, held_out_results, prepare_held_out, run_held_out
 from lighteval_nanotron.pipeline.model_calls import PreparedRequests, check_model, prepare_requests, run_requests
-from lighteval_nanotron.pipeline.progress import EvaluationProgress, ProgressLog
+from lighteval_nanotron.pipeline.progress import EvaluationProgress
 from lighteval_nanotron.pipeline.request_groups import RequestGroup, group_requests
 from lighteval_nanotron.pipeline.result import GENERATION_KEY, GENERATIVE_KEY, EvaluationResult
+from lighteval_nanotron.pipeline.settings import PipelineSettings
 from lighteval_nanotron.pipeline.summary import summarize
 from lighteval_nanotron.pipeline.task_costs import task_costs
 from lighteval_nanotron.requests import Doc, GenerationParameters, SamplingMethod
 from lighteval_nanotron.tasks import LightevalTask, PromptManager, Registry
-
-if TYPE_CHECKING:
-    from lighteval_nanotron.heldout import HeldOutSpec
-    from lighteval_nanotron.requests.held_out import HeldOutSet
 
 logger = logging.getLogger(__name__)
 
@@ -144,27 +141,24 @@ class EvaluationPipeline:
         model: LightevalModel,
         tasks: Mapping[str, LightevalTask],
         docs: Mapping[str, list[Doc]],
-        render_prompt: Callable[[Doc], str],
-        model_name: str,
-        max_samples: int | None = None,
-        bootstrap_iters: int | None = None,
-        show_progress: bool = False,
+        settings: PipelineSettings,
         held_out: PreparedHeldOut | None = None,
-        progress_log: ProgressLog | None = None,
-        progress_log_interval_s: float = 30.0,
     ) -> None:
         """Use `EvaluationPipeline.prepare(...)`; this only stores what prepare built."""
         self.model = model
         self.tasks = dict(tasks)
         self.docs = dict(docs)
-        self.render_prompt = render_prompt
-        owner = getattr(render_prompt, "__self__", None)
-        self.model_name = model_name
-        self.max_samples = max_samples
-        self.bootstrap_iters = bootstrap_iters
-        self.show_progress = show_progress
-        self.progress_log = progress_log
-        self.progress_log_interval_s = progress_log_interval_s
+        manager = settings.prompt_manager
+        self.render_prompt: Callable[[Doc], str] = (
+            manager.prepare_prompt if manager is not None else model.prompt_fn or PromptManager().prepare_prompt
+        )
+        owner = getattr(self.render_prompt, "__self__", None)
+        self.model_name = str(settings.model_name or model.model_name or "model")
+        self.max_samples = settings.max_samples
+        self.bootstrap_iters = settings.bootstrap_iters
+        self.show_progress = settings.progress_bar and model.is_reporting_rank  # once for the mesh
+        self.progress_log = settings.progress_log if self.show_progress else None
+        self.progress_interval_s = settings.progress_interval_s
         self.metrics_by_task = {
             name: [*task.metrics, *centered_metrics(task.metrics, self.docs[name])] for name, task in self.tasks.items()
         }
@@ -204,22 +198,7 @@ class EvaluationPipeline:
 
     @classmethod
     def prepare(
-        cls,
-        model: LightevalModel,
-        tasks: TaskSelection,
-        max_samples: int | None = None,
-        *,
-        custom_tasks: str | Path | ModuleType | None = None,
-        model_name: str | None = None,
-        prompt_manager: PromptManager | None = None,
-        bootstrap_iters: int | None = None,
-        docs: Mapping[str, TaskDocs] | None = None,
-        fewshot_draws: str | None = None,
-        show_progress: bool = False,
-        held_out: Sequence[HeldOutSpec | HeldOutSet] = (),
-        held_out_sequence_length: int | None = None,
-        progress_log: ProgressLog | None = None,
-        progress_log_interval_s: float = 30.0,
+        cls, model: LightevalModel, tasks: TaskSelection, settings: PipelineSettings | None = None
     ) -> EvaluationPipeline:
         """Load tasks and datasets, build docs (with few-shot examples) and let the model plan its
         requests. Every problem with a task (unknown name, missing dataset, bad prompt function)
@@ -227,58 +206,26 @@ class EvaluationPipeline:
 
         Args:
             model: A `LightevalModel` (`models.interface`: `loglikelihood`, `loglikelihood_rolling`,
-                `greedy_until`; a `PlanningModel` such as the Nanotron engine plans them here).
-            tasks: Task specs (`"suite|task|k,..."`, a list, a file of specs) or `{name: LightevalTask}`.
-            max_samples: At most this many docs per task (a fixed subset), None for all.
-            custom_tasks: A `.py` file, module name or module with a `TASKS_TABLE` of extra tasks.
-            model_name: Name in results and output paths; default `model.model_name` or "model".
-            prompt_manager: How docs become prompts in the details when the model does not
-                return its input; default the model's `prompt_fn`, else plain text.
-            bootstrap_iters: Bootstrap resamples for non-mean metrics' standard errors.
-            fewshot_draws: `lighteval` or `per_doc` for every task; None keeps each task's own
-                (its config's `fewshot_draws`, else `lighteval` for lighteval's suites).
-            docs: The tasks' docs when already built (`build_docs`), else built here, once for
-                the whole mesh (the model's `computed_once`).
-            show_progress: Show a bar per evaluation (docs done, docs/s, ETA) on this process
-                when stderr is a terminal, advanced as its micro-batches end; pass True on one
-                rank only (the reporting rank: `model.is_reporting_rank`).
-            progress_log: Where progress lines go (e.g. a logger's `info`), at most one every
-                `progress_log_interval_s` seconds during an evaluation; None: no lines.
-            held_out: Held-out domains (`heldout.HeldOutSpec`), read and tokenized here, once for
-                the mesh, or their `HeldOutSet`s already built on every rank; `tasks` may then be empty.
-            held_out_sequence_length: Tokens per held-out window's input (the training's sequence
-                length); None: the model's positions.
+                `greedy_until`; a `PlanningModel` such as the Nanotron engine plans them here). It
+                holds its tokenizer: the one that plans the requests is the one that scores them.
+            tasks: Task specs (`"suite|task|k,..."`, a list, a file of specs) or `{name: LightevalTask}`;
+                may be empty when `settings` names held-out domains.
+            settings: Everything else (`PipelineSettings`: max_samples, custom tasks, model name,
+                prompts, held-out domains, progress, ...); None: the defaults.
         """
+        settings = settings or PipelineSettings()
         check_model(model)
-        if max_samples is not None and max_samples < 1:
-            raise ConfigError(f"max_samples={max_samples}: use a positive number, or None for every doc.")
-        loaded = {} if held_out and not tasks else load_tasks(tasks, custom_tasks, fewshot_draws)
-        task_docs = share_docs(model, loaded, max_samples, docs)
+        held_out = list(settings.held_out_specs)
+        loaded = {} if held_out and not tasks else load_tasks(tasks, settings.custom_tasks, settings.fewshot_draws)
+        task_docs = share_docs(model, loaded, settings.max_samples, settings.docs)
         warnings = [line for name, docs_of_task in task_docs.items() for line in check_choices(name, docs_of_task)]
-        name = model_name or model.model_name or "model"
         if model.is_reporting_rank:  # said once for the mesh
             docs_count = sum(map(len, task_docs.values()))
             logger.info("Prepared %d task(s), %d docs: %s", len(task_docs), docs_count, ", ".join(task_docs))
             for line in warnings:
                 logger.warning(line)
-        if prompt_manager is not None:
-            render_prompt = prompt_manager.prepare_prompt
-        else:
-            render_prompt = model.prompt_fn or PromptManager().prepare_prompt
-        prepared_held_out = prepare_held_out(model, list(held_out), held_out_sequence_length)
-        return cls(
-            model,
-            loaded,
-            task_docs,
-            render_prompt,
-            str(name),
-            max_samples=max_samples,
-            bootstrap_iters=bootstrap_iters,
-            show_progress=show_progress,
-            held_out=prepared_held_out,
-            progress_log=progress_log,
-            progress_log_interval_s=progress_log_interval_s,
-        )
+        prepared_held_out = prepare_held_out(model, held_out, settings.held_out_sequence_length)
+        return cls(model, loaded, task_docs, settings, prepared_held_out)
 
     def run(
         self, step: int | None = None, consumed_tokens: int | None = None, consumed_train_samples: int | None = None
@@ -288,7 +235,7 @@ class EvaluationPipeline:
         start_time, start = time.time(), time.perf_counter()
         task_docs = sum(len(group.docs) for group in self.groups)
         with EvaluationProgress(
-            task_docs + self.held_out.windows, step, self.show_progress, self.progress_log, self.progress_log_interval_s
+            task_docs + self.held_out.windows, step, self.show_progress, self.progress_log, self.progress_interval_s
         ) as progress:
             runs = run_requests(self.model, self.prepared, progress)
             held_out_runs = run_held_out(self.model, self.held_out, progress, task_docs)

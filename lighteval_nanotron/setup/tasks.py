@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import torch.distributed as dist
-
 from lighteval_nanotron.options import EvaluationOptions
 
 if TYPE_CHECKING:
+    from lighteval_nanotron.models.interface import LightevalModel
+    from lighteval_nanotron.pipeline import EvaluationPipeline
+    from lighteval_nanotron.pipeline.pipeline import TaskDocs
     from lighteval_nanotron.requests.held_out import HeldOutSet
+    from lighteval_nanotron.tasks import LightevalTask
 
 
 def use_data_dirs(options: EvaluationOptions) -> None:
@@ -38,15 +40,15 @@ def result_names(options: EvaluationOptions, tasks: Mapping[str, Any]) -> list[s
 
 
 def prepare_pipeline(
-    engine: Any,
-    tasks: dict[str, Any],
+    engine: LightevalModel,
+    tasks: dict[str, LightevalTask],
     options: EvaluationOptions,
     model_name: str,
-    docs: Mapping | None = None,
+    docs: Mapping[str, TaskDocs] | None = None,
     sequence_length: int | None = None,
     held_out: list[HeldOutSet] | None = None,
     progress_log: Callable[[str], None] | None = None,
-) -> Any:
+) -> EvaluationPipeline:
     """The `EvaluationPipeline` of `tasks` and the options' held-out domains (collective: the
     datasets are opened, the prompts and held-out text tokenized once, then broadcast; `docs` when
     they were already built). Held-out windows are `held_out_sequence_length` long, else
@@ -54,21 +56,12 @@ def prepare_pipeline(
     `HeldOutSet`s when already built on every rank (`eval` builds them to plan). Progress on the
     reporting rank only: a bar on a terminal, and lines to `progress_log` (the caller's log) every
     `progress_interval_s`, when `progress_bar` is on."""
-    from lighteval_nanotron.pipeline import EvaluationPipeline
+    from lighteval_nanotron.pipeline import EvaluationPipeline, PipelineSettings
 
-    specs = options.held_out_specs if held_out is None else held_out
-    reporting = options.progress_bar and bool(getattr(engine, "is_reporting_rank", dist.get_rank() == 0))
-
-    return EvaluationPipeline.prepare(
-        engine,
-        tasks,
-        options.max_samples,
-        model_name=model_name,
-        docs=docs,
-        bootstrap_iters=options.bootstrap_iters,
-        show_progress=reporting,
-        held_out=specs,
-        held_out_sequence_length=options.held_out_sequence_length or sequence_length,
-        progress_log=progress_log if reporting else None,
-        progress_log_interval_s=options.progress_interval_s,
-    )
+    resolved = {
+        "model_name": model_name,
+        "held_out_sequence_length": options.held_out_sequence_length or sequence_length,
+        **({} if held_out is None else {"held_out_specs": held_out}),
+    }
+    settings = PipelineSettings.from_options(options, docs=docs, progress_log=progress_log, **resolved)
+    return EvaluationPipeline.prepare(engine, tasks, settings)

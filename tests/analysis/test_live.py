@@ -13,7 +13,7 @@ import helpers_pipeline  # noqa: E402
 from helpers_pipeline import BigramLM, write_datasets  # noqa: E402
 
 from lighteval_nanotron.analysis import LiveSignal  # noqa: E402
-from lighteval_nanotron.pipeline import EvaluationPipeline  # noqa: E402
+from lighteval_nanotron.pipeline import EvaluationPipeline, PipelineSettings  # noqa: E402
 from lighteval_nanotron.tasks.data_dirs import ENV_VAR  # noqa: E402
 from lighteval_nanotron.tracking import TrackingConfig, result_scalars, results_files_by_step  # noqa: E402
 
@@ -23,7 +23,9 @@ MC, MC_1SHOT = "custom|toy_mc|0", "custom|toy_mc|1"
 def test_restarted_run_continues_its_signal_from_disk(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV_VAR, str(write_datasets(tmp_path / "data")))
     out = tmp_path / "out"
-    pipeline = EvaluationPipeline.prepare(BigramLM(), MC, custom_tasks=helpers_pipeline, model_name="team/run")
+    pipeline = EvaluationPipeline.prepare(
+        BigramLM(), MC, PipelineSettings(custom_tasks=helpers_pipeline, model_name="team/run")
+    )
     tracker = TrackingConfig(output_dir=str(out), loggers=["json"]).build()
 
     first = LiveSignal(out, "team/run")
@@ -54,7 +56,7 @@ def test_restarted_run_continues_its_signal_from_disk(tmp_path, monkeypatch):
 
 def test_a_result_without_a_step_gets_no_signal(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV_VAR, str(write_datasets(tmp_path / "data")))
-    pipeline = EvaluationPipeline.prepare(BigramLM(), MC, custom_tasks=helpers_pipeline)
+    pipeline = EvaluationPipeline.prepare(BigramLM(), MC, PipelineSettings(custom_tasks=helpers_pipeline))
     result = pipeline.run()
     LiveSignal(tmp_path / "out", "toy-bigram").attach(result)
     assert result.signal == {} and "signal" not in result.to_dict()
@@ -65,11 +67,15 @@ def test_a_step_evaluated_in_two_parts_gets_the_whole_steps_signal(tmp_path, mon
     monkeypatch.setenv(ENV_VAR, str(write_datasets(tmp_path / "data")))
     out = tmp_path / "out"
     tracker = TrackingConfig(output_dir=str(out), loggers=["json"]).build()
-    first = EvaluationPipeline.prepare(BigramLM(), MC, custom_tasks=helpers_pipeline, model_name="team/run")
+    first = EvaluationPipeline.prepare(
+        BigramLM(), MC, PipelineSettings(custom_tasks=helpers_pipeline, model_name="team/run")
+    )
     result = first.run(step=10)
     LiveSignal(out, "team/run").attach(result)
     tracker.log(result)
-    added = EvaluationPipeline.prepare(BigramLM(), MC_1SHOT, custom_tasks=helpers_pipeline, model_name="team/run")
+    added = EvaluationPipeline.prepare(
+        BigramLM(), MC_1SHOT, PipelineSettings(custom_tasks=helpers_pipeline, model_name="team/run")
+    )
     part = added.run(step=10)
     LiveSignal(out, "team/run").attach(part)
     tracker.log(part)

@@ -88,12 +88,16 @@ def test_settings_are_checked():
         SlurmSettings(gpus_per_node=0)
     with pytest.raises(ConfigError, match=r"env has 'MY VAR': not an environment variable name"):
         AsyncEvaluationConfig(cpu=True, env={"MY VAR": "1"})  # `export MY VAR=1` failed every launch
+    with pytest.raises(ConfigError, match=r"^lighteval_nanotron\.asynchronous\.pp is 0"):
+        AsyncEvaluationConfig(cpu=True, pp=0)  # the layout's checks, declared once with eval's
+    with pytest.raises(ConfigError, match=r"^--pp is 0"):
+        CheckpointEvalConfig(checkpoint="ckpt", tasks=TASK, pp=0)
 
 
 def test_the_launched_command_carries_every_option_of_the_section(tmp_path):
     from lighteval_nanotron.checkpoint_eval.lighteval_config import eval_config
     from lighteval_nanotron.cli.main import build_parser
-    from lighteval_nanotron.options import EvaluationOptions
+    from lighteval_nanotron.options import EvaluationOptions, LayoutOptions
     from lighteval_nanotron.options.flags import given_options
 
     section = _section(
@@ -103,7 +107,7 @@ def test_the_launched_command_carries_every_option_of_the_section(tmp_path):
         wandb_tags="a,b", data_dirs=["bundled", "/data"], model_name="ignored", progress_bar=True,
         held_out={"web": "/data/web", "code": "/data/code"}, held_out_tokens=5000, held_out_sequence_length=64,
     )  # fmt: skip
-    settings = AsyncEvaluationConfig(cpu=True, tp=2)
+    settings = AsyncEvaluationConfig(cpu=True, tp=2, pp=3, dp=2)
     wandb = {"wandb_project": "p", "wandb_group": "g", "wandb_run_name": "run-eval-3", "wandb_run_id": "id-eval-3"}
     args = eval_arguments(section, tmp_path / "3", "org/run", settings, "tok", wandb)
     parsed = build_parser().parse_args(args)
@@ -115,7 +119,9 @@ def test_the_launched_command_carries_every_option_of_the_section(tmp_path):
             assert config.held_out_specs == section.held_out_specs
             continue
         assert getattr(config, field.name) == launch.get(field.name, getattr(section, field.name)), field.name
-    assert (config.checkpoint, config.tp, config.cpu, config.tokenizer) == (str(tmp_path / "3"), 2, True, "tok")
+    for field in dataclasses.fields(LayoutOptions):  # the layout's flags, generated as the shared ones
+        assert getattr(config, field.name) == getattr(settings, field.name), field.name
+    assert (config.checkpoint, config.world_size, config.tokenizer) == (str(tmp_path / "3"), 12, "tok")
     detailed = _section(tmp_path, held_out={"web": {"path": "/data/web", "split": "test"}})
     with pytest.raises(ConfigError, match="--held-out flag cannot carry"):
         eval_arguments(detailed, tmp_path / "3", "org/run", settings, None)
@@ -148,7 +154,8 @@ def test_slurm_script_lines(tmp_path):
     assert sum(line.startswith("#SBATCH ") for line in lines) == 12
     assert "source /shared/venv/bin/activate" in lines and "export EXAMPLE='a b'" in lines
     assert lines[-1].startswith(f"srun --kill-on-bad-exit=1 {sys.executable} -m lighteval_nanotron eval ")
-    assert "--tp 2 --pp 1 --dp 8" in lines[-1] and "--cpu" not in lines[-1]
+    assert "eval CHECKPOINT --tp 2 --dp 8 " in lines[-1].replace(str(job.checkpoint), "CHECKPOINT")  # pp 1: the default
+    assert "--pp" not in lines[-1] and "--cpu" not in lines[-1]
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
 
     cpu = AsyncEvaluationConfig(launcher="slurm", cpu=True, dp=2, slurm=SlurmSettings(time="00:10:00"))
@@ -211,7 +218,7 @@ def _has_results(tmp_path: Path):
 def test_local_launcher_done_and_timed_out(tiny_converted, tmp_path):
     checkpoints = _step_checkpoints(tmp_path, tiny_converted[1], 1, 2)
     outcomes = []
-    settings = AsyncEvaluationConfig(launcher="local", cpu=True, timeout_s=300, poll_interval_s=0.2)
+    settings = AsyncEvaluationConfig(launcher="local", cpu=True, timeout_s=300, status_interval_s=0.2)
     queue = LaunchQueue(LocalLauncher(settings), 1, 0.2, _has_results(tmp_path), outcomes.append)
     script_check = local_script(_job(tmp_path, checkpoints[1], settings, 1), settings)
     assert script_check.splitlines()[-1].startswith("exec timeout --kill-after=30 300s ")
@@ -223,7 +230,7 @@ def test_local_launcher_done_and_timed_out(tiny_converted, tmp_path):
     assert [(record.step, record.ok) for record in outcomes] == [(1, True)], outcomes
     assert sorted(_results(tmp_path)) == [1]
 
-    quick = AsyncEvaluationConfig(launcher="local", cpu=True, timeout_s=1, poll_interval_s=0.2)
+    quick = AsyncEvaluationConfig(launcher="local", cpu=True, timeout_s=1, status_interval_s=0.2)
     queue = LaunchQueue(LocalLauncher(quick), 1, 0.2, _has_results(tmp_path), outcomes.append)
     queue.add(_job(tmp_path, checkpoints[2], quick, 2))
     queue.wait_all(poll_s=0.2)
@@ -277,7 +284,7 @@ def test_a_failed_local_evaluation_is_recorded_with_its_error_line(tmp_path):
         "echo 'a last line'\nexit 2\n"
     )
     python.chmod(0o755)
-    settings = AsyncEvaluationConfig(launcher="local", cpu=True, timeout_s=60, poll_interval_s=0.1)
+    settings = AsyncEvaluationConfig(launcher="local", cpu=True, timeout_s=60, status_interval_s=0.1)
     job = dataclasses.replace(_job(tmp_path, tmp_path / "run" / "2", settings, 2), python=str(python))
     outcomes = []
     queue = LaunchQueue(LocalLauncher(settings), 1, 0.1, lambda step: False, outcomes.append)
@@ -310,7 +317,7 @@ def test_a_slow_slurm_controller_never_holds_up_the_training_step(tmp_path):
     path = _fake_commands(
         tmp_path, {"sbatch": "sleep 1\necho 41", "scontrol": "sleep 1\necho JobId=41 JobState=COMPLETED ExitCode=0:0"}
     )
-    settings = AsyncEvaluationConfig(launcher="slurm", cpu=True, poll_interval_s=0.1)
+    settings = AsyncEvaluationConfig(launcher="slurm", cpu=True, status_interval_s=0.1)
     job = _with_env(_job(tmp_path, tmp_path / "run" / "5", settings, 5), path)
 
     def unreadable(step: int) -> bool:

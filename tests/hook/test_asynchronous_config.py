@@ -71,6 +71,8 @@ def test_the_section_with_asynchronous_reads_and_is_checked_against_training(tmp
         _check(tmp_path, **{"lighteval_nanotron.eval_interval": 3})
     with pytest.raises(ConfigError, match=r"unknown key 'lighteval_nanotron\.asynchronous\.max_inflight'"):
         _check(tmp_path, **{"lighteval_nanotron.asynchronous": {**LOCAL_CPU, "max_inflight": 2}})
+    with pytest.raises(ConfigError, match=r"asynchronous\.poll_interval_s': it is renamed 'status_interval_s'"):
+        _check(tmp_path, **{"lighteval_nanotron.asynchronous": {**LOCAL_CPU, "poll_interval_s": 0.2}})
     with pytest.raises(ConfigError, match=r"lighteval_nanotron\.asynchronous\.timeout_s is 0"):
         _check(tmp_path, **{"lighteval_nanotron.asynchronous": {**LOCAL_CPU, "timeout_s": 0}})
     with pytest.raises(ConfigError, match=r"asynchronous: a local evaluation on GPUs needs devices"):

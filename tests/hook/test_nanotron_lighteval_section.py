@@ -145,7 +145,7 @@ def test_nanotron_slurm_settings_become_slurm_jobs(tmp_path):
     assert sbatch[2:6] == ["#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=4", "#SBATCH --gpus-per-node=4",
                            "#SBATCH --cpus-per-task=8"]  # fmt: skip
     assert "#SBATCH --partition=eval" in sbatch and not any("qos" in line for line in sbatch)
-    assert "--tp 2 --pp 1 --dp 4" in script and "--loggers json details wandb" in script
+    assert "--tp 2 --dp 4 " in script and "--pp" not in script and "--loggers json details wandb" in script
 
 
 def test_nanotron_slurm_fields_through_the_training_config(tmp_path):

@@ -135,7 +135,7 @@ def pipeline_run(checkpoint: str, held_out: dict, sequence_length: int, tasks: s
     from lighteval_nanotron.heldout import held_out_specs
     from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
-    from lighteval_nanotron.pipeline import EvaluationPipeline
+    from lighteval_nanotron.pipeline import EvaluationPipeline, PipelineSettings
     from lighteval_nanotron.tasks.data_dirs import set_data_dirs
     from lighteval_nanotron.tracking import TrackingConfig, format_results_table
     from lighteval_nanotron.tracking.scalars import result_scalars
@@ -148,7 +148,7 @@ def pipeline_run(checkpoint: str, held_out: dict, sequence_length: int, tasks: s
     engine = NanotronLightevalModel(model, context, tiny_tokenizer(), EngineConfig())
     specs = held_out_specs(held_out, tokens=10 * sequence_length)
     pipeline = EvaluationPipeline.prepare(
-        engine, tasks, max_samples=4, held_out=specs, held_out_sequence_length=sequence_length
+        engine, tasks, PipelineSettings(max_samples=4, held_out_specs=specs, held_out_sequence_length=sequence_length)
     )
     result = pipeline.run(step=3)
     tracker = TrackingConfig(output_dir=output_dir, loggers=["json", "details", "tensorboard"]).build()

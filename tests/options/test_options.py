@@ -181,7 +181,7 @@ def test_a_number_option_that_is_not_finite_is_refused_both_ways(tmp_path, value
                 cls(**extra, **{name: value})
     with pytest.raises(ConfigError, match=r"temperature=(nan|inf)"):
         GenerationParameters(temperature=value)
-    for section in ({**tasks, "failure_timeout_s": value}, {**tasks, "asynchronous": {"poll_interval_s": value}}):
+    for section in ({**tasks, "failure_timeout_s": value}, {**tasks, "asynchronous": {"status_interval_s": value}}):
         with pytest.raises(ConfigError, match=r"is (nan|inf): give a finite number"):
             load_training_config(_section_yaml(tmp_path, section))
     assert main(["eval", str(tmp_path), "--tasks", "a|b|0", "--failure-timeout-s", str(value)]) == 2

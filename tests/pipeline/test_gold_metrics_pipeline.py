@@ -9,7 +9,7 @@ from helpers_pipeline import GEN_ROWS, MC_ROWS, BigramLM, _config, gen_prompt, m
 
 from lighteval_nanotron.errors import ConfigError, TaskSpecError
 from lighteval_nanotron.metrics import Metrics
-from lighteval_nanotron.pipeline import EvaluationPipeline
+from lighteval_nanotron.pipeline import EvaluationPipeline, PipelineSettings
 
 TASKS = types.ModuleType("gold_metric_tasks")
 TASKS.TASKS_TABLE = [
@@ -20,7 +20,7 @@ GOLD = "@extra_metrics=gold_bpb+normalized_mc_prob+gold_margin"
 
 
 def _run(model, specs):
-    pipeline = EvaluationPipeline.prepare(model, specs, custom_tasks=TASKS)
+    pipeline = EvaluationPipeline.prepare(model, specs, PipelineSettings(custom_tasks=TASKS))
     model.calls.clear()
     return pipeline.run(step=1)
 
@@ -71,7 +71,9 @@ def test_generative_gold_bpb_is_one_loglikelihood_request_per_doc(toy_data):
 
 def test_gold_metrics_that_need_a_wrong_choice_are_refused_on_a_generative_task(toy_data):
     with pytest.raises(ConfigError, match="normalized_mc_prob needs at least one wrong choice"):
-        EvaluationPipeline.prepare(BigramLM(), "custom|gen@extra_metrics=normalized_mc_prob|0", custom_tasks=TASKS)
+        EvaluationPipeline.prepare(
+            BigramLM(), "custom|gen@extra_metrics=normalized_mc_prob|0", PipelineSettings(custom_tasks=TASKS)
+        )
 
 
 @pytest.mark.parametrize(
@@ -84,4 +86,4 @@ def test_gold_metrics_that_need_a_wrong_choice_are_refused_on_a_generative_task(
 )
 def test_bad_extra_metrics_are_refused_when_the_spec_is_read(toy_data, spec, message):
     with pytest.raises(TaskSpecError, match=message):
-        EvaluationPipeline.prepare(BigramLM(), spec, custom_tasks=TASKS)
+        EvaluationPipeline.prepare(BigramLM(), spec, PipelineSettings(custom_tasks=TASKS))

@@ -10,7 +10,7 @@ import helpers_pipeline
 import pytest
 from helpers_pipeline import BigramLM
 
-from lighteval_nanotron.pipeline import EvaluationPipeline
+from lighteval_nanotron.pipeline import EvaluationPipeline, PipelineSettings
 from lighteval_nanotron.pipeline.summary import summarize
 from lighteval_nanotron.tracking import TrackingConfig, results_dir, step_results_file
 from tests.helpers.wandb_records import read_run
@@ -25,7 +25,8 @@ NANOTRON_SRC = Path(os.environ.get("NANOTRON_SRC", "/work/nanotron-main-src"))
 @pytest.fixture
 def written(toy_data, tmp_path):
     """Two training steps evaluated and written (json + details): {step: EvaluationResult}."""
-    pipeline = EvaluationPipeline.prepare(BigramLM(), f"{MC},{GEN}", custom_tasks=helpers_pipeline, model_name=MODEL)
+    settings = PipelineSettings(custom_tasks=helpers_pipeline, model_name=MODEL)
+    pipeline = EvaluationPipeline.prepare(BigramLM(), f"{MC},{GEN}", settings)
     tracker = TrackingConfig(output_dir=str(tmp_path / "out"), loggers=["json", "details"]).build()
     results = {}
     for step, samples in STEPS.items():
@@ -126,7 +127,8 @@ def test_summary_hash_examples_are_lighteval_s_on_the_same_inputs(toy_data, monk
     utf8_xxhash = type("utf8_xxhash", (), {"xxh64": staticmethod(lambda text: xxhash.xxh64(text.encode("utf-8")))})
     monkeypatch.setattr(info_loggers, "xxhash", utf8_xxhash)
 
-    result = EvaluationPipeline.prepare(BigramLM(), f"{MC},{GEN},{PPL}", custom_tasks=helpers_pipeline).run(step=1)
+    settings = PipelineSettings(custom_tasks=helpers_pipeline)
+    result = EvaluationPipeline.prepare(BigramLM(), f"{MC},{GEN},{PPL}", settings).run(step=1)
     theirs = info_loggers.DetailsLogger()
     for task_name in (MC, PPL):  # one sampling method: one row per doc
         for row in result.details[task_name]:

@@ -22,7 +22,7 @@ from lighteval_nanotron.metrics import (
     aggregate_task_metrics,
 )
 from lighteval_nanotron.metrics.normalizations import helm_normalizer
-from lighteval_nanotron.pipeline import EvaluationPipeline
+from lighteval_nanotron.pipeline import EvaluationPipeline, PipelineSettings
 from lighteval_nanotron.requests import ModelResponse
 from lighteval_nanotron.tasks import Doc, LightevalTaskConfig, Registry
 
@@ -46,7 +46,9 @@ def _has_inspect_fields(lighteval) -> bool:
 
 
 def _results(custom_tasks, tasks: str) -> dict:
-    return EvaluationPipeline.prepare(BigramLM(), tasks, custom_tasks=custom_tasks).run(step=1).results
+    return (
+        EvaluationPipeline.prepare(BigramLM(), tasks, PipelineSettings(custom_tasks=custom_tasks)).run(step=1).results
+    )
 
 
 def _skipping_prompt(line: dict, task_name: str) -> Doc | None:

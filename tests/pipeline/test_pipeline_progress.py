@@ -9,7 +9,7 @@ import helpers_pipeline
 import pytest
 from helpers_pipeline import ALL_TOY_TASKS, BigramLM, PlanningBigramLM
 
-from lighteval_nanotron.pipeline import EvaluationPipeline
+from lighteval_nanotron.pipeline import EvaluationPipeline, PipelineSettings
 
 
 class _Terminal(io.StringIO):
@@ -17,10 +17,12 @@ class _Terminal(io.StringIO):
         return True
 
 
-def _run(monkeypatch, stream, show_progress, model=None, **progress_log):
+def _run(monkeypatch, stream, progress_bar, model=None, **progress_log):
     monkeypatch.setattr(sys, "stderr", stream)
     pipeline = EvaluationPipeline.prepare(
-        model or BigramLM(), ALL_TOY_TASKS, custom_tasks=helpers_pipeline, show_progress=show_progress, **progress_log
+        model or BigramLM(),
+        ALL_TOY_TASKS,
+        PipelineSettings(custom_tasks=helpers_pipeline, progress_bar=progress_bar, **progress_log),
     )
     total = sum(len(group.docs) for group in pipeline.groups)
     result = pipeline.run(step=7)
@@ -35,7 +37,7 @@ def test_bar_counts_every_doc_on_a_terminal(toy_data, monkeypatch):
     from lighteval_nanotron.pipeline import progress
 
     monkeypatch.setattr(progress, "tqdm", partial(tqdm, mininterval=0, miniters=1))  # draw every update, however fast
-    result, total, shown = _run(monkeypatch, _Terminal(), show_progress=True)
+    result, total, shown = _run(monkeypatch, _Terminal(), progress_bar=True)
     assert result is not None
     assert "evaluation at step 7" in shown
     assert f"{total}/{total}" in shown and "doc/s" in shown
@@ -44,7 +46,7 @@ def test_bar_counts_every_doc_on_a_terminal(toy_data, monkeypatch):
 
 @pytest.mark.parametrize("stream, show", [(io.StringIO(), True), (_Terminal(), False)])
 def test_quiet_off_a_terminal_or_when_disabled(toy_data, monkeypatch, stream, show):
-    _, _, shown = _run(monkeypatch, stream, show_progress=show)
+    _, _, shown = _run(monkeypatch, stream, progress_bar=show)
     assert shown == ""
 
 
@@ -61,7 +63,7 @@ def _draw_every_update(monkeypatch):
 def test_a_planning_model_advances_the_bar_per_micro_batch(toy_data, monkeypatch):
     """PlanningBigramLM tells the end of each doc (its micro-batch): every count is drawn, not one per group."""
     _draw_every_update(monkeypatch)
-    result, total, shown = _run(monkeypatch, _Terminal(), show_progress=True, model=PlanningBigramLM())
+    result, total, shown = _run(monkeypatch, _Terminal(), progress_bar=True, model=PlanningBigramLM())
     assert result is not None
     counts = {int(n) for n in re.findall(rf"\| *(\d+)/{total} ", shown)}
     assert counts == set(range(total + 1)), counts
@@ -73,10 +75,10 @@ def test_progress_lines_go_to_the_log_function(toy_data, monkeypatch):
     _, total, shown = _run(
         monkeypatch,
         io.StringIO(),
-        show_progress=True,
+        progress_bar=True,
         model=PlanningBigramLM(),
         progress_log=lines.append,
-        progress_log_interval_s=0,
+        progress_interval_s=0,
     )
     assert shown == ""  # no bar into a file
     pattern = re.compile(rf"evaluation at step 7: (\d+)/{total} docs \(\d+%\), [\d.]+ docs/s, [\d:?]+ left")
@@ -88,5 +90,11 @@ def test_progress_lines_go_to_the_log_function(toy_data, monkeypatch):
 def test_no_progress_lines_for_an_evaluation_shorter_than_the_interval(toy_data, monkeypatch):
     lines = []
     model = PlanningBigramLM()
-    _run(monkeypatch, io.StringIO(), True, model=model, progress_log=lines.append, progress_log_interval_s=3600)
+    _run(monkeypatch, io.StringIO(), True, model=model, progress_log=lines.append, progress_interval_s=3600)
+    assert lines == []
+
+
+def test_no_progress_lines_when_progress_is_off(toy_data, monkeypatch):
+    lines = []
+    _run(monkeypatch, io.StringIO(), False, model=PlanningBigramLM(), progress_log=lines.append, progress_interval_s=0)
     assert lines == []

@@ -7,13 +7,13 @@ import pytest
 from helpers_pipeline import ALL_TOY_TASKS, PPL_ROWS, BigramLM, PlanningBigramLM
 
 from lighteval_nanotron.errors import ConfigError, EvaluationError, UnknownTaskError
-from lighteval_nanotron.pipeline import EvaluationPipeline, EvaluationResult
+from lighteval_nanotron.pipeline import EvaluationPipeline, EvaluationResult, PipelineSettings
 
 MC, GEN, PPL, PMI = "custom|toy_mc|0", "custom|toy_gen|0", "custom|toy_ppl|0", "custom|toy_pmi|0"
 
 
 def _prepare(model, tasks=ALL_TOY_TASKS, **kwargs) -> EvaluationPipeline:
-    return EvaluationPipeline.prepare(model, tasks, custom_tasks=helpers_pipeline, **kwargs)
+    return EvaluationPipeline.prepare(model, tasks, PipelineSettings(custom_tasks=helpers_pipeline, **kwargs))
 
 
 def test_scores_of_all_three_sampling_methods(toy_data):

@@ -10,7 +10,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.evaluate_once import as_engine, evaluate
-from lighteval_nanotron.pipeline import EvaluationPipeline
+from lighteval_nanotron.pipeline import EvaluationPipeline, PipelineSettings
 from lighteval_nanotron.tracking import TrackingConfig, evaluated_steps, format_results_table
 from lighteval_nanotron.tracking.plot import plot_results
 from tests.helpers.results_layout import details_file, results_file
@@ -20,7 +20,7 @@ MC, GEN, PPL = "custom|toy_mc|0", "custom|toy_gen|0", "custom|toy_ppl|0"
 
 def test_training_loop_writes_every_destination_and_skips_done_steps(toy_data, tmp_path):
     out = tmp_path / "out"
-    pipeline = EvaluationPipeline.prepare(BigramLM(), ALL_TOY_TASKS, custom_tasks=helpers_pipeline)
+    pipeline = EvaluationPipeline.prepare(BigramLM(), ALL_TOY_TASKS, PipelineSettings(custom_tasks=helpers_pipeline))
     tracker = TrackingConfig(output_dir=str(out), loggers=["json", "details", "tensorboard"]).build()
     for step in (10, 20):
         result = pipeline.run(step=step, consumed_tokens=step * 512)

@@ -13,7 +13,7 @@ import pytest
 from helpers_pipeline import BigramLM
 
 from lighteval_nanotron.errors import ConfigError, EvaluationError
-from lighteval_nanotron.pipeline import EvaluationPipeline
+from lighteval_nanotron.pipeline import EvaluationPipeline, PipelineSettings
 from lighteval_nanotron.pipeline.apply_metrics import score_groups
 from lighteval_nanotron.pipeline.request_groups import group_requests
 from lighteval_nanotron.pipeline.result import raise_for_failed_tasks
@@ -28,7 +28,7 @@ BAD_METRIC, BAD_CORPUS = "custom|toy_bad_metric|0", "custom|toy_bad_corpus|0"
 
 
 def _prepare(tasks: str, **kwargs) -> EvaluationPipeline:
-    return EvaluationPipeline.prepare(BigramLM(), tasks, custom_tasks=broken_tasks, **kwargs)
+    return EvaluationPipeline.prepare(BigramLM(), tasks, PipelineSettings(custom_tasks=broken_tasks, **kwargs))
 
 
 def _strict(text: str) -> dict:
@@ -86,7 +86,9 @@ def test_a_pmi_metric_on_a_doc_without_an_unconditioned_query_names_the_task_and
     (config,) = [c for c in broken_tasks.TASKS_TABLE if c.name == "toy_pmi_no_unconditioned"]
     module.TASKS_TABLE = [dataclasses.replace(config, metrics=[adapt_metric(their_pmi, "test")])]
     with pytest.raises(ConfigError, match=pattern):
-        EvaluationPipeline.prepare(BigramLM(), "custom|toy_pmi_no_unconditioned|0", custom_tasks=module)
+        EvaluationPipeline.prepare(
+            BigramLM(), "custom|toy_pmi_no_unconditioned|0", PipelineSettings(custom_tasks=module)
+        )
 
 
 def test_a_gold_choice_repeated_as_a_wrong_choice_is_said_once_and_scored_as_lighteval_does(toy_data, caplog):

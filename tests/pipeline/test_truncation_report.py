@@ -22,7 +22,7 @@ def _prepare_and_listen(checkpoint: str, tp: int) -> tuple:
 
     from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
-    from lighteval_nanotron.pipeline import EvaluationPipeline
+    from lighteval_nanotron.pipeline import EvaluationPipeline, PipelineSettings
     from lighteval_nanotron.tasks import set_data_dirs
     from tests.helpers.distributed import parallel_context
     from tests.helpers.tiny_model import tiny_tokenizer
@@ -36,7 +36,7 @@ def _prepare_and_listen(checkpoint: str, tp: int) -> tuple:
     logging.getLogger("lighteval_nanotron.pipeline.truncation").addHandler(handler)
     config = EngineConfig(max_length=8, default_max_new_tokens=2)
     engine = NanotronLightevalModel(model, context, tiny_tokenizer(), config)
-    pipeline = EvaluationPipeline.prepare(engine, TASKS, max_samples=6, model_name="tiny")
+    pipeline = EvaluationPipeline.prepare(engine, TASKS, PipelineSettings(max_samples=6, model_name="tiny"))
     result = pipeline.run(step=1)
     return heard, engine.is_reporting_rank, None if result is None else result.summary_tasks
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lighteval_nanotron.options import EvaluationOptions
+from lighteval_nanotron.options import EvaluationOptions, LayoutOptions
 from lighteval_nanotron.options.flags import as_arguments, flag_name
 from lighteval_nanotron.tracking.paths import safe_relative_path
 
@@ -67,6 +67,8 @@ def cleaned_environment(environ: Mapping[str, str] | None = None) -> dict[str, s
     }
 
 
+LAYOUT = [f.name for f in dataclasses.fields(LayoutOptions)]
+
 SET_BY_THE_LAUNCH = ("model_name", "progress_bar", "wandb_project", "wandb_run_name", "wandb_run_id", "wandb_group")
 """Shared options the launched evaluation gets from the launch, not the section as written: the
 resolved results name, no progress bars, and its own W&B run (`wandb`)."""
@@ -76,16 +78,15 @@ def eval_arguments(
     section: EvaluationOptions,
     checkpoint: Path,
     model_name: str,
-    layout: Any,
+    layout: LayoutOptions,
     tokenizer: str | None,
     wandb: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """`eval CHECKPOINT ...`: every shared option of the hook `section` as its flag (generated from
-    `EvaluationOptions`), the evaluation's layout (`layout`: tp, pp, dp, cpu), the training's
-    tokenizer, and `wandb` (`{option: value}` of the evaluation's own W&B run)."""
-    args = ["eval", str(checkpoint), "--tp", str(layout.tp), "--pp", str(layout.pp), "--dp", str(layout.dp)]
-    if layout.cpu:
-        args.append("--cpu")
+    """`eval CHECKPOINT ...`: every shared option of the hook `section` and of the evaluation's
+    `layout` as its flag (generated from `EvaluationOptions` and `LayoutOptions`, the declarations
+    `eval` parses them by), the training's tokenizer, and `wandb` (`{option: value}` of the
+    evaluation's own W&B run)."""
+    args = ["eval", str(checkpoint), *as_arguments(layout, LayoutOptions, LAYOUT)]
     shared = [f.name for f in dataclasses.fields(EvaluationOptions) if f.name not in SET_BY_THE_LAUNCH]
     args += as_arguments(section, EvaluationOptions, shared)
     args += ["--model-name", model_name, "--no-progress"]

@@ -1,6 +1,6 @@
 """At most N evaluations in flight: later checkpoints wait in a queue, outcomes are recorded.
 
-`pump()`, at most every `poll_interval_s`, asks the evaluations in flight how they are doing, then
+`pump()`, at most every `status_interval_s`, asks the evaluations in flight how they are doing, then
 launches what the free slots allow; `pump_in_background()` does that on a worker thread, so that a
 training step never waits on the launcher's commands (`sbatch` and `scontrol` answer in seconds
 from a busy Slurm controller, up to `launchers.COMMAND_TIMEOUT_S`) or on the output folder. An
@@ -47,13 +47,13 @@ class LaunchQueue:
         self,
         launcher: Any,
         max_in_flight: int,
-        poll_interval_s: float,
+        status_interval_s: float,
         has_results: Callable[[int], bool],
         on_outcome: Callable[[LaunchRecord], None],
     ) -> None:
         self.launcher = launcher
         self.max_in_flight = max_in_flight
-        self.poll_interval_s = poll_interval_s
+        self.status_interval_s = status_interval_s
         self.has_results = has_results
         self.on_outcome = on_outcome
         self.pending: deque[EvalJob] = deque()
@@ -78,7 +78,7 @@ class LaunchQueue:
             logger.warning("[lighteval_nanotron] step %d: cannot mark it queued: %s", job.step, error)
 
     def pump(self, force_poll: bool = False) -> None:
-        """Record the evaluations that ended (asked every `poll_interval_s`, or now with
+        """Record the evaluations that ended (asked every `status_interval_s`, or now with
         `force_poll`), then launch queued jobs into the free slots."""
         if self._poll_due(force_poll):
             self._last_poll = time.monotonic()
@@ -118,7 +118,7 @@ class LaunchQueue:
         return [record for _, record in self.running]
 
     def _poll_due(self, force: bool) -> bool:
-        return bool(self.running) and (force or time.monotonic() - self._last_poll >= self.poll_interval_s)
+        return bool(self.running) and (force or time.monotonic() - self._last_poll >= self.status_interval_s)
 
     def _next_job(self, slots: int | None) -> EvalJob | None:
         """The next queued job when a slot is free (`slots` None: no limit)."""

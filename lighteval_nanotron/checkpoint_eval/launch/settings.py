@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Union
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.options.base import Options, choices, path
+from lighteval_nanotron.options import LayoutOptions
+from lighteval_nanotron.options.base import Options, choices, path, renamed_from
 
 LAUNCHERS = ("local", "slurm")
 WHERE = "lighteval_nanotron.asynchronous"
@@ -72,19 +73,12 @@ class SlurmSettings(Options):
 
 
 @dataclass(kw_only=True)
-class AsyncEvaluationConfig(Options):
-    """Evaluate each saved checkpoint in its own process group while training goes on."""
+class AsyncEvaluationConfig(LayoutOptions):
+    """Evaluate each saved checkpoint in its own process group while training goes on. The layout
+    keys (`tp`, `pp`, `dp`, `cpu`) are `LayoutOptions`, declared once with `eval`'s flags."""
 
     launcher: str = field(default="local", metadata=choices(LAUNCHERS))
     """`local`: processes on this machine (`devices`, or `cpu`); `slurm`: one `sbatch` job per checkpoint."""
-    tp: int = 1
-    """Tensor parallel size of the evaluation (any layout, not necessarily the training's)."""
-    pp: int = 1
-    """Pipeline parallel size of the evaluation."""
-    dp: int = 1
-    """Data parallel size of the evaluation."""
-    cpu: bool = False
-    """Evaluate on CPU processes (gloo); default GPUs (NCCL)."""
     devices: Optional[Union[str, List[int]]] = None
     """Local on GPUs: the GPUs the evaluations use (`"6,7"` or `[6, 7]`, as CUDA_VISIBLE_DEVICES),
     split into groups of tp x pp x dp, one group per evaluation in flight."""
@@ -93,8 +87,9 @@ class AsyncEvaluationConfig(Options):
     their turn without holding up training."""
     timeout_s: int = 21600
     """An evaluation running longer is stopped and recorded as failed (local: killed; Slurm: `--time`)."""
-    poll_interval_s: Union[int, float] = 30.0
-    """How often (at most) the hook checks the evaluations in flight, between training steps."""
+    status_interval_s: Union[int, float] = field(default=30.0, metadata=renamed_from("poll_interval_s"))
+    """Seconds (at least) between two checks of how the evaluations in flight are doing, made
+    between training steps."""
     python: Optional[str] = field(default=None, metadata=path())
     """The Python that runs `lighteval_nanotron eval`. Unset: the training's interpreter."""
     env: Optional[Dict[str, str]] = None
@@ -111,10 +106,10 @@ class AsyncEvaluationConfig(Options):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("tp", "pp", "dp", "max_in_flight", "timeout_s"):
+        for name in ("max_in_flight", "timeout_s"):
             self.check_positive(name, "or remove it")
-        self.check_positive("poll_interval_s", "(seconds)", kind="number")
-        self.poll_interval_s = float(self.poll_interval_s)
+        self.check_positive("status_interval_s", "(seconds)", kind="number")
+        self.status_interval_s = float(self.status_interval_s)
         self.env = {str(key): str(value) for key, value in (self.env or {}).items()}
         for name in self.env:
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
@@ -139,10 +134,6 @@ class AsyncEvaluationConfig(Options):
             )
         if self.launcher == "local":
             self._check_devices()
-
-    @property
-    def world_size(self) -> int:
-        return self.tp * self.pp * self.dp
 
     def _check_devices(self) -> None:
         if self.cpu:
