@@ -1,0 +1,228 @@
+"""Two runs compared doc by doc: a paired bootstrap over the docs both scored, sizing, and one
+verdict per task with the false-alarm rate controlled over every task and metric compared.
+Definitions (docs/signal.md, "Two runs, doc by doc"; after AI2's olmo-eval `stats/paired.py`,
+`sign_test.py` and `mde.py`):
+
+- **per-doc difference** d_i = a_i - b_i over the docs both runs scored (the same doc id); the
+  **difference** is their mean, in the metric's units (A - B).
+- **paired bootstrap**: `RESAMPLES` = 2,000 resamples of the n differences with replacement (numpy's
+  PCG64 seeded with `seed`, 0 by default, so a report is reproducible); the 95% interval is the
+  2.5th and 97.5th percentiles of the resampled means; the two-sided **p-value** is
+  2 x min(share of resampled means <= 0, share >= 0), capped at 1 (0 lies outside the percentile
+  interval exactly when p < 0.05). At least `MIN_SHARED` = 20 shared docs.
+- **unpaired fallback** (fewer than `MIN_SHARED` shared docs: the runs scored other docs): Welch's
+  z-test of the two means, interval difference +- 1.96 x se, se = sqrt(var_a / n_a + var_b / n_b).
+- **wins / losses / ties**: docs where A is better / worse / equal (in the metric's direction);
+  **sign test**: the two-sided binomial p-value of wins among wins + losses.
+- **standard error** se = std(d, ddof=1) / sqrt(n); **minimum detectable effect** at 80% power and
+  a two-sided 5% level, MDE80 = (z(0.975) + z(0.8)) x se = 2.80 se; **docs for an effect** e:
+  n x (MDE80 / e)^2 rounded up, the doc count at which e is the MDE80.
+- **many comparisons**: the p-values of one table (every task and metric compared at one step, or
+  over the last k common evaluations) are adjusted by Holm's step-down method, which keeps the
+  chance of any false "ahead" in the table at or below `alpha` (family-wise, 5%); a comparison is
+  `ahead` when its adjusted p < alpha.
+- **checkpoint noise**: the docs are not the only noise. Two seeds of one config differ on the same
+  docs (measured: docs/signal.md, "Calibration"), and so do neighbouring checkpoints of one run. A
+  metric is **ahead** only when its adjusted p < alpha *and* |difference| > `SEPARATION` (2) x the
+  two runs' combined checkpoint-to-checkpoint noise, sqrt(noise_A^2 + noise_B^2) (`signal.analyze`,
+  the spread around each run's trend), divided by sqrt(k) for the mean of k evaluations; fewer
+  than 3 evaluations measure no noise, and nothing is ahead.
+- **verdict per task**: `A ahead` / `B ahead` when every metric that is ahead favours the same run;
+  `within noise` when none is; `not comparable` (with why) when the metrics disagree, or no metric
+  could be compared.
+
+Centered metrics (`*_centered`) are the same test as their metric (each doc's difference divided by
+1 - chance) and are left out, so that they do not count twice in the adjustment.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+from scipy import stats
+
+RESAMPLES = 2000
+MIN_SHARED = 20
+ALPHA = 0.05
+POWER = 0.8
+CENTERED_SUFFIX = "_centered"
+A_AHEAD, B_AHEAD, WITHIN_NOISE, NOT_COMPARABLE = "A ahead", "B ahead", "within noise", "not comparable"
+SEPARATION = 2.0
+"""Combined checkpoint noises by which an ahead metric must differ (as `compare.SEPARATION`)."""
+CHUNK = 250
+"""Resamples drawn at once (bounds the memory of a comparison over many docs)."""
+
+
+def mde_factor(alpha: float = ALPHA, power: float = POWER) -> float:
+    """z(1 - alpha/2) + z(power): the MDE in standard errors (2.80 at 5% and 80%)."""
+    return float(stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power))
+
+
+MDE80 = mde_factor()
+
+
+def docs_for_effect(docs: int, mde: float | None, effect: float) -> int | None:
+    """Docs at which `effect` is the minimum detectable effect (None: no spread measured)."""
+    if mde is None or not math.isfinite(mde) or docs < 2:
+        return None
+    return max(2, math.ceil(docs * (mde / effect) ** 2))
+
+
+@dataclass(frozen=True)
+class DocComparison:
+    """One task and metric of two runs (`difference` = mean A - mean B, in the metric's units)."""
+
+    task: str
+    metric: str
+    method: str
+    """`paired` (over the shared docs) or `unpaired` (other docs: fewer than MIN_SHARED shared)."""
+    docs_a: int
+    docs_b: int
+    shared: int
+    difference: float
+    low: float
+    high: float
+    p_value: float
+    stderr: float
+    mde: float
+    wins: int | None
+    losses: int | None
+    ties: int | None
+    sign_p: float | None
+    higher_is_better: bool
+    p_adjusted: float = math.nan
+    checkpoint_noise: float | None = None
+    """The two runs' combined checkpoint-to-checkpoint noise of this value (None: unmeasured)."""
+    docs_for_effect: int | None = None
+
+    @property
+    def better(self) -> str | None:
+        """`A` or `B` when the adjusted p-value is below ALPHA and the difference exceeds SEPARATION
+        combined checkpoint noises."""
+        if not self.p_adjusted < ALPHA or self.checkpoint_noise is None:
+            return None
+        if not abs(self.difference) > SEPARATION * self.checkpoint_noise:
+            return None
+        return "A" if (self.difference > 0) == self.higher_is_better else "B"
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "better": self.better}
+
+
+def _bootstrap_means(differences: np.ndarray, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    n = len(differences)
+    means = [differences[rng.integers(0, n, size=(CHUNK, n))].mean(axis=1) for _ in range(RESAMPLES // CHUNK)]
+    return np.concatenate(means)
+
+
+def paired_test(a: np.ndarray, b: np.ndarray, higher_is_better: bool, seed: int = 0) -> dict:
+    """The paired bootstrap, sign test and sizing of per-doc values `a`, `b` (same docs, same order)."""
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    n = len(d)
+    means = _bootstrap_means(d, seed)
+    p = min(1.0, 2 * min(float(np.mean(means <= 0)), float(np.mean(means >= 0))))
+    stderr = float(np.std(d, ddof=1) / math.sqrt(n))
+    signed = d if higher_is_better else -d
+    wins, losses = int(np.sum(signed > 0)), int(np.sum(signed < 0))
+    sign_p = float(stats.binomtest(wins, wins + losses, 0.5).pvalue) if wins + losses else 1.0
+    return {
+        "method": "paired",
+        "difference": float(d.mean()),
+        "low": float(np.percentile(means, 2.5)),
+        "high": float(np.percentile(means, 97.5)),
+        "p_value": p,
+        "stderr": stderr,
+        "mde": MDE80 * stderr,
+        "wins": wins,
+        "losses": losses,
+        "ties": n - wins - losses,
+        "sign_p": sign_p,
+    }
+
+
+def unpaired_test(a: np.ndarray, b: np.ndarray) -> dict:
+    """Welch's z-test of two means over different docs."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    stderr = math.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b))
+    difference = float(a.mean() - b.mean())
+    z = stats.norm.ppf(0.975)
+    if stderr > 0:
+        p = float(2 * stats.norm.sf(abs(difference) / stderr))
+    else:  # every doc scored alike in each run: the means differ exactly, or not at all
+        p = 1.0 if difference == 0 else 0.0
+    return {
+        "method": "unpaired",
+        "difference": difference,
+        "low": difference - z * stderr,
+        "high": difference + z * stderr,
+        "p_value": p,
+        "stderr": stderr,
+        "mde": MDE80 * stderr,
+        "wins": None,
+        "losses": None,
+        "ties": None,
+        "sign_p": None,
+    }
+
+
+def compare_docs(
+    task: str,
+    metric: str,
+    a: Mapping[str, float],
+    b: Mapping[str, float],
+    higher_is_better: bool,
+    seed: int = 0,
+    effect: float | None = None,
+) -> DocComparison | str:
+    """Per-doc values `{doc id: value}` of two runs compared; a string says why they cannot be."""
+    shared = sorted(set(a) & set(b))
+    if len(shared) >= MIN_SHARED:
+        found = paired_test([a[doc] for doc in shared], [b[doc] for doc in shared], higher_is_better, seed)
+    elif min(len(a), len(b)) >= MIN_SHARED:
+        found = unpaired_test(list(a.values()), list(b.values()))
+    else:
+        return f"fewer than {MIN_SHARED} docs ({len(a)} and {len(b)}, {len(shared)} shared)"
+    docs = len(shared) if found["method"] == "paired" else min(len(a), len(b))
+    return DocComparison(
+        task,
+        metric,
+        docs_a=len(a),
+        docs_b=len(b),
+        shared=len(shared),
+        higher_is_better=higher_is_better,
+        docs_for_effect=None if effect is None else docs_for_effect(docs, found["mde"], effect),
+        **found,
+    )
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (family-wise error at most alpha when adjusted p < alpha)."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted = [1.0] * len(p_values)
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+def adjusted(comparisons: list[DocComparison]) -> list[DocComparison]:
+    """The comparisons of one table with their Holm-adjusted p-values."""
+    return [replace(c, p_adjusted=p) for c, p in zip(comparisons, holm([c.p_value for c in comparisons]))]
+
+
+def task_verdict(comparisons: list[DocComparison], reasons: list[str]) -> tuple[str, str]:
+    """(verdict, why) of one task from its metrics' comparisons (already adjusted)."""
+    if not comparisons:
+        return NOT_COMPARABLE, "; ".join(dict.fromkeys(reasons)) or "no metric compared"
+    leaders = {c.better for c in comparisons} - {None}
+    if not leaders:
+        return WITHIN_NOISE, f"no metric beyond the docs' noise (Holm, {ALPHA:.0%}) and {SEPARATION:g} checkpoint noises"
+    if len(leaders) > 1:
+        return NOT_COMPARABLE, "metrics disagree: " + ", ".join(f"{c.metric} favours {c.better}" for c in comparisons if c.better)
+    leader = leaders.pop()
+    return (A_AHEAD if leader == "A" else B_AHEAD), ", ".join(c.metric for c in comparisons if c.better)
