@@ -76,6 +76,12 @@ def _task_docs(run: RunHistory, task: str, step: int) -> tuple:
     return ()
 
 
+def _tasks_at(run: RunHistory, step: int) -> list[str]:
+    """The tasks (no group average, no suite score) with a result at `step`."""
+    found = {e for (e, _), s in run.series.items() if any(p.step == step and p.tasks() == {e} for p in s.points)}
+    return [task for task in dict.fromkeys(e for e, _ in run.series) if task in found]
+
+
 def _mean_over_steps(per_step: list[DocValues]) -> DocValues:
     """Each doc's mean over the steps (docs scored at every one of them)."""
     merged: DocValues = {}
@@ -163,9 +169,13 @@ def _table(
         return table
     found: list[DocComparison] = []
     reasons: dict[str, list[str]] = {}
-    for task in dict.fromkeys([*a, *b]):
+    scored = [task for task in _tasks_at(run_a, steps[-1]) if task in _tasks_at(run_b, steps[-1])]
+    for task in dict.fromkeys([*a, *b, *scored]):
+        if task not in a and task not in b:
+            reasons[task] = [NO_DETAILS]
+            continue
         if task not in a or task not in b:
-            reasons[task] = [f"evaluated in {run_a.name if task in a else run_b.name} only"]
+            reasons[task] = [f"per-doc details in {run_a.name if task in a else run_b.name} only"]
             continue
         for metric, values in a[task].items():
             if metric not in b[task]:
@@ -178,7 +188,7 @@ def _table(
                 noise = _checkpoint_noise(run_a, run_b, task, metric, steps, settings)
                 found.append(replace(result, checkpoint_noise=noise))
     table.comparisons = adjusted(found)
-    for task in dict.fromkeys([*a, *b]):
+    for task in dict.fromkeys([*a, *b, *scored]):
         mine = [c for c in table.comparisons if c.task == task]
         table.verdicts[task] = task_verdict(mine, reasons.get(task, []))
     return table

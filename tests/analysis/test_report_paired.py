@@ -1,0 +1,78 @@
+"""`lighteval-nanotron report A B` doc by doc on two real runs: the demo's model trained by
+scripts/calibrate_signal.py (seed 1 at learning rate 3e-3, and at 6e-4), steps 150-200, details
+kept for ARC-Easy and the held-out domain (tests/analysis/data/README.md)."""
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from lighteval_nanotron.analysis.per_doc import NO_DETAILS
+from lighteval_nanotron.cli.main import main
+
+DATA = Path(__file__).parent / "data" / "two_runs"
+RUNS = {name: DATA / name / "eval" for name in ("seed1", "low_lr")}
+ARC, HELDOUT = "lighteval|arc_eng_cf:easy|0", "heldout|wikipedia"
+
+
+def per_doc(run: str, step: int, task: str, metric: str) -> dict[str, float]:
+    """`{doc id: value}` read straight from the run's details file at `step`."""
+    (file,) = (RUNS[run] / "details").glob(f"*/{run}/{step}/*/details_{task}_*.parquet")
+    rows = pq.read_table(file, columns=["doc_id", "metrics"]).to_pylist()
+    return {row["doc_id"]: row["metrics"][metric] for row in rows}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    output = tmp_path_factory.mktemp("report") / "r.png"
+    args = ["report", str(RUNS["seed1"]), str(RUNS["low_lr"]), "--last", "3", "--effect", "0.01"]
+    return args + ["--output", str(output)]
+
+
+def test_json_mean_paired_difference_is_the_mean_of_the_details_per_doc_differences(report, capsys):
+    assert main([*report, "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    at_step, over_last = found["paired"]
+    assert at_step["steps"] == [200] and over_last["steps"] == [150, 175, 200]
+    compared = {(c["task"], c["metric"]) for c in at_step["comparisons"]}
+    assert compared == {(ARC, m) for m in ("acc", "acc_norm", "gold_bpb", "normalized_mc_prob_norm")} | {(HELDOUT, "loss")}
+    for c in at_step["comparisons"]:
+        a, b = per_doc("seed1", 200, c["task"], c["metric"]), per_doc("low_lr", 200, c["task"], c["metric"])
+        shared = sorted(set(a) & set(b))
+        assert c["method"] == "paired" and c["shared"] == len(shared) == len(a)
+        assert c["difference"] == pytest.approx(sum(a[d] - b[d] for d in shared) / len(shared), abs=1e-12)
+        assert c["low"] <= c["difference"] <= c["high"]
+        assert c["wins"] + c["losses"] + c["ties"] == len(shared)
+        assert c["docs_for_effect"] >= 2
+    for c in over_last["comparisons"]:
+        a = [per_doc("seed1", s, c["task"], c["metric"]) for s in (150, 175, 200)]
+        b = [per_doc("low_lr", s, c["task"], c["metric"]) for s in (150, 175, 200)]
+        expected = sum(sum(x[d] for x in a) / 3 - sum(y[d] for y in b) / 3 for d in a[0]) / len(a[0])
+        assert c["difference"] == pytest.approx(expected, abs=1e-12)
+    held_out = next(c for c in at_step["comparisons"] if c["task"] == HELDOUT)
+    assert held_out["better"] == "A"  # the higher learning rate: a lower held-out loss, beyond both noises
+    assert held_out["p_adjusted"] < 0.05 and abs(held_out["difference"]) > 2 * held_out["checkpoint_noise"]
+    assert at_step["verdicts"][HELDOUT]["verdict"] == "A ahead"
+    assert at_step["verdicts"]["lighteval|piqa_eng_cf|0"] == {"verdict": "not comparable", "why": NO_DETAILS}
+    assert found["paired_method"]["multiple_comparisons"].startswith("Holm")
+    assert found["runs"]["lighteval_nanotron_demo/seed1"]["series"][HELDOUT]["loss"]["mde"] > 0
+
+
+def test_printed_tables_state_the_method_and_one_verdict_per_task(report, capsys):
+    assert main(report) == 0
+    out = capsys.readouterr().out
+    assert "doc by doc at step 200: paired bootstrap (2000 resamples, seed 0)" in out
+    assert "Holm's method over the 5 comparisons (family-wise 5%)" in out
+    assert f"  {HELDOUT}: lighteval_nanotron_demo/seed1 ahead (loss)" in out
+    assert "Docs for 0.01" in out and "MDE80" in out
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [(["--last", "1"], "--last 1: average at least 2"), (["--effect", "-0.01"], "--effect -0.01: use a positive")],
+)
+def test_bad_options_are_one_error_line(report, capsys, option, message):
+    assert main([*report, *option]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {message}") and err.count("\n") == 1
