@@ -7,11 +7,17 @@ Usage:
 Each RESULTS_DIR is an evaluation output folder (the hook's `output_dir`, `eval --output-dir`),
 its `results/<model>` folder or one results file; every model found in it is a run. For each run
 it prints, per task and metric, the latest value and standard error, the smoothed trend, the
-step-to-step noise, signal-to-noise, monotonicity, the distance from chance in standard errors and
-a verdict (informative / not yet above chance / noise-dominated / saturated / too few
-evaluations); with several runs, per task and metric whether one run is ahead of another beyond
-their noise. It writes one PNG: per task the accuracy and the gold answer's metric side by side,
-each run's evaluations with its trend and noise band. Definitions: docs/signal.md.
+step-to-step noise, signal-to-noise, monotonicity, the distance from chance in standard errors, the
+minimum detectable effect (MDE80) and a verdict (informative / not yet above chance /
+noise-dominated / saturated / too few evaluations). With several runs, per pair: whether one
+run's trend is ahead beyond their noise, and doc by doc from the per-doc details (at the last
+common step and over the mean of the last --last common evaluations): the difference, a paired
+bootstrap 95% interval, p-values (raw and Holm-adjusted over the table), wins/losses/ties, a sign
+test, the MDE80 (and with --effect, the docs that difference needs) and one verdict per task.
+With three runs or more, the Signal-and-Noise signal, noise and SNR per task and metric, ranked,
+and which tasks separate these runs. --json prints every number of the tables as JSON instead.
+It writes one PNG: per task the accuracy and the gold answer's metric side by side, each run's
+evaluations with its trend and noise band. Definitions: docs/signal.md.
 """
 
 from __future__ import annotations
@@ -168,7 +174,8 @@ def _print_tables(
             f"\n{table.run_a} (A) vs {table.run_b} (B) doc by doc at {where}: paired bootstrap ({RESAMPLES} "
             f"resamples, seed {args.seed}); false alarms controlled by Holm's method over the "
             f"{len(table.comparisons)} comparisons (family-wise {ALPHA:.0%}), and ahead only beyond "
-            f"{SEPARATION:g} combined checkpoint noises\n"
+            f"{SEPARATION:g} combined checkpoint noises (seed-to-seed variation is not in either: docs/signal.md, "
+            "Calibration)\n"
         )
         print(paired_table(table, args.effect))
     if across:
