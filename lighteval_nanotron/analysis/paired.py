@@ -21,12 +21,15 @@ Definitions (docs/signal.md, "Two runs, doc by doc"; after AI2's olmo-eval `stat
   over the last k common evaluations) are adjusted by Holm's step-down method, which keeps the
   chance of any false "ahead" in the table at or below `alpha` (family-wise, 5%); a comparison is
   `ahead` when its adjusted p < alpha.
-- **checkpoint noise**: the docs are not the only noise. Two seeds of one config differ on the same
-  docs (measured: docs/signal.md, "Calibration"), and so do neighbouring checkpoints of one run. A
-  metric is **ahead** only when its adjusted p < alpha *and* |difference| > `SEPARATION` (2) x the
-  two runs' combined checkpoint-to-checkpoint noise, sqrt(noise_A^2 + noise_B^2) (`signal.analyze`,
-  the spread around each run's trend), divided by sqrt(k) for the mean of k evaluations; fewer
-  than 3 evaluations measure no noise, and nothing is ahead.
+- **noise beyond the docs**: the docs are not the only noise. Neighbouring checkpoints of one run
+  differ, and so do two seeds of one config on the same docs (measured: docs/signal.md,
+  "Calibration"). A metric is **ahead** only when its adjusted p < alpha *and* |difference| >
+  `SEPARATION` (2) x sqrt(noise_A^2 + noise_B^2 + 2 seed^2): noise_A, noise_B each run's
+  checkpoint-to-checkpoint noise (`signal.analyze`, the spread around its trend; divided by sqrt(k)
+  for the mean of k evaluations), seed the standard deviation (ddof 1) of the value across seed
+  runs of one config where they are given (`report --seed-runs`; 0 otherwise, and then a verdict
+  is about these two runs, not about their configs). Fewer than 3 evaluations (or 2 seed runs)
+  measure no noise, and nothing is ahead.
 - **verdict per task**: `A ahead` / `B ahead` when every metric that is ahead favours the same run;
   `within noise` when none is; `not comparable` (with why) when the metrics disagree, or no metric
   could be compared.
@@ -51,7 +54,7 @@ POWER = 0.8
 CENTERED_SUFFIX = "_centered"
 A_AHEAD, B_AHEAD, WITHIN_NOISE, NOT_COMPARABLE = "A ahead", "B ahead", "within noise", "not comparable"
 SEPARATION = 2.0
-"""Combined checkpoint noises by which an ahead metric must differ (as `compare.SEPARATION`)."""
+"""Noises beyond the docs by which an ahead metric must differ (and `compare`'s trends)."""
 CHUNK = 250
 """Resamples drawn at once (bounds the memory of a comparison over many docs)."""
 
@@ -95,21 +98,29 @@ class DocComparison:
     higher_is_better: bool
     p_adjusted: float = math.nan
     checkpoint_noise: float | None = None
-    """The two runs' combined checkpoint-to-checkpoint noise of this value (None: unmeasured)."""
+    """sqrt(noise_A^2 + noise_B^2) [/ sqrt(k)], the runs' checkpoint-to-checkpoint noise (None: unmeasured)."""
+    seed_noise: float | None = 0.0
+    """The standard deviation of the value across seed runs (0: none given; None: unmeasured)."""
     docs_for_effect: int | None = None
 
     @property
     def better(self) -> str | None:
         """`A` or `B` when the adjusted p-value is below ALPHA and the difference exceeds SEPARATION
-        combined checkpoint noises."""
-        if not self.p_adjusted < ALPHA or self.checkpoint_noise is None:
-            return None
-        if not abs(self.difference) > SEPARATION * self.checkpoint_noise:
+        times the noise beyond the docs."""
+        noise = self.noise
+        if not self.p_adjusted < ALPHA or noise is None or not abs(self.difference) > SEPARATION * noise:
             return None
         return "A" if (self.difference > 0) == self.higher_is_better else "B"
 
+    @property
+    def noise(self) -> float | None:
+        """sqrt(checkpoint_noise^2 + 2 seed_noise^2): the difference's noise beyond the docs."""
+        if self.checkpoint_noise is None or self.seed_noise is None:
+            return None
+        return math.sqrt(self.checkpoint_noise**2 + 2 * self.seed_noise**2)
+
     def to_dict(self) -> dict:
-        return {**asdict(self), "better": self.better}
+        return {**asdict(self), "noise": self.noise, "better": self.better}
 
 
 def _bootstrap_means(differences: np.ndarray, seed: int) -> np.ndarray:
@@ -221,7 +232,7 @@ def task_verdict(comparisons: list[DocComparison], reasons: list[str]) -> tuple[
         return NOT_COMPARABLE, "; ".join(dict.fromkeys(reasons)) or "no metric compared"
     leaders = {c.better for c in comparisons} - {None}
     if not leaders:
-        return WITHIN_NOISE, f"no metric beyond the docs' noise (Holm, {ALPHA:.0%}) and {SEPARATION:g} checkpoint noises"
+        return WITHIN_NOISE, f"no metric beyond the docs' noise (Holm, {ALPHA:.0%}) and {SEPARATION:g} noises beyond the docs"
     if len(leaders) > 1:
         return NOT_COMPARABLE, "metrics disagree: " + ", ".join(f"{c.metric} favours {c.better}" for c in comparisons if c.better)
     leader = leaders.pop()

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
@@ -124,9 +126,11 @@ def compare_pair(
     seed: int = 0,
     effect: float | None = None,
     settings: SignalSettings = DEFAULT_SETTINGS,
+    seed_runs: Sequence[RunHistory] = (),
 ) -> list[PairTable]:
     """The table at the last step both runs evaluated, and (with `last` > 1) the table over the
-    mean of their last `last` common evaluations; none when they share no step."""
+    mean of their last `last` common evaluations; none when they share no step. `seed_runs`:
+    runs of one config at other seeds, whose spread joins the noise (`paired`)."""
     common = sorted(set(run_a.details) & set(run_b.details))
     if not common:
         return []
@@ -135,22 +139,37 @@ def compare_pair(
     for steps in windows:
         a = _mean_over_steps([doc_values(run_a, step) for step in steps])
         b = _mean_over_steps([doc_values(run_b, step) for step in steps])
-        tables.append(_table(run_a, run_b, steps, a, b, seed, effect, settings))
+        tables.append(_table(run_a, run_b, steps, a, b, seed, effect, settings, seed_runs))
     return tables
 
 
-def _checkpoint_noise(
-    run_a: RunHistory, run_b: RunHistory, task: str, metric: str, steps: list[int], settings: SignalSettings
-) -> float | None:
-    """sqrt(noise_A^2 + noise_B^2) / sqrt(len(steps)) at the last of `steps` (None: unmeasured)."""
+def _noises(
+    run_a: RunHistory,
+    run_b: RunHistory,
+    task: str,
+    metric: str,
+    steps: list[int],
+    settings: SignalSettings,
+    seed_runs: Sequence[RunHistory],
+) -> dict[str, float | None]:
+    """`checkpoint_noise`, sqrt(noise_A^2 + noise_B^2) / sqrt(len(steps)) at the last of `steps`,
+    and `seed_noise`, the std (ddof 1) across `seed_runs` of the value's mean over `steps`
+    (0 without seed runs; None where unmeasured)."""
     noises = []
     for run in (run_a, run_b):
         series = run.series.get((task, metric))
         cut = series.up_to(steps[-1]) if series is not None else None
         noises.append(analyze(cut, settings).noise if cut is not None and cut.points else None)
-    if None in noises:
-        return None
-    return math.sqrt(sum(n**2 for n in noises) / len(steps))
+    checkpoint = None if None in noises else math.sqrt(sum(n**2 for n in noises) / len(steps))
+    if not seed_runs:
+        return {"checkpoint_noise": checkpoint, "seed_noise": 0.0}
+    values = []
+    for run in seed_runs:
+        series = run.series.get((task, metric))
+        found = {p.step: p.value for p in series.points} if series is not None else {}
+        if all(step in found for step in steps):
+            values.append(sum(found[step] for step in steps) / len(steps))
+    return {"checkpoint_noise": checkpoint, "seed_noise": statistics.stdev(values) if len(values) >= 2 else None}
 
 
 def _table(
@@ -162,6 +181,7 @@ def _table(
     seed: int,
     effect: float | None,
     settings: SignalSettings,
+    seed_runs: Sequence[RunHistory],
 ) -> PairTable:
     table = PairTable(run_a.name, run_b.name, steps)
     if not a or not b:
@@ -185,8 +205,7 @@ def _table(
             if isinstance(result, str):
                 reasons.setdefault(task, []).append(f"{metric}: {result}")
             else:
-                noise = _checkpoint_noise(run_a, run_b, task, metric, steps, settings)
-                found.append(replace(result, checkpoint_noise=noise))
+                found.append(replace(result, **_noises(run_a, run_b, task, metric, steps, settings, seed_runs)))
     table.comparisons = adjusted(found)
     for task in dict.fromkeys([*a, *b, *scored]):
         mine = [c for c in table.comparisons if c.task == task]

@@ -89,6 +89,15 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument(
         "--effect", type=float, default=None, help="a difference to detect: the docs it needs, per task and metric"
     )
+    parser.add_argument(
+        "--seed-runs",
+        type=expanded_path,
+        nargs="+",
+        default=[],
+        metavar="RESULTS_DIR",
+        help="runs of one config at other seeds (at least 2): their spread joins the noise of the doc-by-doc "
+        "verdicts, which then speak for configs, not only for these runs",
+    )
     parser.add_argument("--seed", type=int, default=0, help="the paired bootstrap's seed (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="every number of the tables as JSON on stdout")
     parser.set_defaults(func=run)
@@ -106,7 +115,7 @@ def _collect(paths: list[Path]) -> list[RunHistory]:
 
 
 def run(args: argparse.Namespace) -> int:
-    missing = [str(path) for path in args.results if not path.exists()]
+    missing = [str(path) for path in [*args.results, *args.seed_runs] if not path.exists()]
     if missing:
         print(f"error: {', '.join(missing)} does not exist: pass evaluation output folders.", file=sys.stderr)
         return 2
@@ -123,16 +132,19 @@ def run(args: argparse.Namespace) -> int:
     if args.effect is not None and not (math.isfinite(args.effect) and args.effect > 0):
         print(f"error: --effect {args.effect}: use a positive difference in the metric's units.", file=sys.stderr)
         return 2
-    runs = _collect(args.results)
+    runs, seed_runs = _collect(args.results), _collect(args.seed_runs)
     if not runs:
         where = ", ".join(str(path) for path in args.results)
         print(f"error: no results file with a training step under {where}.", file=sys.stderr)
+        return 2
+    if args.seed_runs and len(seed_runs) < 2:
+        print(f"error: --seed-runs: {len(seed_runs)} run found; the spread across seeds needs 2 or more.", file=sys.stderr)
         return 2
     comparisons = compare_runs(runs, settings) if len(runs) > 1 else []
     pairs = [
         table
         for run_a, run_b in combinations(runs, 2)
-        for table in compare_pair(run_a, run_b, args.last, args.seed, args.effect, settings)
+        for table in compare_pair(run_a, run_b, args.last, args.seed, args.effect, settings, seed_runs)
     ]
     across = runs_signal(runs, args.last) if len(runs) > 2 else []
     if not args.json:
@@ -170,12 +182,17 @@ def _print_tables(
         print(comparison_table(comparisons))
     for table in pairs:
         where = f"step {table.steps[0]}" if len(table.steps) == 1 else f"the mean of steps {table.steps}"
+        seeds = (
+            f"and the spread of {len(args.seed_runs)} seed runs"
+            if args.seed_runs
+            else "(no --seed-runs: seed-to-seed variation is not in it, a verdict is about these two runs; "
+            "docs/signal.md, Calibration)"
+        )
         print(
             f"\n{table.run_a} (A) vs {table.run_b} (B) doc by doc at {where}: paired bootstrap ({RESAMPLES} "
             f"resamples, seed {args.seed}); false alarms controlled by Holm's method over the "
             f"{len(table.comparisons)} comparisons (family-wise {ALPHA:.0%}), and ahead only beyond "
-            f"{SEPARATION:g} combined checkpoint noises (seed-to-seed variation is not in either: docs/signal.md, "
-            "Calibration)\n"
+            f"{SEPARATION:g} noises beyond the docs: checkpoint to checkpoint {seeds}\n"
         )
         print(paired_table(table, args.effect))
     if across:

@@ -94,6 +94,9 @@ def test_verdicts_need_both_noises_and_agreeing_metrics():
     assert task_verdict(noisy, [])[0] == WITHIN_NOISE  # beyond the docs' noise, not the checkpoints'
     unmeasured = [c.__class__(**{**c.__dict__, "checkpoint_noise": None}) for c in quiet]
     assert task_verdict(unmeasured, [])[0] == WITHIN_NOISE
+    seeds_apart = [c.__class__(**{**c.__dict__, "seed_noise": abs(c.difference)}) for c in quiet]
+    assert seeds_apart[0].noise == pytest.approx(math.sqrt(0.01**2 + 2 * bpb.difference**2))
+    assert task_verdict(seeds_apart, [])[0] == WITHIN_NOISE  # seeds of one config differ as much
     flipped = [quiet[0], quiet[1].__class__(**{**quiet[1].__dict__, "difference": -quiet[1].difference})]
     assert task_verdict(flipped, [])[0] == NOT_COMPARABLE
     assert task_verdict([], ["acc: fewer than 20 docs"]) == (NOT_COMPARABLE, "acc: fewer than 20 docs")

@@ -68,9 +68,29 @@ def test_printed_tables_state_the_method_and_one_verdict_per_task(report, capsys
     assert "Docs for 0.01" in out and "MDE80" in out
 
 
+def test_seed_runs_join_the_noise(report, capsys):
+    """Given as seed runs of one config, the two runs' own spread (their config's difference)
+    leaves nothing ahead; the seed noise is the standard deviation of their values."""
+    assert main([*report, "--json", "--seed-runs", str(RUNS["seed1"]), str(RUNS["low_lr"])]) == 0
+    at_step = json.loads(capsys.readouterr().out)["paired"][0]
+    held_out = next(c for c in at_step["comparisons"] if c["task"] == HELDOUT)
+    values = [json.loads(f.read_text())["results"][HELDOUT]["loss"] for f in map(results_at_200, RUNS.values())]
+    assert held_out["seed_noise"] == pytest.approx(abs(values[0] - values[1]) / 2**0.5)
+    assert held_out["better"] is None and at_step["verdicts"][HELDOUT]["verdict"] == "within noise"
+
+
+def results_at_200(folder: Path) -> Path:
+    (file,) = (folder / "results").glob("*/*/200/results_*.json")
+    return file
+
+
 @pytest.mark.parametrize(
     ("option", "message"),
-    [(["--last", "1"], "--last 1: average at least 2"), (["--effect", "-0.01"], "--effect -0.01: use a positive")],
+    [
+        (["--last", "1"], "--last 1: average at least 2"),
+        (["--effect", "-0.01"], "--effect -0.01: use a positive"),
+        (["--seed-runs", str(RUNS["seed1"])], "--seed-runs: 1 run found"),
+    ],
 )
 def test_bad_options_are_one_error_line(report, capsys, option, message):
     assert main([*report, *option]) == 2
