@@ -164,7 +164,9 @@ def calibrate(outputs: dict[str, Path], last: int) -> tuple[str, dict]:
                 for table in compare_pair(up_to(runs[x], step), up_to(runs[y], step), last, seed_runs=others):
                     kind = counts.setdefault(
                         f"{mode}, {'step' if len(table.steps) == 1 else f'last {last}'}",
-                        dict.fromkeys(("tests", "ahead", "beyond_docs", "tables", "tables_with_any", "tables_beyond_docs"), 0),
+                        dict.fromkeys(
+                            ("tests", "ahead", "beyond_docs", "tables", "tables_with_any", "tables_beyond_docs"), 0
+                        ),
                     )
                     calls = sum(c.better is not None for c in table.comparisons)
                     beyond_docs = sum(c.p_adjusted < ALPHA for c in table.comparisons)
@@ -225,7 +227,9 @@ def markdown(numbers: dict) -> str:
                 ", ".join(f"{seed.removeprefix('seed')}: {found.get(key, {}).get(seed, '-')}" for seed in seeds)
                 for key in ("first_step_any", "first_step_all")
             ]
-            rows.append(f"| {kind} | {label} | {found['tasks']} | {cells[0]} | {cells[1]} | {found['worse_called_ahead']} |")
+            rows.append(
+                f"| {kind} | {label} | {found['tasks']} | {cells[0]} | {cells[1]} | {found['worse_called_ahead']} |"
+            )
     return "\n".join(rows)
 
 

@@ -117,5 +117,7 @@ def recommendation(found: list[RunsSignal]) -> str:
     yes = [f"{i.entry} ({i.metric}, SNR {i.snr:.2f})" for i in order if i.separates and i.snr is not None]
     no = [f"{i.entry} ({i.metric})" for i in order if not (i.separates and i.snr is not None)]
     lines = [f"Separate these runs: {', '.join(yes) if yes else 'none'}."]
-    lines.append(f"Do not (spread within {SEPARATION:g} standard errors of the checkpoints' noise): {', '.join(no) or 'none'}.")
+    lines.append(
+        f"Do not (spread within {SEPARATION:g} standard errors of the checkpoints' noise): {', '.join(no) or 'none'}."
+    )
     return "\n".join(lines)

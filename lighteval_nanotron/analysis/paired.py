@@ -231,9 +231,20 @@ def task_verdict(comparisons: list[DocComparison], reasons: list[str]) -> tuple[
     if not comparisons:
         return NOT_COMPARABLE, "; ".join(dict.fromkeys(reasons)) or "no metric compared"
     leaders = {c.better for c in comparisons} - {None}
+    unmeasured = [c.metric for c in comparisons if c.p_adjusted < ALPHA and c.noise is None]
+    if not leaders and unmeasured:
+        return WITHIN_NOISE, (
+            f"{', '.join(unmeasured)} beyond the docs' noise, but the noise beyond the docs is unmeasured "
+            "(fewer than 3 evaluations, or 2 seed runs with these steps)"
+        )
     if not leaders:
-        return WITHIN_NOISE, f"no metric beyond the docs' noise (Holm, {ALPHA:.0%}) and {SEPARATION:g} noises beyond the docs"
+        return (
+            WITHIN_NOISE,
+            f"no metric beyond the docs' noise (Holm, {ALPHA:.0%}) and {SEPARATION:g} noises beyond the docs",
+        )
     if len(leaders) > 1:
-        return NOT_COMPARABLE, "metrics disagree: " + ", ".join(f"{c.metric} favours {c.better}" for c in comparisons if c.better)
+        return NOT_COMPARABLE, "metrics disagree: " + ", ".join(
+            f"{c.metric} favours {c.better}" for c in comparisons if c.better
+        )
     leader = leaders.pop()
     return (A_AHEAD if leader == "A" else B_AHEAD), ", ".join(c.metric for c in comparisons if c.better)

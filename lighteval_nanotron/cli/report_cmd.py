@@ -87,7 +87,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "(default: %(default)s)",
     )
     parser.add_argument(
-        "--effect", type=float, default=None, help="a difference to detect: the docs it needs, per task and metric"
+        "--effect",
+        type=float,
+        default=None,
+        help="a difference to detect, in the metric's units: the docs it needs, per task and metric (default: none)",
     )
     parser.add_argument(
         "--seed-runs",
@@ -96,7 +99,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default=[],
         metavar="RESULTS_DIR",
         help="runs of one config at other seeds (at least 2): their spread joins the noise of the doc-by-doc "
-        "verdicts, which then speak for configs, not only for these runs",
+        "verdicts, which then speak for configs, not only for these runs (default: none)",
     )
     parser.add_argument("--seed", type=int, default=0, help="the paired bootstrap's seed (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="every number of the tables as JSON on stdout")
@@ -138,7 +141,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: no results file with a training step under {where}.", file=sys.stderr)
         return 2
     if args.seed_runs and len(seed_runs) < 2:
-        print(f"error: --seed-runs: {len(seed_runs)} run found; the spread across seeds needs 2 or more.", file=sys.stderr)
+        print(
+            f"error: --seed-runs: {len(seed_runs)} run found; the spread across seeds needs 2 or more.", file=sys.stderr
+        )
         return 2
     comparisons = compare_runs(runs, settings) if len(runs) > 1 else []
     pairs = [
@@ -196,7 +201,10 @@ def _print_tables(
         )
         print(paired_table(table, args.effect))
     if across:
-        print(f"\nSignal and noise across the {len(runs)} runs (Heineman et al. 2025; mean of the last {args.last} evaluations)\n")
+        print(
+            f"\nSignal and noise across the {len(runs)} runs (Heineman et al. 2025; "
+            f"mean of the last {args.last} evaluations)\n"
+        )
         print(runs_table(across))
         print("\n" + recommendation(across))
 
@@ -229,8 +237,13 @@ def report_json(
                 for c in comparisons
             ],
             "paired": [table.to_dict() for table in pairs],
-            "paired_method": {"resamples": RESAMPLES, "min_shared_docs": MIN_SHARED, "alpha": ALPHA,
-                              "multiple_comparisons": "Holm (family-wise) per table", "separation": SEPARATION},
+            "paired_method": {
+                "resamples": RESAMPLES,
+                "min_shared_docs": MIN_SHARED,
+                "alpha": ALPHA,
+                "multiple_comparisons": "Holm (family-wise) per table",
+                "separation": SEPARATION,
+            },
             "across_runs": [item.to_dict() for item in across],
             "across_runs_recommendation": recommendation(across) if across else None,
             "image": str(image),

@@ -93,7 +93,11 @@ def test_verdicts_need_both_noises_and_agreeing_metrics():
     noisy = [c.__class__(**{**c.__dict__, "checkpoint_noise": 1.0}) for c in quiet]
     assert task_verdict(noisy, [])[0] == WITHIN_NOISE  # beyond the docs' noise, not the checkpoints'
     unmeasured = [c.__class__(**{**c.__dict__, "checkpoint_noise": None}) for c in quiet]
-    assert task_verdict(unmeasured, [])[0] == WITHIN_NOISE
+    assert task_verdict(unmeasured, []) == (
+        WITHIN_NOISE,
+        "gold_bpb, acc beyond the docs' noise, but the noise beyond the docs is unmeasured "
+        "(fewer than 3 evaluations, or 2 seed runs with these steps)",
+    )
     seeds_apart = [c.__class__(**{**c.__dict__, "seed_noise": abs(c.difference)}) for c in quiet]
     assert seeds_apart[0].noise == pytest.approx(math.sqrt(0.01**2 + 2 * bpb.difference**2))
     assert task_verdict(seeds_apart, [])[0] == WITHIN_NOISE  # seeds of one config differ as much
@@ -117,7 +121,10 @@ def test_signal_to_noise_across_runs_is_the_published_formula_by_hand():
         "b": [0.55, 0.57, 0.56, 0.56, 0.58],
         "c": [0.49, 0.50, 0.48, 0.51, 0.50],
     }
-    runs = [history(name, {s: (v, 3.0 - v) for s, v in zip(range(100, 800, 100), [0.3, 0.4, *vals])}) for name, vals in last5.items()]
+    runs = [
+        history(name, {s: (v, 3.0 - v) for s, v in zip(range(100, 800, 100), [0.3, 0.4, *vals])})
+        for name, vals in last5.items()
+    ]
     (acc, bpb) = runs_signal(runs, last=5)
     means = [sum(v) / 5 for v in last5.values()]
     pooled = [x for v in last5.values() for x in v]

@@ -36,7 +36,9 @@ def test_json_mean_paired_difference_is_the_mean_of_the_details_per_doc_differen
     at_step, over_last = found["paired"]
     assert at_step["steps"] == [200] and over_last["steps"] == [150, 175, 200]
     compared = {(c["task"], c["metric"]) for c in at_step["comparisons"]}
-    assert compared == {(ARC, m) for m in ("acc", "acc_norm", "gold_bpb", "normalized_mc_prob_norm")} | {(HELDOUT, "loss")}
+    assert compared == {(ARC, m) for m in ("acc", "acc_norm", "gold_bpb", "normalized_mc_prob_norm")} | {
+        (HELDOUT, "loss")
+    }
     for c in at_step["comparisons"]:
         a, b = per_doc("seed1", 200, c["task"], c["metric"]), per_doc("low_lr", 200, c["task"], c["metric"])
         shared = sorted(set(a) & set(b))
