@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run-dir", type=Path, default=Path("runs/calibration"))
     parser.add_argument("--seeds", type=int, default=5, help="seeds of the demo's config (default: %(default)s)")
-    parser.add_argument("--lr-divisor", type=float, default=5.0, help="the worse config's learning rate divisor")
+    parser.add_argument("--lr-divisor", type=float, default=10.0, help="the worse config's learning rate divisor")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--eval-interval", type=int, default=25)
     parser.add_argument("--max-samples", type=int, default=100, help="docs per task (default: %(default)s)")
@@ -146,7 +146,7 @@ def calibrate(outputs: dict[str, Path], last: int) -> tuple[str, dict]:
     of the worse config (seed 1: the same seed as the worse config); with seed runs, the seeds
     other than the two compared."""
     from lighteval_nanotron.analysis import load_runs
-    from lighteval_nanotron.analysis.paired import ALPHA
+    from lighteval_nanotron.analysis.paired import ALPHA, holm
     from lighteval_nanotron.analysis.per_doc import compare_pair
 
     runs = {}
@@ -169,7 +169,7 @@ def calibrate(outputs: dict[str, Path], last: int) -> tuple[str, dict]:
                         ),
                     )
                     calls = sum(c.better is not None for c in table.comparisons)
-                    beyond_docs = sum(c.p_adjusted < ALPHA for c in table.comparisons)
+                    beyond_docs = sum(p < ALPHA for p in holm([c.p_value for c in table.comparisons]))
                     kind["tests"] += len(table.comparisons)
                     kind["ahead"] += calls
                     kind["beyond_docs"] += beyond_docs

@@ -27,8 +27,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from lighteval_nanotron.analysis.compare import SEPARATION
 from lighteval_nanotron.analysis.history import RunHistory
-from lighteval_nanotron.analysis.paired import CENTERED_SUFFIX, SEPARATION
+from lighteval_nanotron.analysis.paired import CENTERED_SUFFIX
 
 DEFAULT_LAST = 5
 

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from lighteval_nanotron.analysis.history import RunHistory
-from lighteval_nanotron.analysis.paired import SEPARATION
 from lighteval_nanotron.analysis.signal import DEFAULT_SETTINGS, SeriesSignal, SignalSettings, analyze
 
+SEPARATION = 2.0
+"""Combined noises by which smoothed values must differ for one run to be ahead."""
 DIFFERENT_TASKS = "not comparable: other tasks"
 """The note of an aggregate (a group average, the suite score) over other tasks in each run."""
 DIFFERENT_DOCS = "not comparable: other docs or prompts"

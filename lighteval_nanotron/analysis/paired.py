@@ -17,19 +17,21 @@ Definitions (docs/signal.md, "Two runs, doc by doc"; after AI2's olmo-eval `stat
 - **standard error** se = std(d, ddof=1) / sqrt(n); **minimum detectable effect** at 80% power and
   a two-sided 5% level, MDE80 = (z(0.975) + z(0.8)) x se = 2.80 se; **docs for an effect** e:
   n x (MDE80 / e)^2 rounded up, the doc count at which e is the MDE80.
-- **many comparisons**: the p-values of one table (every task and metric compared at one step, or
-  over the last k common evaluations) are adjusted by Holm's step-down method, which keeps the
-  chance of any false "ahead" in the table at or below `alpha` (family-wise, 5%); a comparison is
-  `ahead` when its adjusted p < alpha.
 - **noise beyond the docs**: the docs are not the only noise. Neighbouring checkpoints of one run
   differ, and so do two seeds of one config on the same docs (measured: docs/signal.md,
-  "Calibration"). A metric is **ahead** only when its adjusted p < alpha *and* |difference| >
-  `SEPARATION` (2) x sqrt(noise_A^2 + noise_B^2 + 2 seed^2): noise_A, noise_B each run's
+  "Calibration"). The **runs' test** puts them beside the docs' standard error:
+  t = difference / sqrt(se^2 + noise_A^2 + noise_B^2 + 2 seed^2), noise_A and noise_B each run's
   checkpoint-to-checkpoint noise (`signal.analyze`, the spread around its trend; divided by sqrt(k)
-  for the mean of k evaluations), seed the standard deviation (ddof 1) of the value across seed
+  for the mean of k evaluations), seed the standard deviation (ddof 1) of the value across m seed
   runs of one config where they are given (`report --seed-runs`; 0 otherwise, and then a verdict
-  is about these two runs, not about their configs). Fewer than 3 evaluations (or 2 seed runs)
-  measure no noise, and nothing is ahead.
+  is about these two runs, not about their configs); its two-sided p-value (**p runs**) is the
+  normal's, or Student's t with the Welch-Satterthwaite degrees of freedom
+  (se^2 + noise^2 + 2 seed^2)^2 / ((2 seed^2)^2 / (m - 1)) where a seed spread enters. Fewer than 3
+  evaluations (or 2 seed runs with those steps) measure no noise: no p runs, nothing ahead.
+- **many comparisons**: the p runs of one table (every task and metric compared at one step, or
+  over the last k common evaluations) are adjusted by Holm's step-down method, which keeps the
+  chance of any false "ahead" in the table at or below `alpha` (family-wise, 5%) as far as these
+  noises are the noise; a comparison is `ahead` when its adjusted p < alpha.
 - **verdict per task**: `A ahead` / `B ahead` when every metric that is ahead favours the same run;
   `within noise` when none is; `not comparable` (with why) when the metrics disagree, or no metric
   could be compared.
@@ -53,8 +55,6 @@ ALPHA = 0.05
 POWER = 0.8
 CENTERED_SUFFIX = "_centered"
 A_AHEAD, B_AHEAD, WITHIN_NOISE, NOT_COMPARABLE = "A ahead", "B ahead", "within noise", "not comparable"
-SEPARATION = 2.0
-"""Noises beyond the docs by which an ahead metric must differ (and `compare`'s trends)."""
 CHUNK = 250
 """Resamples drawn at once (bounds the memory of a comparison over many docs)."""
 
@@ -96,21 +96,14 @@ class DocComparison:
     ties: int | None
     sign_p: float | None
     higher_is_better: bool
-    p_adjusted: float = math.nan
     checkpoint_noise: float | None = None
     """sqrt(noise_A^2 + noise_B^2) [/ sqrt(k)], the runs' checkpoint-to-checkpoint noise (None: unmeasured)."""
     seed_noise: float | None = 0.0
-    """The standard deviation of the value across seed runs (0: none given; None: unmeasured)."""
+    """The standard deviation of the value across `seed_runs` seed runs (0: none given; None: unmeasured)."""
+    seed_runs: int = 0
+    p_adjusted: float = 1.0
+    """`p_runs` adjusted by Holm's method over the comparison's table (`adjusted`)."""
     docs_for_effect: int | None = None
-
-    @property
-    def better(self) -> str | None:
-        """`A` or `B` when the adjusted p-value is below ALPHA and the difference exceeds SEPARATION
-        times the noise beyond the docs."""
-        noise = self.noise
-        if not self.p_adjusted < ALPHA or noise is None or not abs(self.difference) > SEPARATION * noise:
-            return None
-        return "A" if (self.difference > 0) == self.higher_is_better else "B"
 
     @property
     def noise(self) -> float | None:
@@ -119,8 +112,27 @@ class DocComparison:
             return None
         return math.sqrt(self.checkpoint_noise**2 + 2 * self.seed_noise**2)
 
+    @property
+    def p_runs(self) -> float | None:
+        """The runs' test: the difference against the docs', checkpoints' and seeds' noise."""
+        if self.noise is None:
+            return None
+        total = self.stderr**2 + self.noise**2
+        if total == 0:
+            return 1.0 if self.difference == 0 else 0.0
+        seed = 2 * self.seed_noise**2
+        freedom = total**2 / (seed**2 / (self.seed_runs - 1)) if seed > 0 else math.inf
+        return float(2 * stats.t.sf(abs(self.difference) / math.sqrt(total), freedom))
+
+    @property
+    def better(self) -> str | None:
+        """`A` or `B` when the Holm-adjusted p runs is below ALPHA."""
+        if not self.p_adjusted < ALPHA:
+            return None
+        return "A" if (self.difference > 0) == self.higher_is_better else "B"
+
     def to_dict(self) -> dict:
-        return {**asdict(self), "noise": self.noise, "better": self.better}
+        return {**asdict(self), "noise": self.noise, "p_runs": self.p_runs, "better": self.better}
 
 
 def _bootstrap_means(differences: np.ndarray, seed: int) -> np.ndarray:
@@ -222,8 +234,9 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 
 def adjusted(comparisons: list[DocComparison]) -> list[DocComparison]:
-    """The comparisons of one table with their Holm-adjusted p-values."""
-    return [replace(c, p_adjusted=p) for c, p in zip(comparisons, holm([c.p_value for c in comparisons]))]
+    """The comparisons of one table with their p runs adjusted by Holm's method (unmeasured: 1)."""
+    p_runs = [1.0 if c.p_runs is None else c.p_runs for c in comparisons]
+    return [replace(c, p_adjusted=p) for c, p in zip(comparisons, holm(p_runs))]
 
 
 def task_verdict(comparisons: list[DocComparison], reasons: list[str]) -> tuple[str, str]:
@@ -231,17 +244,14 @@ def task_verdict(comparisons: list[DocComparison], reasons: list[str]) -> tuple[
     if not comparisons:
         return NOT_COMPARABLE, "; ".join(dict.fromkeys(reasons)) or "no metric compared"
     leaders = {c.better for c in comparisons} - {None}
-    unmeasured = [c.metric for c in comparisons if c.p_adjusted < ALPHA and c.noise is None]
-    if not leaders and unmeasured:
+    if not leaders and any(c.noise is None for c in comparisons):
         return WITHIN_NOISE, (
-            f"{', '.join(unmeasured)} beyond the docs' noise, but the noise beyond the docs is unmeasured "
-            "(fewer than 3 evaluations, or 2 seed runs with these steps)"
+            "the noise beyond the docs is unmeasured for "
+            + ", ".join(c.metric for c in comparisons if c.noise is None)
+            + " (fewer than 3 evaluations, or 2 seed runs with these steps)"
         )
     if not leaders:
-        return (
-            WITHIN_NOISE,
-            f"no metric beyond the docs' noise (Holm, {ALPHA:.0%}) and {SEPARATION:g} noises beyond the docs",
-        )
+        return WITHIN_NOISE, f"no metric beyond the docs', checkpoints' and seeds' noise (Holm, {ALPHA:.0%})"
     if len(leaders) > 1:
         return NOT_COMPARABLE, "metrics disagree: " + ", ".join(
             f"{c.metric} favours {c.better}" for c in comparisons if c.better

@@ -151,7 +151,7 @@ def _noises(
     steps: list[int],
     settings: SignalSettings,
     seed_runs: Sequence[RunHistory],
-) -> dict[str, float | None]:
+) -> dict[str, float | int | None]:
     """`checkpoint_noise`, sqrt(noise_A^2 + noise_B^2) / sqrt(len(steps)) at the last of `steps`,
     and `seed_noise`, the std (ddof 1) across `seed_runs` of the value's mean over `steps`
     (0 without seed runs; None where unmeasured)."""
@@ -162,14 +162,15 @@ def _noises(
         noises.append(analyze(cut, settings).noise if cut is not None and cut.points else None)
     checkpoint = None if None in noises else math.sqrt(sum(n**2 for n in noises) / len(steps))
     if not seed_runs:
-        return {"checkpoint_noise": checkpoint, "seed_noise": 0.0}
+        return {"checkpoint_noise": checkpoint, "seed_noise": 0.0, "seed_runs": 0}
     values = []
     for run in seed_runs:
         series = run.series.get((task, metric))
         found = {p.step: p.value for p in series.points} if series is not None else {}
         if all(step in found for step in steps):
             values.append(sum(found[step] for step in steps) / len(steps))
-    return {"checkpoint_noise": checkpoint, "seed_noise": statistics.stdev(values) if len(values) >= 2 else None}
+    spread = statistics.stdev(values) if len(values) >= 2 else None
+    return {"checkpoint_noise": checkpoint, "seed_noise": spread, "seed_runs": len(values)}
 
 
 def _table(

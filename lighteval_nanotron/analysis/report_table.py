@@ -111,10 +111,11 @@ def signal_summary(section: dict) -> str:
 
 def paired_table(table: PairTable, effect: float | None = None) -> str:
     """Two runs doc by doc (analysis/paired.py): per task and metric the test, docs, difference,
-    95% interval, p-value raw and Holm-adjusted, wins/losses/ties, sign test, MDE80, the noise
-    beyond the docs (checkpoints, seeds; and the docs for `effect`); then one verdict per task."""
-    header = ["Task", "Metric", "Test", "Docs", "A - B", "95% interval", "p", "p Holm", "W/L/T", "Sign p", "MDE80"]
-    header += ["Noise"] + ([f"Docs for {effect:g}"] if effect is not None else []) + ["Result"]
+    95% interval and p-value over the docs, wins/losses/ties, sign test, MDE80, the noise beyond the
+    docs (checkpoints, seeds), the runs' test and its Holm adjustment (and the docs for `effect`);
+    then one verdict per task."""
+    header = ["Task", "Metric", "Test", "Docs", "A - B", "95% interval", "p", "W/L/T", "Sign p", "MDE80"]
+    header += ["Noise", "p runs", "p Holm"] + ([f"Docs for {effect:g}"] if effect is not None else []) + ["Result"]
     rows = [tuple(header)]
     for c in table.comparisons:
         docs = str(c.shared) if c.method == "paired" else f"{c.docs_a}/{c.docs_b}"
@@ -122,8 +123,12 @@ def paired_table(table: PairTable, effect: float | None = None) -> str:
         method = c.method if c.method == "paired" else "unpaired (other docs)"
         result = {"A": f"{table.run_a} ahead", "B": f"{table.run_b} ahead", None: "within noise"}[c.better]
         row = [c.task, c.metric, method, docs, _number(c.difference), f"[{_number(c.low)}, {_number(c.high)}]"]
-        row += [_number(c.p_value, 3), _number(c.p_adjusted, 3), record or "", _number(c.sign_p, 3), _number(c.mde)]
-        row += [_number(c.noise)] + ([str(c.docs_for_effect or "")] if effect is not None else []) + [result]
+        row += [_number(c.p_value, 3), record or "", _number(c.sign_p, 3), _number(c.mde)]
+        row += (
+            [_number(c.noise), _number(c.p_runs, 3), _number(c.p_adjusted, 3)]
+            + ([str(c.docs_for_effect or "")] if effect is not None else [])
+            + [result]
+        )
         rows.append(tuple(row))
     lines = [_aligned(rows, left={0, 1, 2, len(header) - 1})] if table.comparisons else []
     names = {"A ahead": f"{table.run_a} ahead", "B ahead": f"{table.run_b} ahead"}

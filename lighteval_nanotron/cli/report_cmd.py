@@ -33,7 +33,7 @@ from typing import Any
 from lighteval_nanotron.analysis import Comparison, SignalSettings, compare_runs, load_runs, signal_section
 from lighteval_nanotron.analysis.across_runs import DEFAULT_LAST, RunsSignal, recommendation, runs_signal
 from lighteval_nanotron.analysis.history import RunHistory
-from lighteval_nanotron.analysis.paired import ALPHA, MIN_SHARED, RESAMPLES, SEPARATION
+from lighteval_nanotron.analysis.paired import ALPHA, MIN_SHARED, RESAMPLES
 from lighteval_nanotron.analysis.per_doc import PairTable, compare_pair
 from lighteval_nanotron.analysis.report_plot import plot_report
 from lighteval_nanotron.analysis.report_table import (
@@ -188,16 +188,16 @@ def _print_tables(
     for table in pairs:
         where = f"step {table.steps[0]}" if len(table.steps) == 1 else f"the mean of steps {table.steps}"
         seeds = (
-            f"and the spread of {len(args.seed_runs)} seed runs"
+            f"the spread of {len(args.seed_runs)} seed runs"
             if args.seed_runs
-            else "(no --seed-runs: seed-to-seed variation is not in it, a verdict is about these two runs; "
-            "docs/signal.md, Calibration)"
+            else "no seeds (no --seed-runs: a verdict is about these two runs, not their configs; docs/signal.md, "
+            "Calibration)"
         )
         print(
             f"\n{table.run_a} (A) vs {table.run_b} (B) doc by doc at {where}: paired bootstrap ({RESAMPLES} "
-            f"resamples, seed {args.seed}); false alarms controlled by Holm's method over the "
-            f"{len(table.comparisons)} comparisons (family-wise {ALPHA:.0%}), and ahead only beyond "
-            f"{SEPARATION:g} noises beyond the docs: checkpoint to checkpoint {seeds}\n"
+            f"resamples, seed {args.seed}) over the docs; ahead when the difference is beyond the docs', the "
+            f"checkpoints' and {seeds} noise, Holm's method over the {len(table.comparisons)} comparisons "
+            f"(family-wise {ALPHA:.0%})\n"
         )
         print(paired_table(table, args.effect))
     if across:
@@ -241,8 +241,7 @@ def report_json(
                 "resamples": RESAMPLES,
                 "min_shared_docs": MIN_SHARED,
                 "alpha": ALPHA,
-                "multiple_comparisons": "Holm (family-wise) per table",
-                "separation": SEPARATION,
+                "multiple_comparisons": "Holm (family-wise) per table, over p_runs",
             },
             "across_runs": [item.to_dict() for item in across],
             "across_runs_recommendation": recommendation(across) if across else None,

@@ -3,9 +3,11 @@
 
 import math
 import statistics
+from dataclasses import replace
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from lighteval_nanotron.analysis.across_runs import recommendation, runs_signal, signal_to_noise
 from lighteval_nanotron.analysis.history import RunHistory
@@ -82,26 +84,46 @@ def test_holm_adjustment_by_hand():
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
 
 
-def test_verdicts_need_both_noises_and_agreeing_metrics():
+def with_noise(comparisons, **noise):
+    """The comparisons with these noises beyond the docs, adjusted over their table."""
+    return adjusted([replace(c, **noise) for c in comparisons])
+
+
+def test_the_runs_test_by_hand():
+    """t = difference / sqrt(se^2 + ckpt^2 + 2 seed^2); normal without seeds, else Student's t with
+    the Welch-Satterthwaite degrees of freedom."""
+    rng = np.random.default_rng(3)
+    a, b = docs(rng, shift=0.5)
+    ids = [str(i) for i in range(DOCS)]
+    (c,) = [compare_docs("t", "acc", dict(zip(ids, a)), dict(zip(ids, b)), higher_is_better=True)]
+    no_seeds = replace(c, checkpoint_noise=0.1)
+    total = c.stderr**2 + 0.1**2
+    assert no_seeds.p_runs == pytest.approx(2 * stats.norm.sf(abs(c.difference) / math.sqrt(total)))
+    seeded = replace(c, checkpoint_noise=0.1, seed_noise=0.2, seed_runs=3)
+    total += 2 * 0.2**2
+    freedom = total**2 / ((2 * 0.2**2) ** 2 / 2)
+    assert seeded.p_runs == pytest.approx(2 * stats.t.sf(abs(c.difference) / math.sqrt(total), freedom))
+    assert replace(c, checkpoint_noise=None).p_runs is None
+
+
+def test_verdicts_need_every_noise_and_agreeing_metrics():
     rng = np.random.default_rng(3)
     a, b = docs(rng, shift=1.0)
     ids = [str(i) for i in range(DOCS)]
     bpb = compare_docs("t", "gold_bpb", dict(zip(ids, b)), dict(zip(ids, a)), higher_is_better=False)
     acc = compare_docs("t", "acc", dict(zip(ids, a)), dict(zip(ids, b)), higher_is_better=True)
-    quiet = [c.__class__(**{**c.__dict__, "checkpoint_noise": 0.01}) for c in adjusted([bpb, acc])]
+    quiet = with_noise([bpb, acc], checkpoint_noise=0.01)
     assert task_verdict(quiet, []) == (A_AHEAD, "gold_bpb, acc")  # lower bpb in A, higher acc in A
-    noisy = [c.__class__(**{**c.__dict__, "checkpoint_noise": 1.0}) for c in quiet]
-    assert task_verdict(noisy, [])[0] == WITHIN_NOISE  # beyond the docs' noise, not the checkpoints'
-    unmeasured = [c.__class__(**{**c.__dict__, "checkpoint_noise": None}) for c in quiet]
-    assert task_verdict(unmeasured, []) == (
+    assert task_verdict(with_noise(quiet, checkpoint_noise=1.0), [])[0] == WITHIN_NOISE  # the checkpoints'
+    assert task_verdict(with_noise(quiet, checkpoint_noise=None), []) == (
         WITHIN_NOISE,
-        "gold_bpb, acc beyond the docs' noise, but the noise beyond the docs is unmeasured "
-        "(fewer than 3 evaluations, or 2 seed runs with these steps)",
+        "the noise beyond the docs is unmeasured for gold_bpb, acc (fewer than 3 evaluations, or 2 seed runs "
+        "with these steps)",
     )
-    seeds_apart = [c.__class__(**{**c.__dict__, "seed_noise": abs(c.difference)}) for c in quiet]
+    seeds_apart = with_noise(quiet, seed_noise=abs(bpb.difference), seed_runs=4)
     assert seeds_apart[0].noise == pytest.approx(math.sqrt(0.01**2 + 2 * bpb.difference**2))
     assert task_verdict(seeds_apart, [])[0] == WITHIN_NOISE  # seeds of one config differ as much
-    flipped = [quiet[0], quiet[1].__class__(**{**quiet[1].__dict__, "difference": -quiet[1].difference})]
+    flipped = with_noise([quiet[0], replace(quiet[1], difference=-quiet[1].difference)])
     assert task_verdict(flipped, [])[0] == NOT_COMPARABLE
     assert task_verdict([], ["acc: fewer than 20 docs"]) == (NOT_COMPARABLE, "acc: fewer than 20 docs")
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from scipy import stats
 
 from lighteval_nanotron.analysis.per_doc import NO_DETAILS
 from lighteval_nanotron.cli.main import main
@@ -53,8 +54,10 @@ def test_json_mean_paired_difference_is_the_mean_of_the_details_per_doc_differen
         expected = sum(sum(x[d] for x in a) / 3 - sum(y[d] for y in b) / 3 for d in a[0]) / len(a[0])
         assert c["difference"] == pytest.approx(expected, abs=1e-12)
     held_out = next(c for c in at_step["comparisons"] if c["task"] == HELDOUT)
-    assert held_out["better"] == "A"  # the higher learning rate: a lower held-out loss, beyond both noises
-    assert held_out["p_adjusted"] < 0.05 and abs(held_out["difference"]) > 2 * held_out["checkpoint_noise"]
+    assert held_out["better"] == "A"  # the higher learning rate: a lower held-out loss, beyond every noise
+    total = held_out["stderr"] ** 2 + held_out["checkpoint_noise"] ** 2  # no seed runs
+    assert held_out["p_runs"] == pytest.approx(2 * stats.norm.sf(abs(held_out["difference"]) / total**0.5))
+    assert held_out["p_adjusted"] < 0.05 and held_out["seed_noise"] == 0
     assert at_step["verdicts"][HELDOUT]["verdict"] == "A ahead"
     assert at_step["verdicts"]["lighteval|piqa_eng_cf|0"] == {"verdict": "not comparable", "why": NO_DETAILS}
     assert found["paired_method"]["multiple_comparisons"].startswith("Holm")
@@ -64,8 +67,8 @@ def test_json_mean_paired_difference_is_the_mean_of_the_details_per_doc_differen
 def test_printed_tables_state_the_method_and_one_verdict_per_task(report, capsys):
     assert main(report) == 0
     out = capsys.readouterr().out
-    assert "doc by doc at step 200: paired bootstrap (2000 resamples, seed 0)" in out
-    assert "Holm's method over the 5 comparisons (family-wise 5%)" in out
+    assert "doc by doc at step 200: paired bootstrap (2000 resamples, seed 0) over the docs" in out
+    assert "Holm's method over the 5 comparisons (family-wise 5%)" in out and "no --seed-runs" in out
     assert f"  {HELDOUT}: lighteval_nanotron_demo/seed1 ahead (loss)" in out
     assert "Docs for 0.01" in out and "MDE80" in out
 
