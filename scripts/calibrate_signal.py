@@ -2,8 +2,9 @@
 the same config ahead (false alarms), and how soon it calls a truly better config ahead.
 
 Usage (from the repository root; resumable: a finished run is kept, an unfinished one is redone):
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/calibrate_signal.py                     # reduced (~20-40 min, 2 cores)
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/calibrate_signal.py --seeds 5 --max-samples 300 --steps 400
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/calibrate_signal.py      # reduced: 6 runs (~10-35 min on 2 cores)
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/calibrate_signal.py --seeds 8 --steps 400 --max-samples 300 \
+        --run-dir runs/calibration_full                                 # fuller: about an hour
     .venv/bin/python scripts/calibrate_signal.py --analyze-only                        # the table again
 
 It trains the demo's model (configs/demo_train.yaml, on one CPU process) under `--seeds` seeds of
