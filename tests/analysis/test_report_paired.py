@@ -5,6 +5,7 @@ kept for ARC-Easy and the held-out domain (tests/analysis/data/README.md)."""
 import json
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from scipy import stats
@@ -101,3 +102,27 @@ def test_bad_options_are_one_error_line(report, capsys, option, message):
     assert main([*report, *option]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {message}") and err.count("\n") == 1
+
+
+def test_json_across_runs_is_the_published_snr_of_the_results(report, capsys):
+    """Three runs (the first twice, told apart by folder): signal, noise and SNR of each entry from
+    the last 3 evaluations in the results files, as Heineman et al. define them."""
+    runs = [str(RUNS["seed1"]), str(RUNS["low_lr"]), str(RUNS["seed1"])]
+    assert main(["report", *runs, "--json", "--last", "3", "--output", report[-1]]) == 0
+    found = json.loads(capsys.readouterr().out)
+    (held_out,) = [i for i in found["across_runs"] if i["entry"] == HELDOUT and i["metric"] == "loss"]
+    last3 = {
+        name: [
+            json.loads(next((folder / "results").glob(f"*/*/{step}/results_*.json")).read_text())["results"][HELDOUT][
+                "loss"
+            ]
+            for step in (150, 175, 200)
+        ]
+        for name, folder in RUNS.items()
+    }
+    means = [np.mean(last3["seed1"]), np.mean(last3["low_lr"]), np.mean(last3["seed1"])]
+    pooled = last3["seed1"] + last3["low_lr"] + last3["seed1"]
+    signal = (max(means) - min(means)) / np.mean(means)
+    noise = np.std(pooled) / np.mean(pooled)
+    assert (held_out["signal"], held_out["noise"], held_out["snr"]) == pytest.approx((signal, noise, signal / noise))
+    assert found["across_runs_recommendation"].startswith("Separate these runs:")
