@@ -69,7 +69,7 @@ MDE80 = mde_factor()
 
 def docs_for_effect(docs: int, mde: float | None, effect: float) -> int | None:
     """Docs at which `effect` is the minimum detectable effect (None: no spread measured)."""
-    if mde is None or not math.isfinite(mde) or docs < 2:
+    if mde is None or not (math.isfinite(mde) and mde > 0) or docs < 2:
         return None
     return max(2, math.ceil(docs * (mde / effect) ** 2))
 

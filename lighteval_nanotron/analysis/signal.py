@@ -95,7 +95,7 @@ class SeriesSignal:
     chance: float | None
     chance_distance: float | None
     verdict: str
-    mde: float | None = None
+    mde: float | None
 
     @property
     def verdict_code(self) -> int:
