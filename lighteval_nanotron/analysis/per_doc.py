@@ -29,6 +29,7 @@ from lighteval_nanotron.analysis.paired import (
     task_verdict,
 )
 from lighteval_nanotron.analysis.signal import DEFAULT_SETTINGS, SignalSettings, analyze
+from lighteval_nanotron.requests.held_out import held_out_key
 from lighteval_nanotron.tracking.paths import details_task_name
 
 DocValues = dict[str, dict[str, dict[str, float]]]
@@ -78,10 +79,14 @@ def _task_docs(run: RunHistory, task: str, step: int) -> tuple:
     return ()
 
 
+HELD_OUT_AVERAGES = {held_out_key("_micro"), held_out_key("_macro")}
+"""The held-out averages over domains: aggregates, with no per-doc details of their own."""
+
+
 def _tasks_at(run: RunHistory, step: int) -> list[str]:
-    """The tasks (no group average, no suite score) with a result at `step`."""
+    """The tasks (no group average, suite score or held-out average) with a result at `step`."""
     found = {e for (e, _), s in run.series.items() if any(p.step == step and p.tasks() == {e} for p in s.points)}
-    return [task for task in dict.fromkeys(e for e, _ in run.series) if task in found]
+    return [task for task in dict.fromkeys(e for e, _ in run.series) if task in found - HELD_OUT_AVERAGES]
 
 
 def _mean_over_steps(per_step: list[DocValues]) -> DocValues:

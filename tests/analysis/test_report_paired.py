@@ -3,6 +3,7 @@ scripts/calibrate_signal.py (seed 1 at learning rate 3e-3, and at 6e-4), steps 1
 kept for ARC-Easy and the held-out domain (tests/analysis/data/README.md)."""
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -126,3 +127,23 @@ def test_json_across_runs_is_the_published_snr_of_the_results(report, capsys):
     noise = np.std(pooled) / np.mean(pooled)
     assert (held_out["signal"], held_out["noise"], held_out["snr"]) == pytest.approx((signal, noise, signal / noise))
     assert found["across_runs_recommendation"].startswith("Separate these runs:")
+
+
+def test_held_out_averages_are_not_tasks_without_details(tmp_path):
+    """`heldout|_micro` / `_macro` average the domains: no verdict 'no per-doc details' for them."""
+    from lighteval_nanotron.analysis import load_runs
+    from lighteval_nanotron.analysis.per_doc import compare_pair
+
+    runs = []
+    for name, folder in RUNS.items():
+        shutil.copytree(folder, tmp_path / name)
+        for file in (tmp_path / name / "results").rglob("results_*.json"):
+            content = json.loads(file.read_text())
+            content["results"]["heldout|_micro"] = content["results"]["heldout|_macro"] = content["results"][HELDOUT]
+            file.write_text(json.dumps(content))
+        (run,) = load_runs(tmp_path / name).values()
+        runs.append(run)
+    (table,) = compare_pair(*runs)
+    assert (
+        HELDOUT in table.verdicts and "heldout|_micro" not in table.verdicts and "heldout|_macro" not in table.verdicts
+    )
