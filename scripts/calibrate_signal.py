@@ -10,10 +10,12 @@ Usage (from the repository root; resumable: a finished run is kept, an unfinishe
 It trains the demo's model (configs/demo_train.yaml, on one CPU process) under `--seeds` seeds of
 the demo's config (learning rate 3e-3) and one seed of a truly worse config (the learning rate
 divided by `--lr-divisor`), each with the demo's six cloze tasks and its held-out loss in the
-loop, then compares every pair of runs at every common step with `report`'s paired per-doc
-comparison (analysis/paired.py): between seeds, the share of comparisons called ahead (per test)
-and the share of (pair, step) reports with any call (family-wise); between the good config and
-the worse one, the first step at which the good one is called ahead on gold bits per byte, on
+loop, then compares every pair of runs at every common step with `report`'s doc-by-doc
+comparison (analysis/per_doc.py), at the step and over the last `--last` common evaluations, once
+without seed runs and once with the other seeds as `--seed-runs` (at least 4 seeds): between
+seeds, the share of comparisons called ahead and the share of (pair, step) reports with any call
+(family-wise), beside the calls of the docs' bootstrap alone; between each seed of the good config
+and the worse one, the first step at which the good one is called ahead on gold bits per byte, on
 held-out loss and on accuracy. The table goes to `<run-dir>/calibration.md` and `.json`
 (docs/signal.md, "Calibration").
 """
