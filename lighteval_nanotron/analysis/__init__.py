@@ -1,9 +1,10 @@
 """Signal across a run's evaluations: trend, noise, signal-to-noise, monotonicity, distance from
 chance and a verdict per task and metric, and whether one run is ahead of another beyond noise.
 
-Reads results (files, or each evaluation's results as the training hook produces them), never the
-model: it sits above the tracking file formats and below the `report` command and the hook, which
-share this code. See docs/signal.md.
+Two runs are also compared doc by doc (`paired`, `per_doc`), and a set of runs by Signal and Noise
+(`across_runs`). Reads results (files, or each evaluation's results as the training hook produces
+them) and per-doc details files, never the model: it sits above the tracking file formats and
+below the `report` command and the hook, which share this code. See docs/signal.md.
 """
 
 from lighteval_nanotron.analysis.compare import Comparison, compare_runs

@@ -21,7 +21,7 @@ from typing import Any
 from lighteval_nanotron.pipeline.aggregates import task_groups
 from lighteval_nanotron.pipeline.result import ALL_TASKS_KEY, GROUP_MARK, SUITE_SCORE_KEY
 from lighteval_nanotron.requests.held_out import WINDOWS_DIGEST
-from lighteval_nanotron.tracking.paths import results_file_content
+from lighteval_nanotron.tracking.paths import results_file_content, safe_relative_path, step_details_root
 from lighteval_nanotron.tracking.plot import model_of, step_of
 from lighteval_nanotron.tracking.results_file import task_max_samples
 
@@ -148,6 +148,8 @@ class RunHistory:
     def __init__(self, name: str) -> None:
         self.name = name
         self.series: dict[tuple[str, str], Series] = {}
+        self.details: dict[int, list[Path]] = {}
+        """step -> the per-doc details folders of the results files read at it (`load_runs`), oldest first."""
         self._directions: dict[str, dict[str, bool]] = {}
         self._chance: dict[tuple[str, int], dict[str, float]] = {}
         """(task, step) -> each metric's chance level over the docs evaluated then."""
@@ -221,7 +223,7 @@ class RunHistory:
         return [metric for name, metric in self.series if name == entry]
 
 
-def _runs_in(path: Path) -> Iterable[tuple[str, int, dict]]:
+def _runs_in(path: Path) -> Iterable[tuple[str, int, dict, Path]]:
     files = [path] if path.is_file() else sorted(path.rglob("results_*.json"))
     for file in files:
         content, problem = results_file_content(file)
@@ -232,7 +234,17 @@ def _runs_in(path: Path) -> Iterable[tuple[str, int, dict]]:
         if step is None:
             logger.warning("Skipping %s: it records no training step", file)
             continue
-        yield model_of(file, content, step), step, content
+        yield model_of(file, content, step), step, content, file
+
+
+def details_folder(results_file: Path, model: str, step: int) -> Path:
+    """Where the details logger wrote the per-doc details of `results_file` (`<output_dir>/results/
+    <model>/<step>/results_<date>.json` -> `<output_dir>/details/<model>/<step>/<date>/`); a file in
+    another layout gets a folder that does not exist (no details)."""
+    depth = len(safe_relative_path(model).parts) + 2
+    parents = results_file.parents
+    output_dir = parents[depth] if len(parents) > depth and parents[depth - 1].name == "results" else results_file
+    return step_details_root(output_dir, model, step) / results_file.stem.removeprefix("results_")
 
 
 def load_runs(results_path: str | Path) -> dict[str, RunHistory]:
@@ -242,6 +254,8 @@ def load_runs(results_path: str | Path) -> dict[str, RunHistory]:
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist: pass an evaluation output folder (with results/ in it).")
     runs: dict[str, RunHistory] = {}
-    for model, step, content in _runs_in(path):
-        runs.setdefault(model, RunHistory(model)).add(step, content)
+    for model, step, content, file in _runs_in(path):
+        run = runs.setdefault(model, RunHistory(model))
+        run.add(step, content)
+        run.details.setdefault(step, []).append(details_folder(file, model, step))
     return runs

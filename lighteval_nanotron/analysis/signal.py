@@ -11,6 +11,10 @@ distance from chance, and a verdict. Definitions (docs/signal.md):
   that +1 means always improving (higher-is-better metrics as they are, the others negated).
 - **distance from chance**: (smoothed value - chance) / latest standard error, signed the same way;
   where the standard error is unknown (a task of one doc), -inf: nothing shows the value above chance.
+- **minimum detectable effect** (`mde`): the smallest difference from another run evaluated on the
+  same docs that a two-sided 5% test detects with 80% power, (z(0.975) + z(0.8)) x sqrt(2) x the
+  latest standard error (the unpaired bound: `report A B` pairs the docs, which only lowers it);
+  a difference e needs about n x (mde / e)^2 docs, n the docs evaluated (`max_samples`).
 - **verdict**, the first that applies: `too few evaluations` (fewer than `min_evaluations`);
   `not yet above chance` (chance known and the distance below `chance_stderrs`); `informative`
   (signal-to-noise at least `snr_threshold`); `saturated` (flat now, but the smoothed value is at
@@ -30,6 +34,7 @@ import numpy as np
 from scipy import stats
 
 from lighteval_nanotron.analysis.history import Point, Series
+from lighteval_nanotron.analysis.paired import MDE80
 
 TOO_FEW = "too few evaluations"
 NOT_ABOVE_CHANCE = "not yet above chance"
@@ -90,6 +95,7 @@ class SeriesSignal:
     chance: float | None
     chance_distance: float | None
     verdict: str
+    mde: float | None
 
     @property
     def verdict_code(self) -> int:
@@ -178,6 +184,7 @@ def analyze(series: Series, settings: SignalSettings = DEFAULT_SETTINGS) -> Seri
         chance=series.chance,
         chance_distance=distance,
         verdict=verdict,
+        mde=MDE80 * math.sqrt(2) * last.stderr if last.stderr is not None and math.isfinite(last.stderr) else None,
     )
 
 

@@ -12,7 +12,7 @@ import numbers
 from lighteval_nanotron.pipeline.result import SIGNAL_KEY, SUITE_SCORE_KEY, EvaluationResult
 
 STDERR_SUFFIX = "_stderr"
-SIGNAL_SCALARS = ("trend", "noise", "snr", "monotonicity", "chance_distance", "verdict_code")
+SIGNAL_SCALARS = ("trend", "noise", "snr", "monotonicity", "chance_distance", "mde", "verdict_code")
 """The per-series quantities of `EvaluationResult.signal` sent as scalars (docs/signal.md)."""
 COST_TRAIN_STEPS_KEY = "eval_cost_train_steps"
 """`extra_config` key the hook fills: evaluation seconds / mean seconds per training step."""

@@ -75,6 +75,13 @@ def test_an_unknown_standard_error_never_shows_a_value_above_chance():
     assert analyze(series(values, chance=None, stderr=float("nan"))).verdict == INFORMATIVE  # no chance level
 
 
+def test_minimum_detectable_effect_of_a_difference_from_another_run():
+    """(z(0.975) + z(0.8)) x sqrt(2) x the latest standard error; none without one."""
+    values = np.linspace(0.3, 0.7, len(STEPS))
+    assert analyze(series(values)).mde == pytest.approx(2.8016 * math.sqrt(2) * STDERR, rel=1e-4)
+    assert analyze(series(values, stderr=float("nan"))).mde is None
+
+
 def test_pure_trend_of_a_lower_is_better_metric():
     values = np.linspace(3.0, 2.0, len(STEPS)) + noise(2, 0.01)  # bits per byte falling
     result = analyze(series(values, higher_is_better=False))
