@@ -8,7 +8,7 @@ from typing import Optional, Union
 from lighteval_nanotron.checkpoint_eval.loading import DTYPES
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.options import EvaluationOptions
-from lighteval_nanotron.options.base import choices, path
+from lighteval_nanotron.options.base import choices, path, scores
 from lighteval_nanotron.options.flags import flag_name
 
 MAX_POLL_INTERVAL_S = 3600.0
@@ -38,10 +38,10 @@ class CheckpointEvalConfig(EvaluationOptions):
     cpu: bool = False
     """Run on CPU with gloo (Nanotron patched by `enable_cpu_support()`); default: CUDA with NCCL."""
 
-    dtype: Optional[str] = field(default=None, metadata=choices(tuple(DTYPES)))
+    dtype: Optional[str] = field(default=None, metadata=choices(tuple(DTYPES), **scores("measured")))
     """Model dtype. Unset: the checkpoint's `model.dtype`, else float32."""
 
-    tokenizer: Optional[str] = field(default=None, metadata=path())
+    tokenizer: Optional[str] = field(default=None, metadata=path(**scores("measured")))
     """Tokenizer folder or Hub name. Unset: the checkpoint folder when it holds tokenizer files,
     else its `config.yaml`'s `tokenizer.tokenizer_name_or_path` (a relative path there is looked up
     from the training's working directory)."""

@@ -33,8 +33,10 @@ from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
 from lighteval_nanotron.parallel.deadline import bounded_collectives
+from lighteval_nanotron.setup.engine import engine_config
 from lighteval_nanotron.setup.finished_steps import finished_steps
 from lighteval_nanotron.setup.naming import model_name
+from lighteval_nanotron.setup.step import run_identity
 from lighteval_nanotron.steps import step_number
 from lighteval_nanotron.tracking.log_table import format_results_table
 from lighteval_nanotron.tracking.paths import evaluated_tasks_by_step, results_file_content, step_results_file
@@ -55,6 +57,9 @@ class AsynchronousEvaluator(TrainingEvaluator):
         self.queue: Optional[LaunchQueue] = None
         """On the launching rank only."""
         self.task_names: list[str] = []
+        self.identity: dict[str, Any] = {}
+        """The identity the launched evaluations record, as far as the options give it (no tokenizer,
+        dtype or weights here): results of another are not this run's."""
 
     @property
     def launches(self) -> list[LaunchRecord]:
@@ -128,6 +133,7 @@ class AsynchronousEvaluator(TrainingEvaluator):
         from lighteval_nanotron.setup.tasks import load_tasks, result_names
 
         self.task_names = result_names(self.config, load_tasks(self.config))
+        self.identity = run_identity(self.config, engine_config(self.config), {}, None)
         probe = self._job(trainer, 0)
         if self.settings.launcher == "slurm" and shutil.which("sbatch", path=probe.base_env.get("PATH")) is None:
             raise ConfigError(
@@ -266,7 +272,7 @@ class AsynchronousEvaluator(TrainingEvaluator):
         """Steps whose results file holds every task and held-out domain (this rank reads the output
         folder: shared with the evaluations it launches). On whatever windows a domain was scored:
         the training processes never build the domains (each launched evaluation does)."""
-        done = evaluated_tasks_by_step(self.config.output_dir, self.model_name)
+        done = evaluated_tasks_by_step(self.config.output_dir, self.model_name, self.identity)
         return finished_steps(done, self.task_names, self.config.max_samples, {})
 
     def _has_results(self, step: int) -> bool:
@@ -274,7 +280,7 @@ class AsynchronousEvaluator(TrainingEvaluator):
         that step's file: an evaluation ends at every poll, and the folder holds every earlier step)."""
         path = step_results_file(self.config.output_dir, self.model_name, step)
         content = results_file_content(path)[0] if path is not None else None
-        done = {step: evaluated_tasks(content)} if content is not None else {}
+        done = {step: evaluated_tasks(content, self.identity)} if content is not None else {}
         return step in finished_steps(done, self.task_names, self.config.max_samples, {})
 
     def _record(self, record: LaunchRecord) -> None:

@@ -20,12 +20,10 @@ from lighteval_nanotron.hook.schedule import EvalSchedule, Moment
 from lighteval_nanotron.hook.state_guard import preserve_training_state
 from lighteval_nanotron.hook.step_times import StepTimes
 from lighteval_nanotron.hook.trainer_state import consumed_train_samples, start_step
-from lighteval_nanotron.models.weights_fingerprint import weights_fingerprint
 from lighteval_nanotron.nanotron_compat.console import is_verbose
 from lighteval_nanotron.parallel.agreement import Verdict, agree, collectively
 from lighteval_nanotron.parallel.deadline import bounded_collectives, is_timeout
-from lighteval_nanotron.pipeline.result import WEIGHTS_KEY, raise_for_failed_tasks
-from lighteval_nanotron.setup.finished_steps import check_done_step, check_step_settings
+from lighteval_nanotron.setup.step import StepEvaluator
 from lighteval_nanotron.tracking.log_table import format_cost_table, format_results_line, format_results_table
 from lighteval_nanotron.tracking.scalars import COST_TRAIN_STEPS_KEY
 
@@ -53,6 +51,8 @@ class TrainingEvaluator:
         self.config = config
         self.schedule = EvalSchedule.from_config(config)
         self.pipeline: Any = None
+        self.step: Optional[StepEvaluator] = None
+        """The `setup.step.StepEvaluator` of the prepared pipeline (set up in `pre_training`)."""
         self.loggers: Any = None
         self.model_name: Optional[str] = None
         self.evaluated: list[int] = []
@@ -152,9 +152,12 @@ class TrainingEvaluator:
                 ),
             )
             self._agreed(world, open_outputs)
-            done = finished_tasks_by_step(self.config.output_dir, self.model_name, world)
+            self.step = StepEvaluator(
+                self.pipeline, self.config, trainer.model, trainer.parallel_context, self.loggers, self.signal
+            )
+            done = finished_tasks_by_step(self.config.output_dir, self.model_name, world, self.step.identity)
         pipeline = self.pipeline
-        self.done_steps = finished_steps(done, pipeline.result_names, pipeline.max_samples, pipeline.held_out.digests)
+        self.done_steps = finished_steps(done, pipeline.result_names, pipeline.max_samples, pipeline.digests)
         _log_rank0(
             world,
             logging.INFO,
@@ -203,9 +206,7 @@ class TrainingEvaluator:
         error: Optional[BaseException] = None
         with bounded_collectives(trainer.parallel_context, self.config.failure_timeout_s):
             try:
-                weights = weights_fingerprint(trainer.model, trainer.parallel_context)
-                settings = {**self.pipeline.settings, WEIGHTS_KEY: weights}
-                check_done_step(self.config.output_dir, self.model_name, step, settings, world)
+                self.step.check_done(step)
             except Exception as caught:  # noqa: BLE001 - agreed on below, so that no rank hangs
                 error = caught
             if error is not None and is_timeout(error):
@@ -222,20 +223,13 @@ class TrainingEvaluator:
         result = None
         with bounded_collectives(trainer.parallel_context, self.config.failure_timeout_s):
             try:
-                weights = weights_fingerprint(trainer.model, trainer.parallel_context)
-                if "json" in self.config.loggers:  # before the forwards: nothing written for a refused step
-                    check_step_settings(
-                        self.config.output_dir, self.model_name, step, {**self.pipeline.settings, WEIGHTS_KEY: weights},
-                        self.pipeline.result_names, world,
-                    )  # fmt: skip
-                with preserve_training_state(trainer.model, getattr(trainer, "random_states", None)):
-                    result = self.pipeline.run(step=step, consumed_tokens=tokens, consumed_train_samples=samples)
-                if result is not None:
-                    result.extra_config[WEIGHTS_KEY] = weights
-                    self._add_cost_in_steps(result)
-                    self.signal.attach(result)
-                    self.loggers.log(result)
-                    raise_for_failed_tasks(result)
+                result = self.step.evaluate(
+                    step,
+                    tokens,
+                    samples,
+                    record=self._cost_in_steps,
+                    guard=lambda: preserve_training_state(trainer.model, getattr(trainer, "random_states", None)),
+                )
             except Exception as caught:  # noqa: BLE001 - agreed on below, so that no rank hangs
                 error = caught
                 # this library's errors are said in the agreed verdict; a traceback only for anything else
@@ -272,12 +266,10 @@ class TrainingEvaluator:
             else:
                 _log_rank0(world, logging.INFO, f"{header} {format_results_line(self.last_results)}")
 
-    def _add_cost_in_steps(self, result: Any) -> None:
-        """The evaluation's seconds over the mean training step, into the result (scalar, JSON)."""
+    def _cost_in_steps(self, result: Any) -> dict[str, float]:
+        """The evaluation's seconds over the mean training step (scalar, JSON)."""
         mean = self.step_times.mean_s
-        if mean:
-            result.extra_config["mean_train_step_s"] = mean
-            result.extra_config[COST_TRAIN_STEPS_KEY] = result.wall_time_s / mean
+        return {"mean_train_step_s": mean, COST_TRAIN_STEPS_KEY: result.wall_time_s / mean} if mean else {}
 
     def _fail(self, world: Any, step: int, wall: float, verdict: Verdict, error: Optional[BaseException]) -> None:
         self.failures.append((step, verdict.describe()))

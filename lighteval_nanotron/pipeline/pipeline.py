@@ -33,6 +33,7 @@ from lighteval_nanotron.pipeline.result import GENERATION_KEY, GENERATIVE_KEY, E
 from lighteval_nanotron.pipeline.summary import summarize
 from lighteval_nanotron.pipeline.task_costs import task_costs
 from lighteval_nanotron.requests import Doc, GenerationParameters, SamplingMethod
+from lighteval_nanotron.requests.doc import DOCS_DIGEST, docs_digest
 from lighteval_nanotron.tasks import LightevalTask, PromptManager, Registry
 
 if TYPE_CHECKING:
@@ -196,6 +197,9 @@ class EvaluationPipeline:
         self.prepared: PreparedRequests = prepare_requests(model, self.groups)
         self.held_out = held_out or PreparedHeldOut()
         """The held-out domains' windows and plans (`pipeline.held_out`)."""
+        self.digests = {**{name: docs_digest(docs) for name, docs in self.docs.items()}, **self.held_out.digests}
+        """`{results key: digest}` of the data each task and domain is scored on (docs, windows):
+        the per-task part of a step's identity."""
 
     @property
     def result_names(self) -> list[str]:
@@ -328,6 +332,7 @@ class EvaluationPipeline:
                         **self.tasks[name].config.as_dict(),
                         "fewshot_sampling": self.tasks[name].fewshot_record(),
                         "data_source": self.tasks[name].data_source,
+                        DOCS_DIGEST: self.digests[name],
                         **self.metric_info[name],
                     }
                     for name in evaluated

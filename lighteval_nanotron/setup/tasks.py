@@ -57,7 +57,7 @@ def prepare_pipeline(
     from lighteval_nanotron.pipeline import EvaluationPipeline
 
     specs = options.held_out_specs if held_out is None else held_out
-    reporting = options.progress_bar and bool(getattr(engine, "is_reporting_rank", dist.get_rank() == 0))
+    reporting = options.progress_bar and bool(engine.is_reporting_rank)
 
     return EvaluationPipeline.prepare(
         engine,
