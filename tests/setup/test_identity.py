@@ -3,6 +3,7 @@ or the pipeline says whether it changes scores, and two values of one that does 
 and never mixed in one results file (refused, and nothing counted done across them)."""
 
 import dataclasses
+import typing
 
 import pytest
 
@@ -20,17 +21,6 @@ from lighteval_nanotron.tracking.results_file import evaluated_tasks, merge_resu
 from tests.tracking.helpers_tracking import make_result
 
 TASK, OTHER = "lighteval|arc:easy|0", "lighteval|piqa|0"
-TWO_VALUES = {
-    "pairwise_tokenization": (False, True),
-    "multichoice_continuations_start_space": (None, True),
-    "fewshot_draws": ("lighteval", "per_doc"),
-    "bootstrap_iters": (None, 100),
-    "max_length": (None, 64),
-    "rolling_stride": (None, 8),
-    "default_max_new_tokens": (256, 8),
-    "add_special_tokens": (True, False),
-}
-"""Two values of every option declared `scores("value")`: a new one needs its line here."""
 MODEL_INPUTS = ("dtype", "tokenizer")
 """`eval`'s own options that reach the model (the others choose checkpoints, layout and watching)."""
 
@@ -46,12 +36,27 @@ def _reaching() -> list[tuple[str, dataclasses.Field]]:
 def test_every_option_that_reaches_the_engine_or_the_pipeline_says_whether_it_changes_scores():
     missing = [f"{owner}.{field.name}" for owner, field in _reaching() if not declares_scores(field)]
     assert not missing, f"declare scores(...) or same_scores() in these fields' metadata: {missing}"
-    by_value = {field.name for _, field in _reaching() if field.metadata[SCORES] == "value"}
-    assert by_value == set(TWO_VALUES), "give two values of each option declared scores('value') in TWO_VALUES"
 
 
-def _identity(name: str, value: object) -> dict:
-    if name in {field.name for field in dataclasses.fields(EvaluationOptions)}:
+BY_VALUE = sorted({(field.name, owner) for owner, field in _reaching() if field.metadata.get(SCORES) == "value"})
+
+
+def _two_values(owner: type, name: str) -> tuple:
+    """The option's default and another value its check accepts."""
+    field = next(f for f in dataclasses.fields(owner) if f.name == name)
+    default = field.default
+    hint = typing.get_type_hints(owner)[name]
+    if "choices" in field.metadata:
+        return default, next(choice for choice in field.metadata["choices"] if choice != default)
+    if bool in typing.get_args(hint) or hint is bool:
+        return default, not default
+    if int in typing.get_args(hint) or hint is int:
+        return default, 7 if default is None else default + 1
+    raise AssertionError(f"{owner.__name__}.{name}: teach _two_values a second value of {hint}")
+
+
+def _identity(owner: str, name: str, value: object) -> dict:
+    if owner == "EvaluationOptions":
         options = EvaluationOptions(tasks=TASK, **{name: value})
         return run_identity(options, engine_config(options), {}, "float32")
     return run_identity(EvaluationOptions(tasks=TASK), EngineConfig(**{name: value}), {}, "float32")
@@ -65,9 +70,11 @@ def _step_file(identity: dict) -> dict:
     return content
 
 
-@pytest.mark.parametrize("name", sorted(TWO_VALUES))
-def test_two_values_of_a_score_changing_option_are_recorded_and_never_mixed(name):
-    first, second = (_identity(name, value) for value in TWO_VALUES[name])
+@pytest.mark.parametrize(("name", "owner"), BY_VALUE)
+def test_two_values_of_a_score_changing_option_are_recorded_and_never_mixed(name, owner):
+    """Walks every option declared `scores("value")`, whichever dataclass declares it."""
+    classes = {"EvaluationOptions": EvaluationOptions, "EngineConfig": EngineConfig}
+    first, second = (_identity(owner, name, value) for value in _two_values(classes[owner], name))
     assert first[name] != second[name]
     earlier = _step_file(first)
     conflict = settings_conflict(earlier, second, [OTHER])
