@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import torch.distributed as dist
-
 from lighteval_nanotron.options import EvaluationOptions
 
 if TYPE_CHECKING:
