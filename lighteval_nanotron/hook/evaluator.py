@@ -183,7 +183,7 @@ class InLoop:
             engine, tasks = agreed_setup(world, engine_and_tasks)
             length = int(trainer.config.tokens.sequence_length)
             progress_log = _progress_line if "log" in self.run.config.loggers else None
-            self.pipeline = self._agreed(
+            self.pipeline = agreed_setup(
                 world,
                 lambda: prepare_pipeline(
                     engine, tasks, self.run.config, self.run.model_name, sequence_length=length, progress_log=progress_log
