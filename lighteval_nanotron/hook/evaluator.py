@@ -10,7 +10,7 @@ holds; the pipeline decides *what*, loggers *where*.
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 import torch
 import torch.distributed as dist
@@ -47,12 +47,24 @@ def consumed_tokens(trainer: Any, moment: Moment) -> int:
     return consumed_samples(trainer, moment) * int(trainer.config.tokens.sequence_length)
 
 
+class Evaluations(Protocol):
+    """How a wanted moment is evaluated: `InLoop`, or `hook.asynchronous.Launched`."""
+
+    def setup(self, trainer: Any) -> None: ...
+
+    def at(self, trainer: Any, moment: Moment) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class TrainingEvaluator:
     """The training callback: decides *when* (its schedule) and hands each wanted moment to `how`
     (`InLoop`: evaluate the live model now; `hook.asynchronous.Launched`: launch an `eval` of the
     checkpoint). Holds what a run reports, whichever evaluates."""
 
-    def __init__(self, config: EvaluationConfig, how: Optional[Callable[["TrainingEvaluator"], Any]] = None) -> None:
+    def __init__(
+        self, config: EvaluationConfig, how: Optional[Callable[["TrainingEvaluator"], Evaluations]] = None
+    ) -> None:
         self.config = config
         self.schedule = EvalSchedule.from_config(config)
         self.model_name: Optional[str] = None
@@ -73,7 +85,7 @@ class TrainingEvaluator:
         """`{task: cost}` (`EvaluationResult.task_costs`) of the last successful evaluation, on every rank."""
         self.last_signal: dict = {}
         """The signal section of the last successful evaluation (`EvaluationResult.signal`), on every rank."""
-        self.how = (how or InLoop)(self)
+        self.how: Evaluations = (how or InLoop)(self)
         """How a wanted step is evaluated: `setup(trainer)`, `at(trainer, moment)`, `close()`."""
 
     @property
