@@ -11,7 +11,7 @@ from lighteval_nanotron.analysis.history import RunHistory, load_runs
 from lighteval_nanotron.analysis.signal import DEFAULT_SETTINGS, SignalSettings, analyze
 from lighteval_nanotron.pipeline.result import EvaluationResult
 from lighteval_nanotron.tracking.paths import results_dir, results_file_content, results_files_by_step
-from lighteval_nanotron.tracking.results_file import evaluated_names, merge_results, run_settings, settings_conflict
+from lighteval_nanotron.tracking.results_file import evaluated_names, merge_results, recorded_identity, settings_conflict
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class LiveSignal:
         content = result.to_dict()
         path = results_files_by_step(self.output_dir, self.model_name).get(result.step)
         earlier = results_file_content(path)[0] if path is not None else None
-        if earlier is None or settings_conflict(earlier, run_settings(content), evaluated_names(content)):
+        if earlier is None or settings_conflict(earlier, recorded_identity(content), evaluated_names(content)):
             return content  # nothing to merge with, or a merge the results logger refuses
         return merge_results(earlier, content)
 

@@ -9,7 +9,7 @@ from typing import Optional, Union
 from lighteval_nanotron.checkpoint_eval.loading import DTYPES
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.options import EvaluationOptions, LayoutOptions
-from lighteval_nanotron.options.base import choices, path
+from lighteval_nanotron.options.base import choices, path, scores
 from lighteval_nanotron.options.flags import flag_name
 
 MAX_POLL_INTERVAL_S = 3600.0
@@ -27,10 +27,10 @@ class CheckpointEvalConfig(LayoutOptions, EvaluationOptions):
     """Instead of one checkpoint: every numbered step folder of this training output folder, in
     step order, skipping the steps whose results are already in `output_dir` (a backfill)."""
 
-    dtype: Optional[str] = field(default=None, metadata=choices(tuple(DTYPES)))
+    dtype: Optional[str] = field(default=None, metadata=choices(tuple(DTYPES), **scores("measured")))
     """Model dtype. Unset: the checkpoint's `model.dtype`, else float32."""
 
-    tokenizer: Optional[str] = field(default=None, metadata=path())
+    tokenizer: Optional[str] = field(default=None, metadata=path(**scores("measured")))
     """Tokenizer folder or Hub name. Unset: the checkpoint folder when it holds tokenizer files,
     else its `config.yaml`'s `tokenizer.tokenizer_name_or_path` (a relative path there is looked up
     from the training's working directory)."""

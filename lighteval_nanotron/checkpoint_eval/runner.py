@@ -38,12 +38,12 @@ from lighteval_nanotron.models.checkpoint.nanotron_builder import (
     check_model_layout,
     load_checkpoint_weights,
 )
-from lighteval_nanotron.models.weights_fingerprint import weights_fingerprint
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron_trainer
 from lighteval_nanotron.parallel.once import computed_once
-from lighteval_nanotron.pipeline.result import WEIGHTS_KEY, EvaluationResult, raise_for_failed_tasks
+from lighteval_nanotron.pipeline.result import EvaluationResult
+from lighteval_nanotron.requests.doc import docs_digest
 from lighteval_nanotron.requests.held_out import HeldOutSet, window_digests
-from lighteval_nanotron.setup.finished_steps import check_step_settings
+from lighteval_nanotron.setup.step import StepEvaluator
 from lighteval_nanotron.setup.tasks import result_names
 
 logger = logging.getLogger(__name__)
@@ -73,9 +73,21 @@ class EvaluationPlan:
     """Every held-out domain's `HeldOutSet`, built on world rank 0 and broadcast before the steps
     are planned: a step is done for a domain only on these windows (their digests)."""
 
+    dtype: str | None = None
+    """The dtype the model is built in (`--dtype`, else the checkpoint's)."""
+
     @property
-    def held_out_digests(self) -> dict[str, str]:
-        return window_digests(self.held_out)
+    def digests(self) -> dict[str, str]:
+        """`{results key: digest}` of every task's docs and held-out domain's windows."""
+        return {**{name: docs_digest(docs.docs) for name, docs in self.docs.items()}, **window_digests(self.held_out)}
+
+    def identity(self, config: CheckpointEvalConfig) -> dict[str, Any]:
+        """The identity of this evaluation's steps, as far as it is known before a model is built
+        (`setup.step.run_identity`: no decoding settings, no weights)."""
+        from lighteval_nanotron.setup.engine import engine_config
+        from lighteval_nanotron.setup.step import run_identity
+
+        return run_identity(config, engine_config(config), self.prompts.settings(), self.dtype)
 
 
 def _discover(config: CheckpointEvalConfig) -> list[CheckpointInfo]:
@@ -119,72 +131,48 @@ def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> Eval
         world, "reading the checkpoints", lambda: read_models(checkpoints, config)
     )
     tasks = collectively(world, "loading the tasks", lambda: load_tasks(config))
-    plan = with_held_out(
-        config, world, EvaluationPlan(checkpoints, [], checkpoint_model, model_name, None, None, tasks)
-    )
+    plan = with_inputs(config, world, EvaluationPlan(checkpoints, [], checkpoint_model, model_name, None, None, tasks))
     backfill = config.checkpoints_dir is not None
-    done = finished_tasks_by_step(config.output_dir, model_name, world) if backfill else {}
-    tasks_by_step = pending_tasks(
-        checkpoints, result_names(config, tasks), done, config.max_samples, plan.held_out_digests
-    )
+    done = finished_tasks_by_step(config.output_dir, model_name, world, plan.identity(config)) if backfill else {}
+    tasks_by_step = pending_tasks(checkpoints, result_names(config, tasks), done, config.max_samples, plan.digests)
     todo = [info for info in checkpoints if info.step in tasks_by_step]
     skipped = sorted(info.step for info in checkpoints if info.step not in tasks_by_step)
-    if not todo:
-        return EvaluationPlan([], skipped, checkpoint_model, model_name, None, None, {})
-    plan = dataclasses.replace(plan, checkpoints=todo, skipped_steps=skipped, tasks_by_step=tasks_by_step)
-    return with_prepared_inputs(config, world, plan)
+    return dataclasses.replace(plan, checkpoints=todo, skipped_steps=skipped, tasks_by_step=tasks_by_step)
 
 
-def with_held_out(config: CheckpointEvalConfig, world: Any, plan: EvaluationPlan) -> EvaluationPlan:
-    """`plan` with its tokenizer and every held-out domain built (none: `plan`), checked against the
-    checkpoint's model as the engine checks them (its vocabulary and positions)."""
-    if not config.held_out_specs:
-        return plan
+def with_inputs(config: CheckpointEvalConfig, world: Any, plan: EvaluationPlan) -> EvaluationPlan:
+    """`plan` with its tokenizer, prompt settings and dtype, every held-out domain (checked against
+    the checkpoint's model as the engine checks them: its vocabulary and positions) and every task's
+    docs: their digests decide whether a step is done."""
     from lighteval_nanotron.heldout import build_held_out_set
     from lighteval_nanotron.models.families import family_of_config
-    from lighteval_nanotron.setup.engine import engine_config
-
-    plan = _with_tokenizer(config, world, plan)
-    model_config = plan.checkpoint_model.model_config
-    positions = engine_config(config).max_length or family_of_config(model_config).max_positions(model_config)
-    length = config.held_out_sequence_length or plan.sequence_length or positions
-    vocab_size = int(model_config.vocab_size)
-
-    def build() -> list[HeldOutSet]:
-        return [build_held_out_set(s, plan.tokenizer, length, vocab_size, positions) for s in config.held_out_specs]
-
-    first = dist.get_global_rank(world, 0)
-    sets = collectively(world, "preparing the held-out domains", lambda: computed_once(build, world, src=first))
-    return dataclasses.replace(plan, held_out=sets)
-
-
-def _with_tokenizer(config: CheckpointEvalConfig, world: Any, plan: EvaluationPlan) -> EvaluationPlan:
-    """`plan` with its tokenizer, prompt settings and training sequence length (once)."""
-    if plan.tokenizer is not None:
-        return plan
-    from lighteval_nanotron.setup.engine import prompt_manager
+    from lighteval_nanotron.setup.engine import engine_config, prompt_manager
     from lighteval_nanotron.setup.tokenizer import load_tokenizer
 
+    path = plan.checkpoints[0].path
     tokenizer = collectively(
         world,
         "loading the tokenizer",
-        lambda: load_tokenizer(tokenizer_source(config.tokenizer, plan.checkpoints[0].path), config.use_chat_template),
+        lambda: load_tokenizer(tokenizer_source(config.tokenizer, path), config.use_chat_template),
     )
     prompts = collectively(world, "checking the prompt settings", lambda: prompt_manager(config, tokenizer))
-    length = (read_training_config(plan.checkpoints[0].path).get("tokens") or {}).get("sequence_length")
-    return dataclasses.replace(plan, tokenizer=tokenizer, prompts=prompts, sequence_length=length)
+    sequence_length = (read_training_config(path).get("tokens") or {}).get("sequence_length")
+    dtype = str(resolve_dtype(config.dtype, path)).removeprefix("torch.")
+    model_config = plan.checkpoint_model.model_config
+    positions = engine_config(config).max_length or family_of_config(model_config).max_positions(model_config)
+    length = config.held_out_sequence_length or sequence_length or positions
+    vocab_size = int(model_config.vocab_size)
 
+    def build() -> list[HeldOutSet]:
+        return [build_held_out_set(s, tokenizer, length, vocab_size, positions) for s in config.held_out_specs]
 
-def with_prepared_inputs(
-    config: CheckpointEvalConfig, world: Any, plan: EvaluationPlan, every_task: bool = False
-) -> EvaluationPlan:
-    """`plan` with its tokenizer, prompt settings and docs: those of the tasks pending at its
-    steps, or of every task (`every_task`: a watched folder's later checkpoints may need any)."""
-    plan = _with_tokenizer(config, world, plan)
-    needed = set(plan.tasks) if every_task else {name for names in plan.tasks_by_step.values() for name in names}
-    tasks = {name: task for name, task in plan.tasks.items() if name in needed}
-    docs = collectively(world, "loading the datasets", lambda: _load_docs(config, tasks, world))
-    return dataclasses.replace(plan, tasks=tasks, docs=docs)
+    first = dist.get_global_rank(world, 0)
+    held_out = collectively(world, "preparing the held-out domains", lambda: computed_once(build, world, src=first))
+    docs = collectively(world, "loading the datasets", lambda: _load_docs(config, plan.tasks, world))
+    return dataclasses.replace(
+        plan, tokenizer=tokenizer, prompts=prompts, sequence_length=sequence_length, held_out=held_out, docs=docs,
+        dtype=dtype,
+    )  # fmt: skip
 
 
 class CheckpointEvaluator:
@@ -201,7 +189,6 @@ class CheckpointEvaluator:
         self.parallel_context = parallel_context
         self.world = parallel_context.world_pg
         dtype = resolve_dtype(config.dtype, setup.checkpoints[0].path)
-        self.dtype_name = str(dtype).removeprefix("torch.")
         architecture = setup.checkpoint_model
         import_nanotron_trainer(with_wandb="wandb" in config.loggers, with_data_libraries=False)  # never trains
         self.model = collectively(
@@ -217,19 +204,20 @@ class CheckpointEvaluator:
             lambda: build_engine(self.model, parallel_context, setup.tokenizer, config, setup.prompts),
         )
         self.setup = setup
-        self.pipelines: dict[tuple[str, ...], Any] = {}
+        self.steps: dict[tuple[str, ...], StepEvaluator] = {}
         self.loggers = collectively(self.world, "opening the results loggers", self._build_loggers)
         self.signal = collectively(self.world, "reading the run's results so far", self._open_signal)
         """The run's signal analysis (`analysis.LiveSignal`) on the reporting rank, None elsewhere."""
 
-    def pipeline_for(self, step: int | None) -> Any:
-        """The pipeline of the tasks still to evaluate at `step`, prepared once per task set."""
+    def step_for(self, step: int | None) -> StepEvaluator:
+        """The step path (`setup.step`) of the tasks still to evaluate at `step`, its pipeline
+        prepared once per task set."""
         from lighteval_nanotron.setup.tasks import prepare_pipeline
 
         names = tuple(self.setup.tasks_by_step.get(step, result_names(self.config, self.setup.tasks)))
         tasks = [name for name in names if name in self.setup.tasks]
-        if names not in self.pipelines:
-            self.pipelines[names] = collectively(
+        if names not in self.steps:
+            pipeline = collectively(
                 self.world,
                 "preparing the requests",
                 lambda: prepare_pipeline(
@@ -243,7 +231,10 @@ class CheckpointEvaluator:
                     progress_log=None if sys.stderr.isatty() else _progress_line,
                 ),
             )
-        return self.pipelines[names]
+            self.steps[names] = StepEvaluator(
+                pipeline, self.config, self.model, self.parallel_context, self.loggers, self.signal
+            )
+        return self.steps[names]
 
     def _build_loggers(self) -> Any:
         """The tracking loggers, on the reporting rank only (None elsewhere)."""
@@ -262,60 +253,32 @@ class CheckpointEvaluator:
     def evaluate(
         self, info: CheckpointInfo, on_result: Callable[[EvaluationResult], None] | None = None
     ) -> EvaluationResult | None:
-        """Load `info`'s weights into the model and evaluate; the reporting rank writes the result,
-        passes it to `on_result` and returns it."""
+        """Load `info`'s weights into the model and evaluate (`setup.step`); the reporting rank
+        writes the result, passes it to `on_result` and returns it."""
         what = f"checkpoint {info.path}"
-        pipeline = self.pipeline_for(info.step)
-        settings = {**pipeline.settings, "dtype": self.dtype_name}
-        self._check_step(info, pipeline, settings)  # before the load: a refused setting costs no load
+        step = self.step_for(info.step)
+        step.check(info.step)  # before the load: a refused setting costs no load
         started = time.perf_counter()
         collectively(
             self.world, f"loading {what}", lambda: load_checkpoint_weights(self.model, self.parallel_context, info.path)
         )
         load_s = time.perf_counter() - started
-        weights = collectively(
-            self.world, f"fingerprinting {what}", lambda: weights_fingerprint(self.model, self.parallel_context)
-        )
-        self._check_step(info, pipeline, {**settings, WEIGHTS_KEY: weights})
+
+        def record(result: EvaluationResult) -> dict[str, Any]:
+            return {
+                "checkpoint": str(info.path),
+                "parallelism": {"tp": self.config.tp, "pp": self.config.pp, "dp": self.config.dp},
+                "device": "cpu" if self.config.cpu else "cuda",
+                "checkpoint_load_s": load_s,
+            }
+
         return collectively(
-            self.world, f"evaluating {what}", lambda: self._run(pipeline, info, load_s, weights, on_result)
+            self.world,
+            f"evaluating {what}",
+            lambda: step.evaluate(
+                info.step, info.consumed_tokens, info.consumed_train_samples, record=record, on_result=on_result
+            ),
         )
-
-    def _check_step(self, info: CheckpointInfo, pipeline: Any, settings: dict[str, Any]) -> None:
-        """Refuse (every rank) a run the step's results file could not take (`check_step_settings`)."""
-        if info.step is not None and "json" in self.config.loggers:
-            check_step_settings(
-                self.config.output_dir, self.setup.model_name, info.step, settings, pipeline.result_names, self.world
-            )
-
-    def _run(
-        self,
-        pipeline: Any,
-        info: CheckpointInfo,
-        load_s: float,
-        weights: str,
-        on_result: Callable[[EvaluationResult], None] | None,
-    ) -> EvaluationResult | None:
-        result = pipeline.run(
-            step=info.step, consumed_tokens=info.consumed_tokens, consumed_train_samples=info.consumed_train_samples
-        )
-        if result is None:
-            return None
-        result.extra_config.update(
-            {WEIGHTS_KEY: weights},
-            checkpoint=str(info.path),
-            parallelism={"tp": self.config.tp, "pp": self.config.pp, "dp": self.config.dp},
-            dtype=self.dtype_name,
-            device="cpu" if self.config.cpu else "cuda",
-            checkpoint_load_s=load_s,
-        )
-        if self.signal is not None:
-            self.signal.attach(result)
-        self.loggers.log(result)
-        if on_result is not None:
-            on_result(result)
-        raise_for_failed_tasks(result)
-        return result
 
     def close(self) -> None:
         if self.loggers is not None:

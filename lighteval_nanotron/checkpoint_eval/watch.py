@@ -45,8 +45,7 @@ from lighteval_nanotron.checkpoint_eval.runner import (
     CheckpointEvaluator,
     EvaluationPlan,
     read_models,
-    with_held_out,
-    with_prepared_inputs,
+    with_inputs,
 )
 from lighteval_nanotron.checkpoint_eval.stop_signals import stop_signals
 from lighteval_nanotron.errors import EvaluationError, LightevalNanotronError
@@ -119,8 +118,8 @@ class _Watch:
         self.tasks = collectively(self.world, "loading the tasks", lambda: load_tasks(config))
         self.evaluator: CheckpointEvaluator | None = None
         self.plan: EvaluationPlan | None = None
-        """Built at the first checkpoint: its model, tokenizer and held-out domains (whose digests
-        decide whether a step is done for them)."""
+        """Built at the first checkpoint: its model, tokenizer, dtype, held-out domains and docs (whose
+        digests, with the identity, decide whether a step is done)."""
         self.report = WatchReport()
 
     def handle(self, info: CheckpointInfo) -> None:
@@ -164,12 +163,13 @@ class _Watch:
                 lambda: (read_checkpoint_model(info.path), self.config.model_name or default_model_name(info.path)),
             )
             plan = EvaluationPlan([info], [], checkpoint_model, model_name, None, None, self.tasks)
-            self.plan = with_held_out(self.config, self.world, plan)
+            self.plan = with_inputs(self.config, self.world, plan)
         from lighteval_nanotron.setup.finished_steps import finished_tasks_by_step
 
-        done = finished_tasks_by_step(self.config.output_dir, self.plan.model_name, self.world)
+        identity = self.plan.identity(self.config)
+        done = finished_tasks_by_step(self.config.output_dir, self.plan.model_name, self.world, identity)
         names = result_names(self.config, self.tasks)
-        return pending_tasks([info], names, done, self.config.max_samples, self.plan.held_out_digests)
+        return pending_tasks([info], names, done, self.config.max_samples, self.plan.digests)
 
     def _failed(self, info: CheckpointInfo, error: BaseException) -> None:
         # Go on only with every rank still there (a peer that timed out breaks the group).
@@ -179,8 +179,7 @@ class _Watch:
 
     def _build(self, info: CheckpointInfo, todo: dict[int | None, list[str]]) -> CheckpointEvaluator:
         collectively(self.world, f"reading checkpoint {info.path}", lambda: read_models([info], self.config))
-        plan = dataclasses.replace(self.plan, checkpoints=[info], tasks_by_step=todo)  # its tokenizer, domains
-        plan = with_prepared_inputs(self.config, self.world, plan, every_task=True)
+        plan = dataclasses.replace(self.plan, checkpoints=[info], tasks_by_step=todo)  # its tokenizer, domains, docs
         return CheckpointEvaluator(self.config, self.parallel_context, plan)
 
     def close(self) -> None:

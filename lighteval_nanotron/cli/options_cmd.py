@@ -26,6 +26,10 @@ that reads the option: the training's for the hook's keys), in a YAML value and 
 `--lighteval-config-path` and Nanotron's `lighteval:` section set the same options through
 lighteval's field names ([eval.md](eval.md#lightevals-eval-yaml-field-by-field)).
 
+"changes scores" says how a step's identity records an option ([tracking](tracking.md#identity)):
+by its value, through each task's data (docs and held-out windows digests), or as the run measured
+it (the model's dtype, the prompt and tokenizer settings); a results file never mixes two values.
+
 This page is the output of `lighteval-nanotron options` (regenerate it with
 `lighteval-nanotron options > docs/options.md` after adding an option).
 """
@@ -53,20 +57,28 @@ def _default(field: dataclasses.Field) -> str:
     return f"`{value}`"
 
 
+SCORES_CELL = {"value": "yes: by value", "data": "yes: per task data", "measured": "yes: as measured", None: "no"}
+"""How the "changes scores" column reads each declaration (`options.base.scores`, docs/tracking.md#identity)."""
+
+
 def _table(cls: type, owner: type, flags: bool, key: str = "option") -> list[str]:
-    from lighteval_nanotron.options.base import declaring_class, field_docs
+    from lighteval_nanotron.options.base import SCORES, declaring_class, field_docs
     from lighteval_nanotron.options.flags import flag_name
 
     docs = field_docs(cls)
-    header = f"| {key} | `eval` flag | default | meaning |" if flags else f"| {key} | default | meaning |"
+    fields = [field for field in dataclasses.fields(cls) if declaring_class(cls, field.name) is owner]
+    scores = any(SCORES in field.metadata for field in fields)
+    header = f"| {key} |" + (" `eval` flag |" if flags else "") + " default |" + (" changes scores |" if scores else "")
+    header += " meaning |"
     lines = [header, "|---" * header.count(" | ") + "|---|"]
-    for field in dataclasses.fields(cls):
-        if declaring_class(cls, field.name) is not owner:
-            continue
+    for field in fields:
         cells = [f"`{field.name}`"]
         if flags:
             cells.append(" ".join(f"`{flag}`" for flag in flag_name(cls, field.name).split("/")))
-        cells += [_default(field), _cell(docs.get(field.name, ""))]
+        cells.append(_default(field))
+        if scores:
+            cells.append(SCORES_CELL[field.metadata[SCORES]] if SCORES in field.metadata else "-")
+        cells.append(_cell(docs.get(field.name, "")))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 

@@ -31,10 +31,13 @@ from lighteval_nanotron.checkpoint_eval.launch.launchers import LAUNCHED, QUEUED
 from lighteval_nanotron.checkpoint_eval.launch.queue import LaunchQueue, LaunchRecord
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
-from lighteval_nanotron.hook.evaluator import TrainingEvaluator
+from lighteval_nanotron.hook.evaluator import TrainingEvaluator, agreed_setup
+from lighteval_nanotron.hook.schedule import Moment
 from lighteval_nanotron.parallel.deadline import bounded_collectives
+from lighteval_nanotron.setup.engine import engine_config
 from lighteval_nanotron.setup.finished_steps import finished_steps
 from lighteval_nanotron.setup.naming import model_name
+from lighteval_nanotron.setup.step import run_identity
 from lighteval_nanotron.steps import step_number
 from lighteval_nanotron.tracking.log_table import format_results_table
 from lighteval_nanotron.tracking.paths import evaluated_tasks_by_step, results_file_content, step_results_file
@@ -43,71 +46,66 @@ from lighteval_nanotron.tracking.results_file import evaluated_tasks
 logger = logging.getLogger(__name__)
 
 
-class AsynchronousEvaluator(TrainingEvaluator):
-    """Launches the evaluation of each wanted checkpoint instead of evaluating in the loop.
+class Launched:
+    """Launches the evaluation of each wanted checkpoint (an `eval` job) instead of evaluating in
+    the loop. `launches` is kept on the launching rank (empty elsewhere), as the run's `evaluated`
+    and `failures`."""
 
-    `evaluated`, `failures` and `launches` are kept on the launching rank (empty elsewhere)."""
-
-    def __init__(self, config: EvaluationConfig) -> None:
-        super().__init__(config)
-        self.settings = config.asynchronous
-        self.eval_interval = config.eval_interval
+    def __init__(self, run: TrainingEvaluator) -> None:
+        self.run = run
+        self.settings = run.config.asynchronous
+        self.eval_interval = run.config.eval_interval
         self.queue: Optional[LaunchQueue] = None
         """On the launching rank only."""
         self.task_names: list[str] = []
+        self.identity: dict[str, Any] = {}
+        """The identity the launched evaluations record, as far as the options give it (no tokenizer,
+        dtype or weights here): results of another are not this run's."""
 
     @property
     def launches(self) -> list[LaunchRecord]:
         """Every launched evaluation so far, in launch order (launching rank)."""
         return list(self.queue.records) if self.queue is not None else []
 
-    # Trainer hooks -----------------------------------------------------------------------------
+    def at(self, trainer: Any, moment: Moment) -> None:
+        """After a step: launch what is queued (in the background); after a save: queue the
+        checkpoint if wanted; at the end: wait for local evaluations, submit Slurm's."""
+        if self.queue is None:
+            return
+        if moment is Moment.STEP:
+            self.queue.pump_in_background()  # sbatch, scontrol and the output folder off the training's thread
+        elif moment is Moment.CHECKPOINT:
+            self._queue_checkpoint(trainer)
+        elif moment is Moment.END:
+            self._finish()
 
-    def pre_training(self, trainer: Any) -> None:
-        self.setup(trainer)
+    def _queue_checkpoint(self, trainer: Any) -> None:
+        step = int(trainer.iteration_step)
+        if step < 1:
+            return
+        if self.run.config.eval_interval_file is not None:
+            self._read_interval_file(trainer.config.checkpoints.checkpoint_interval)
+        if self._wanted(step, int(trainer.config.tokens.train_steps)) and step not in self.run.schedule.seen_steps:
+            self.run.schedule.mark(step)
+            self.queue.add(self._job(trainer, step))
 
-    def post_train_step(self, trainer: Any) -> None:
-        self.step_times.record(trainer)
-        try:
-            if self.queue is not None:
-                self.queue.pump_in_background()  # sbatch, scontrol and the output folder off the training's thread
-        finally:
-            self.step_times.step_ended()
-
-    def post_save_checkpoint(self, trainer: Any) -> None:
-        try:
-            step = int(trainer.iteration_step)
-            if self.queue is None or step < 1:
-                return
-            if self.config.eval_interval_file is not None:
-                self._read_interval_file(trainer.config.checkpoints.checkpoint_interval)
-            if self._wanted(step, int(trainer.config.tokens.train_steps)) and step not in self.schedule.seen_steps:
-                self.schedule.mark(step)
-                self.queue.add(self._job(trainer, step))
-        finally:
-            self.step_times.step_ended()
-
-    def post_training(self, trainer: Any) -> None:
-        try:
-            if self.queue is not None:
-                self._finish()
-        finally:
-            self.close()
+    def close(self) -> None:
+        """Nothing to close: the launched evaluations write their own results."""
 
     # Setup ---------------------------------------------------------------------------------------
 
     def setup(self, trainer: Any) -> None:
         world = trainer.parallel_context.world_pg
         general = trainer.config.general
-        self.model_name = model_name(self.config.model_name, general.project, general.run, fallback="nanotron")
+        self.run.model_name = model_name(self.run.config.model_name, general.project, general.run, fallback="nanotron")
         launching = dist.get_rank(world) == int(trainer.logger_ranks[0])
 
         def prepare() -> None:
             if launching:
                 self._prepare(trainer)
 
-        with bounded_collectives(trainer.parallel_context, self.config.failure_timeout_s):
-            self._agreed(world, prepare)
+        with bounded_collectives(trainer.parallel_context, self.run.config.failure_timeout_s):
+            agreed_setup(world, prepare)
         if launching:
             logger.info(
                 "[lighteval_nanotron] asynchronous evaluation (%s launcher, tp=%d pp=%d dp=%d%s, at most %d in "
@@ -119,7 +117,7 @@ class AsynchronousEvaluator(TrainingEvaluator):
                 ", cpu" if self.settings.cpu else "",
                 self.settings.max_in_flight,
                 self._plan_description(trainer),
-                sorted(self.done_steps) or "none",  # not the steps queued again (`_queue_earlier_checkpoints`)
+                sorted(self.run.done_steps) or "none",  # not the steps queued again (`_queue_earlier_checkpoints`)
             )
 
     def _prepare(self, trainer: Any) -> None:
@@ -127,7 +125,8 @@ class AsynchronousEvaluator(TrainingEvaluator):
         the loss log, the steps already evaluated and the queue."""
         from lighteval_nanotron.setup.tasks import load_tasks, result_names
 
-        self.task_names = result_names(self.config, load_tasks(self.config))
+        self.task_names = result_names(self.run.config, load_tasks(self.run.config))
+        self.identity = run_identity(self.run.config, engine_config(self.run.config), {}, None)
         probe = self._job(trainer, 0)
         if self.settings.launcher == "slurm" and shutil.which("sbatch", path=probe.base_env.get("PATH")) is None:
             raise ConfigError(
@@ -136,13 +135,13 @@ class AsynchronousEvaluator(TrainingEvaluator):
             )
         launcher = launcher_for(self.settings)
         launcher.script(probe)  # a bad template fails now, not at the first checkpoint
-        if "json" in self.config.loggers:
+        if "json" in self.run.config.loggers:
             from lighteval_nanotron.tracking.training_loss import TrainingLossLog
 
-            self.loss_log = TrainingLossLog(self.config.output_dir, self.model_name)
-        self.done_steps = self._finished_steps()
-        for step in self.done_steps:
-            self.schedule.mark(step)
+            self.run.loss_log = TrainingLossLog(self.run.config.output_dir, self.run.model_name)
+        self.run.done_steps = self._finished_steps()
+        for step in self.run.done_steps:
+            self.run.schedule.mark(step)
         self.queue = LaunchQueue(
             launcher, self.settings.max_in_flight, self.settings.status_interval_s, self._has_results, self._record
         )
@@ -156,7 +155,7 @@ class AsynchronousEvaluator(TrainingEvaluator):
 
         start = self._start_step(trainer)
         for step, _ in numbered_folders(Path(trainer.config.checkpoints.checkpoints_path)):
-            if not 1 <= step <= start or step in self.schedule.seen_steps:
+            if not 1 <= step <= start or step in self.run.schedule.seen_steps:
                 continue
             job = self._job(trainer, step)
             history = launch_history(job)
@@ -164,7 +163,7 @@ class AsynchronousEvaluator(TrainingEvaluator):
                 logger.warning(
                     "[lighteval_nanotron] step %d: queued before this run resumed, never launched: queued again", step
                 )
-                self.schedule.mark(step)
+                self.run.schedule.mark(step)
                 self.queue.add(job)
             elif history == LAUNCHED:
                 logger.warning(
@@ -181,7 +180,7 @@ class AsynchronousEvaluator(TrainingEvaluator):
         first = (int(self._start_step(trainer)) // interval + 1) * interval
         steps = [s for s in range(first, train_steps + 1, interval) if self._wanted(s, train_steps)]
         text = f"the checkpoints at steps {steps}" if steps else "no checkpoint"
-        if self.config.eval_at_end and train_steps % interval and not getattr(checkpoints, "save_final_state", False):
+        if self.run.config.eval_at_end and train_steps % interval and not getattr(checkpoints, "save_final_state", False):
             text += f" (step {train_steps} has no checkpoint: eval_at_end cannot evaluate it)"
         return text
 
@@ -195,14 +194,14 @@ class AsynchronousEvaluator(TrainingEvaluator):
 
     def _wanted(self, step: int, train_steps: int) -> bool:
         return bool(
-            self.config.eval_at_checkpoints
+            self.run.config.eval_at_checkpoints
             or (self.eval_interval is not None and step % self.eval_interval == 0)
-            or (self.config.eval_at_end and step == train_steps)
+            or (self.run.config.eval_at_end and step == train_steps)
         )
 
     def _read_interval_file(self, checkpoint_interval: int) -> None:
         """A new `eval_interval` from `eval_interval_file`, when it holds a valid one."""
-        path = Path(self.config.eval_interval_file)
+        path = Path(self.run.config.eval_interval_file)
         if not path.is_file():
             return
         try:
@@ -245,12 +244,12 @@ class AsynchronousEvaluator(TrainingEvaluator):
         name = tokenizer_args.tokenizer_name_or_path if tokenizer_args is not None else None
         tokenizer = str(name) if name else None
         return build_job(
-            self.config, self.settings, step, checkpoint, self.model_name, tokenizer, self._wandb_options(step)
+            self.run.config, self.settings, step, checkpoint, self.run.model_name, tokenizer, self._wandb_options(step)
         )
 
     def _wandb_options(self, step: int) -> dict[str, str]:
         """The evaluation's W&B run: its own, in the training run's group, named and identified after it."""
-        run = self.wandb_run
+        run = self.run.wandb_run
         if run is None:
             return {}
         return {
@@ -266,21 +265,21 @@ class AsynchronousEvaluator(TrainingEvaluator):
         """Steps whose results file holds every task and held-out domain (this rank reads the output
         folder: shared with the evaluations it launches). On whatever windows a domain was scored:
         the training processes never build the domains (each launched evaluation does)."""
-        done = evaluated_tasks_by_step(self.config.output_dir, self.model_name)
-        return finished_steps(done, self.task_names, self.config.max_samples, {})
+        done = evaluated_tasks_by_step(self.run.config.output_dir, self.run.model_name, self.identity)
+        return finished_steps(done, self.task_names, self.run.config.max_samples, {})
 
     def _has_results(self, step: int) -> bool:
         """Whether `step`'s results file holds every task and domain (`_finished_steps`, reading only
         that step's file: an evaluation ends at every poll, and the folder holds every earlier step)."""
-        path = step_results_file(self.config.output_dir, self.model_name, step)
+        path = step_results_file(self.run.config.output_dir, self.run.model_name, step)
         content = results_file_content(path)[0] if path is not None else None
-        done = {step: evaluated_tasks(content)} if content is not None else {}
-        return step in finished_steps(done, self.task_names, self.config.max_samples, {})
+        done = {step: evaluated_tasks(content, self.identity)} if content is not None else {}
+        return step in finished_steps(done, self.task_names, self.run.config.max_samples, {})
 
     def _record(self, record: LaunchRecord) -> None:
         took = f" {record.finished_at - record.launched_at:.1f}s after launch" if record.finished_at else ""
         if not record.ok:
-            self.failures.append((record.step, f"{record.where}: {record.detail}"))
+            self.run.failures.append((record.step, f"{record.where}: {record.detail}"))
             logger.error(
                 "[lighteval_nanotron] evaluation of step %d FAILED%s, training continues: %s: %s",
                 record.step,
@@ -289,8 +288,8 @@ class AsynchronousEvaluator(TrainingEvaluator):
                 record.detail,
             )
             return
-        self.evaluated.append(record.step)
-        if "log" in self.config.loggers:
+        self.run.evaluated.append(record.step)
+        if "log" in self.run.config.loggers:
             logger.info(
                 "[lighteval_nanotron] step %d evaluated%s (%s):\n%s",
                 record.step,
@@ -302,7 +301,7 @@ class AsynchronousEvaluator(TrainingEvaluator):
     def _results_of(self, step: int) -> dict:
         from lighteval_nanotron.tracking.paths import step_results_file
 
-        path = step_results_file(self.config.output_dir, self.model_name, step)
+        path = step_results_file(self.run.config.output_dir, self.run.model_name, step)
         content = json.loads(path.read_text()) if path is not None else {}
         return {task: values for task, values in (content.get("results") or {}).items() if task != "all"}
 
@@ -322,20 +321,20 @@ class AsynchronousEvaluator(TrainingEvaluator):
                 logger.warning(
                     "[lighteval_nanotron] training done; Slurm evaluations still queued or running (their results go "
                     "to %s; `eval --checkpoints-dir` evaluates any that fail): %s",
-                    self.config.output_dir,
+                    self.run.config.output_dir,
                     "; ".join(running),
                 )
-        mean = self.step_times.mean_s
+        mean = self.run.step_times.mean_s
         logger.info(
             "[lighteval_nanotron] asynchronous evaluations: %d done %s, %d failed %s; training steps took %s",
-            len(self.evaluated),
-            sorted(self.evaluated),
-            len(self.failures),
-            [step for step, _ in self.failures],
-            "unmeasured" if mean is None else f"{mean:.3f}s on average ({len(self.step_times.seconds)} steps)",
+            len(self.run.evaluated),
+            sorted(self.run.evaluated),
+            len(self.run.failures),
+            [step for step, _ in self.run.failures],
+            "unmeasured" if mean is None else f"{mean:.3f}s on average ({len(self.run.step_times.seconds)} steps)",
         )
 
 
 def evaluator_for(config: EvaluationConfig) -> TrainingEvaluator:
-    """The callback for a section: in the loop, or launching evaluations (`asynchronous`)."""
-    return AsynchronousEvaluator(config) if config.asynchronous is not None else TrainingEvaluator(config)
+    """The callback for a section: evaluating in the loop, or launching evaluations (`asynchronous`)."""
+    return TrainingEvaluator(config, Launched if config.asynchronous is not None else None)

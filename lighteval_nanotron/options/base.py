@@ -39,6 +39,41 @@ def renamed_from(old: str) -> Dict[str, Any]:
     return {"renamed_from": old}
 
 
+SCORES = "scores"
+"""Field metadata key: whether an option changes scores, and how a step's identity records it."""
+HOW = ("value", "data", "measured")
+
+
+def scores(how: str = "value", **metadata: Any) -> Dict[str, Any]:
+    """Field metadata: the option changes scores, and `how` a step's identity (`setup.step`)
+    records it: `value` (its value, under its name, in `config_general.identity`), `data` (through
+    each task's docs or held-out windows: their digests, per task), `measured` (as the run measured
+    it, under its own key: the model's dtype, the prompt and decoding settings)."""
+    if how not in HOW:
+        raise ValueError(f"scores(how={how!r}): use one of {HOW}")
+    return {SCORES: how, **metadata}
+
+
+def same_scores(**metadata: Any) -> Dict[str, Any]:
+    """Field metadata: the option does not change scores (where results go, speed, progress)."""
+    return {SCORES: None, **metadata}
+
+
+def declares_scores(field: "dataclasses.Field[Any]") -> bool:
+    """Whether `field` says whether it changes scores (`scores` or `same_scores`)."""
+    return SCORES in field.metadata
+
+
+def score_values(options: Any) -> Dict[str, Any]:
+    """`{name: value}` of the fields of dataclass `options` declared `scores("value")`: the part of
+    a step's identity its options give by value."""
+    return {
+        field.name: getattr(options, field.name)
+        for field in dataclasses.fields(options)
+        if field.metadata.get(SCORES) == "value"
+    }
+
+
 _VARIABLE = re.compile(r"\$(\w+|\{[^}]*\})")
 
 

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Union
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.heldout import DEFAULT_HELD_OUT_TOKENS, HeldOutSpec, held_out_specs
-from lighteval_nanotron.options.base import as_list, choices, path
+from lighteval_nanotron.options.base import as_list, choices, path, same_scores, scores
 from lighteval_nanotron.options.tokenization import TokenizationOptions
 from lighteval_nanotron.options.tracking import TrackingOptions
 from lighteval_nanotron.requests import GenerationParameters
@@ -25,7 +25,7 @@ from lighteval_nanotron.tasks.spec import read_task_list
 class EvaluationOptions(TrackingOptions, TokenizationOptions):
     """What to evaluate and how. Every field but `tasks` (or `held_out`) is optional."""
 
-    tasks: Union[str, List[str]] = ""
+    tasks: Union[str, List[str]] = field(default="", metadata=scores("data"))
     """Task specs `suite|task|num_fewshot`: a string of specs separated by commas or line breaks, a
     list, or a file of specs (one or more a line, `#` comments), e.g.
     `lighteval|arc:easy|0,lighteval|piqa|0`. May be empty when `held_out` names domains."""
@@ -33,6 +33,7 @@ class EvaluationOptions(TrackingOptions, TokenizationOptions):
     held_out: Optional[Union[Dict[str, Any], List[str]]] = field(
         default=None,
         metadata={
+            **scores("data"),
             "flag": "--held-out",
             "repeat": True,
             "metavar": "NAME=PATH",
@@ -44,67 +45,71 @@ class EvaluationOptions(TrackingOptions, TokenizationOptions):
     (the section); a path is a Nanoset folder, a jsonl/parquet file or folder with a text column, or a
     dataset name. Results `heldout|<name>`; see docs/held_out.md."""
 
-    held_out_tokens: int = DEFAULT_HELD_OUT_TOKENS
+    held_out_tokens: int = field(default=DEFAULT_HELD_OUT_TOKENS, metadata=scores("data"))
     """Target tokens scored per held-out domain at each evaluation (a fixed subset, the same every time)."""
 
-    held_out_sequence_length: Optional[int] = None
+    held_out_sequence_length: Optional[int] = field(default=None, metadata=scores("data"))
     """Tokens per held-out window's input. Unset: the training's `tokens.sequence_length` (for `eval`,
     the checkpoint's `config.yaml`), else the model's positions."""
 
-    custom_tasks: Optional[str] = field(default=None, metadata=path())
+    custom_tasks: Optional[str] = field(default=None, metadata=path(**scores("data")))
     """A Python file or module that defines a `TASKS_TABLE` of extra tasks (lighteval task files
     run unchanged)."""
 
-    data_dirs: Optional[Union[str, List[str]]] = field(default=None, metadata={"flag": "--data-dir", "repeat": True})
+    data_dirs: Optional[Union[str, List[str]]] = field(
+        default=None, metadata=scores("data", flag="--data-dir", repeat=True)
+    )
     """Where task datasets are read from, searched before `$LIGHTEVAL_NANOTRON_DATA_DIRS`: local
     folders, or `bundled` for the slices shipped with the package. Unset: that variable, then the
     Hugging Face cache."""
 
-    max_samples: Optional[int] = None
+    max_samples: Optional[int] = field(default=None, metadata=scores("data"))
     """At most this many docs per task (a fixed subset, the same at every run). Unset: all docs."""
 
-    fewshot_draws: Optional[str] = field(default=None, metadata=choices(FewShotDraws.names()))
+    fewshot_draws: Optional[str] = field(default=None, metadata=choices(FewShotDraws.names(), **scores()))
     """Few-shot draws for every task: `lighteval` (lighteval 0.11's, comparable with its numbers)
     or `per_doc` (a doc's examples depend on that doc only). Unset: each task's own (`lighteval`
     for lighteval's suites, `per_doc` for custom tasks); see docs/tasks.md."""
 
-    tokens_per_batch: int = 8192
+    tokens_per_batch: int = field(default=8192, metadata=same_scores())
     """Token budget of one evaluation micro-batch per data-parallel replica (prompt and
     continuation, padded). Results do not depend on it."""
 
-    use_chat_template: bool = False
+    use_chat_template: bool = field(default=False, metadata=scores("measured"))
     """Render prompts with the tokenizer's chat template (few-shot examples as user/assistant
     turns). A tokenizer without a chat template fails at setup, before step 1 or the model build."""
 
-    system_prompt: Optional[str] = None
+    system_prompt: Optional[str] = field(default=None, metadata=scores("measured"))
     """A system prompt: the system turn with `use_chat_template`, else the first paragraph of
     every prompt."""
 
-    generation: Optional[Dict[str, Any]] = field(default=None, metadata={"flags_of": GenerationParameters})
+    generation: Optional[Dict[str, Any]] = field(
+        default=None, metadata=scores("measured", flags_of=GenerationParameters)
+    )
     """Decoding of generative tasks: any of `temperature` (0: greedy, the default), `top_k`,
     `top_p`, `num_samples`, `seed`. A task's own `generation_parameters` override them."""
 
-    bootstrap_iters: Optional[int] = None
+    bootstrap_iters: Optional[int] = field(default=None, metadata=scores())
     """Bootstrap resamples behind the standard error of each metric that is not a mean (F1, MCC,
     perplexities, ...; means get the analytic one). Fewer make an in-loop evaluation of such
     metrics cheaper, more make the error bars steadier. Unset: 1000, as lighteval."""
 
-    model_name: Optional[str] = None
+    model_name: Optional[str] = field(default=None, metadata=same_scores())
     """Name in the results paths (`results/<model_name>/<step>/`). Unset: the training config's
     `general.project/general.run` (for `eval`, the checkpoint's `config.yaml`: its
     `lighteval_nanotron.model_name` first; a converted model `converted/<name>`; else the folder
     name), so the hook and `eval` of one run write to the same place."""
 
-    progress_bar: bool = field(default=True, metadata={"flag": "--no-progress"})
+    progress_bar: bool = field(default=True, metadata=same_scores(flag="--no-progress"))
     """Progress of each evaluation on the reporting rank, advanced per micro-batch (docs done of the
     total, docs/s, time left): a bar that stays on screen when stderr is a terminal, and lines in the
     log every `progress_interval_s` (the hook with the `log` logger; `eval` when stderr is not a
     terminal)."""
 
-    progress_interval_s: Union[int, float] = 30
+    progress_interval_s: Union[int, float] = field(default=30, metadata=same_scores())
     """Seconds between two progress lines in the log during one evaluation (none for a shorter one)."""
 
-    failure_timeout_s: Union[int, float] = 1800
+    failure_timeout_s: Union[int, float] = field(default=1800, metadata=same_scores())
     """Seconds any wait on another rank may take (a collective, a pipeline transfer, the agreement
     on how a step went) before the evaluation stops with an `EvaluationError`: a stalled or dead
     rank becomes an error instead of a hang."""

@@ -34,6 +34,7 @@ from lighteval_nanotron.pipeline.settings import PipelineSettings
 from lighteval_nanotron.pipeline.summary import summarize
 from lighteval_nanotron.pipeline.task_costs import task_costs
 from lighteval_nanotron.requests import Doc, GenerationParameters, SamplingMethod
+from lighteval_nanotron.requests.doc import DOCS_DIGEST, docs_digest
 from lighteval_nanotron.tasks import LightevalTask, PromptManager, Registry
 
 logger = logging.getLogger(__name__)
@@ -190,6 +191,9 @@ class EvaluationPipeline:
         self.prepared: PreparedRequests = prepare_requests(model, self.groups)
         self.held_out = held_out or PreparedHeldOut()
         """The held-out domains' windows and plans (`pipeline.held_out`)."""
+        self.digests = {**{name: docs_digest(docs) for name, docs in self.docs.items()}, **self.held_out.digests}
+        """`{results key: digest}` of the data each task and domain is scored on (docs, windows):
+        the per-task part of a step's identity."""
 
     @property
     def result_names(self) -> list[str]:
@@ -275,6 +279,7 @@ class EvaluationPipeline:
                         **self.tasks[name].config.as_dict(),
                         "fewshot_sampling": self.tasks[name].fewshot_record(),
                         "data_source": self.tasks[name].data_source,
+                        DOCS_DIGEST: self.digests[name],
                         **self.metric_info[name],
                     }
                     for name in evaluated

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -55,3 +57,21 @@ class Doc:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+DOCS_DIGEST = "docs_sha256"
+"""The `config_tasks` key of a task's docs digest (`docs_digest`): one of a step's identity's
+per-task parts, beside a held-out domain's `windows_sha256`."""
+
+
+def docs_digest(docs: list[Doc]) -> str:
+    """SHA-256 of what a task's docs put before the model and score against, in order: query,
+    choices, gold, instruction, few-shot examples and generation limits (their count with them)."""
+
+    def part(doc: Doc) -> list[Any]:
+        return [doc.query, doc.choices, doc.gold_index, doc.instruction, doc.unconditioned_query,
+                doc.generation_size, doc.stop_sequences, doc.num_samples,
+                [part(example) for example in doc.fewshot_samples]]  # fmt: skip
+
+    text = json.dumps([part(doc) for doc in docs], ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()

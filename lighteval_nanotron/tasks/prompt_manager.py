@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
@@ -21,6 +22,10 @@ def _strip_instruction(query: str, instruction: str | None) -> str:
 def _first_gold(doc: Doc) -> str:
     golds = doc.get_golds()
     return str(golds[0]) if golds else ""
+
+
+def _sha256(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, ensure_ascii=False).encode()).hexdigest()
 
 
 class PromptManager:
@@ -49,12 +54,15 @@ class PromptManager:
             )
 
     def settings(self) -> dict[str, Any]:
-        """How prompts are rendered, for the results' `config_general` (the template by its SHA-256)."""
+        """How prompts are rendered and tokenized, for the results' `config_general` and a step's
+        identity (the template and the tokenizer's vocabulary by their SHA-256)."""
         template = self.tokenizer.chat_template if self.use_chat_template else None
+        vocabulary = getattr(self.tokenizer, "get_vocab", None)
         return {
             "use_chat_template": self.use_chat_template,
             "system_prompt": self.system_prompt,
             "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest() if template else None,
+            "tokenizer_sha256": _sha256(sorted(vocabulary().items())) if vocabulary is not None else None,
         }
 
     def prepare_prompt(self, doc: Doc) -> str:

@@ -18,6 +18,7 @@ import json
 import re
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from lighteval_nanotron.pipeline.result import EvaluationResult
 from lighteval_nanotron.steps import numbered_folders
@@ -140,10 +141,11 @@ def _parsed(path: Path) -> dict | None:
 
 
 def evaluated_tasks_by_step(
-    output_dir: str | Path, model_name: str
+    output_dir: str | Path, model_name: str, identity: dict[str, Any] | None = None
 ) -> dict[int, dict[tuple[str, int | None], str | None]]:
-    """`{step: {(task, max_samples): windows digest or None}}` of the results files already written
-    for `model_name` (`results_file.evaluated_tasks`; `setup.finished_steps` decides what is done).
+    """`{step: {(task, max_samples): data digest or None}}` of the results files already written
+    for `model_name` under `identity` (`results_file.evaluated_tasks`; `setup.finished_steps`
+    decides what is done).
     Files that do not parse as JSON, or are not results dicts, count as nothing done
     (the results logger moves such a file aside before it writes the step's results)."""
     from lighteval_nanotron.tracking.results_file import evaluated_tasks
@@ -152,7 +154,7 @@ def evaluated_tasks_by_step(
     for step, path in results_files_by_step(output_dir, model_name).items():
         content = _parsed(path)
         if content is not None:
-            done[step] = evaluated_tasks(content)
+            done[step] = evaluated_tasks(content, identity)
     return done
 
 

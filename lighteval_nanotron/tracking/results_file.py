@@ -1,14 +1,14 @@
 """The content of one step's results file: strict JSON, merged with what an earlier run wrote.
 
-A step is evaluated per (task with its few-shot count, max_samples): a later run with other tasks
-adds them to the step's file, and a task evaluated again replaces only its own entries; a run
-whose settings that change scores (`SCORE_SETTINGS`: the weights' fingerprint, dtype, chat
-template, system prompt, generation parameters) differ from the kept tasks' is refused
-(`settings_conflict`). The
-aggregates (`all`, lighteval's group averages, the suite score) and `summary_general` are
-recomputed over the merged tasks. Non-finite numbers (a NaN standard error of a
-one-doc task, say) are written as `null` and listed under `config_general.non_finite_values`, so
-strict JSON parsers read the file.
+A step's file holds one identity (`config_general.identity`, written by `setup.step`: the options
+that change scores, the prompt and decoding settings, the dtype, the weights' fingerprint). A run
+whose identity differs from the file's on a key both record is refused (`settings_conflict`), whatever
+tasks it evaluates; with the same identity, a later run's tasks are added and a task evaluated
+again replaces only its own entries. Each task's data is recorded beside it (`config_tasks`: its
+docs' or windows' digest). The aggregates (`all`, lighteval's group averages, the suite score)
+and `summary_general` are recomputed over the merged tasks. Non-finite numbers (a NaN standard
+error of a one-doc task, say) are written as `null` and listed under
+`config_general.non_finite_values`, so strict JSON parsers read the file.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from lighteval_nanotron.pipeline.aggregates import is_aggregate_key, suite_score
 from lighteval_nanotron.pipeline.result import (
     ALL_TASKS_KEY,
     GENERATION_KEY,
-    GENERATIVE_KEY,
     SIGNAL_KEY,
     SUITE_SCORE_KEY,
     TASK_COSTS_KEY,
@@ -31,19 +30,15 @@ from lighteval_nanotron.pipeline.result import (
     WEIGHTS_KEY,
 )
 from lighteval_nanotron.pipeline.summary import general_summary
+from lighteval_nanotron.requests.doc import DOCS_DIGEST
 from lighteval_nanotron.requests.held_out import WINDOWS_DIGEST
 
 PER_TASK_SECTIONS = ("results", "versions", "config_tasks", "summary_tasks", TASK_COSTS_KEY)
 MAX_SAMPLES_BY_TASK = "max_samples_by_task"
 NON_FINITE_KEY = "non_finite_values"
 FAILED_TASKS_KEY = "failed_tasks"
-FLOAT16 = "float16"
-"""The one evaluation dtype that changes a checkpoint's weights' fingerprint (`models.weights_fingerprint`
-rounds to bfloat16; float16 flushes or rounds the smallest bfloat16 and float32 values first)."""
-SCORE_SETTINGS = (WEIGHTS_KEY, "dtype", "use_chat_template", "system_prompt", "chat_template_sha256", GENERATION_KEY)
-"""`config_general` keys whose value changes a task's scores: a step's file holds one value of each
-(the generation parameters: recorded by a run that generates, compared where a kept task generates;
-the weights: two checkpoints under one model name and step are two models)."""
+IDENTITY_KEY = "identity"
+"""The `config_general` key of a step's identity (`setup.step.run_identity`, with the weights)."""
 
 
 _SECTIONS = ("config_general", *PER_TASK_SECTIONS, "summary_general", FAILED_TASKS_KEY)
@@ -89,84 +84,66 @@ def task_max_samples(content: dict[str, Any]) -> dict[str, int | None]:
     return {name: general.get("max_samples") for name in evaluated_names(content)}
 
 
-def evaluated_tasks(content: dict[str, Any]) -> dict[tuple[str, int | None], str | None]:
+def evaluated_tasks(
+    content: dict[str, Any], identity: dict[str, Any] | None = None
+) -> dict[tuple[str, int | None], str | None]:
     """The (task, max_samples) pairs a results file holds results for, each with the digest of the
-    windows it was scored on (`config_tasks[task].windows_sha256`: held-out domains; None for tasks
-    and for files written before domains recorded one)."""
+    data it was scored on (`config_tasks[task]`: its docs' `docs_sha256`, a domain's
+    `windows_sha256`; None for files written before they were recorded). Nothing when the file's
+    identity differs from `identity` (the weights left out: not known before a checkpoint loads)."""
+    if identity is not None and differing_settings(content, identity, ignore=(WEIGHTS_KEY,)):
+        return {}
     results = content.get("results") or {}
     described = content.get("config_tasks") or {}
     return {
-        (task, samples): _windows_digest(described.get(task))
+        (task, samples): _data_digest(described.get(task))
         for task, samples in task_max_samples(content).items()
         if task in results
     }
 
 
-def _windows_digest(described: Any) -> str | None:
-    digest = described.get(WINDOWS_DIGEST) if isinstance(described, dict) else None
+def _data_digest(described: Any) -> str | None:
+    digest = described.get(WINDOWS_DIGEST) or described.get(DOCS_DIGEST) if isinstance(described, dict) else None
     return digest if isinstance(digest, str) else None
 
 
-def settings_conflict(earlier: dict[str, Any], settings: dict[str, Any], evaluated: Iterable[str]) -> str | None:
-    """Why a run with `settings` (its `config_general`, or the `SCORE_SETTINGS` it will record)
-    that evaluates the tasks `evaluated` cannot be merged into `earlier` (a step's results file of
-    this package): it would keep tasks of `earlier` that were scored with another value of a
-    setting both record, under the run's `config_general`. None when it can."""
-    kept = sorted(task for task in evaluated_names(earlier) if task not in set(evaluated))
-    differing = differing_settings(earlier, settings, kept)
-    if not kept or not differing:
+def recorded_identity(content: dict[str, Any]) -> dict[str, Any]:
+    """The identity a results dict records (`IDENTITY_KEY`; {} in a file written before identities)."""
+    identity = (content.get("config_general") or {}).get(IDENTITY_KEY)
+    return identity if isinstance(identity, dict) else {}
+
+
+def settings_conflict(earlier: dict[str, Any], identity: dict[str, Any], evaluated: Iterable[str]) -> str | None:
+    """Why a run of `identity` that evaluates the tasks `evaluated` cannot be written into `earlier`
+    (a step's results file of this package): one key of the step's identity differs, whichever
+    tasks the run evaluates (a file holds one identity). None when it can."""
+    if VERSION_KEY not in (earlier.get("config_general") or {}):  # lighteval's own file
         return None
-    if differing[0].startswith(WEIGHTS_KEY):
-        there, now = (earlier.get("config_general") or {}).get("dtype"), settings.get("dtype")
-        if FLOAT16 in (there, now) and there != now:  # float16 rounds a checkpoint's smallest values
-            return (
-                f"the step's results file holds {', '.join(kept)} measured on other weights ({'; '.join(differing)}), "
-                f"and one evaluation ran in {FLOAT16} (dtype {there or 'not recorded'} there, {now or 'not recorded'} "
-                f"now): {FLOAT16} rounds a checkpoint's smallest values, so the same checkpoint is other weights in it "
-                "(and scores otherwise). Evaluate in the dtype those tasks were scored in (`--dtype`), add those tasks "
-                "to this run to score them again, or write to another output folder (or model name)."
-            )
+    differing = differing_settings(earlier, identity)
+    if not differing:
+        return None
+    names = sorted(evaluated_names(earlier) or earlier.get(FAILED_TASKS_KEY) or {})
+    kept = ", ".join([task for task in names if task not in set(evaluated)] or names)
+    if differing[0].startswith(WEIGHTS_KEY):  # the weights sort last: nothing else differs
         return (
-            f"the step's results file holds {', '.join(kept)} measured on other weights ({'; '.join(differing)}): "
-            "another checkpoint (another run, or a copy of another step) evaluated under this model name and step. "
-            "Give this checkpoint another model name (`model_name`, `--model-name`) or output folder, "
-            "or add those tasks to this run to score them again on these weights."
+            f"the step's results file holds {kept} measured on other weights ({differing[0]}): another checkpoint "
+            "evaluated under this model name and step. Give this checkpoint another model name (`model_name`, "
+            "`--model-name`) or output folder, or move that step's results folder away to evaluate it again."
         )
     return (
-        f"the step's results file holds {', '.join(kept)} scored with other settings ({'; '.join(differing)}): "
-        "one step's file describes one set of settings. Evaluate with the same settings, add those tasks to this "
-        "run to score them again, or write to another output folder (or model name)."
+        f"the step's results file holds {kept} scored with other settings ({'; '.join(differing)}): one step's "
+        "file holds one identity. Evaluate with the same settings, or write to another output folder or model name "
+        "(`model_name`, `--model-name`)."
     )
 
 
-def differing_settings(earlier: dict[str, Any], settings: dict[str, Any], tasks: Iterable[str]) -> list[str]:
-    """`SCORE_SETTINGS` that `earlier` (a step's results file of this package) records for `tasks`
-    with another value than `settings`, each as "key <there> there, <now> now" (the weights first)."""
-    recorded = earlier.get("config_general") or {}
-    if VERSION_KEY not in recorded:  # lighteval's own results file records its settings otherwise
-        return []
-    generating = _any_generative(earlier, tasks)
-    keys = [key for key in SCORE_SETTINGS if key != GENERATION_KEY or generating]
-    return [
-        f"{key} {recorded[key]!r} there, {settings[key]!r} now"
-        for key in keys
-        if key in recorded and key in settings and recorded[key] != settings[key]
-    ]
-
-
-def _any_generative(content: dict[str, Any], tasks: Iterable[str]) -> bool:
-    """Whether one of `tasks` of `content` generates (a task recorded without the flag counts as one)."""
-    config_tasks = content.get("config_tasks") or {}
-    return any((config_tasks.get(task) or {}).get(GENERATIVE_KEY, True) for task in tasks)
-
-
-def run_settings(content: dict[str, Any]) -> dict[str, Any]:
-    """The settings one evaluation's results dict scored with: its `config_general`, without the
-    generation parameters when none of its tasks generates (they applied to nothing)."""
-    general = content.get("config_general") or {}
-    if _any_generative(content, evaluated_names(content)):
-        return general
-    return {key: value for key, value in general.items() if key != GENERATION_KEY}
+def differing_settings(earlier: dict[str, Any], identity: dict[str, Any], ignore: Iterable[str] = ()) -> list[str]:
+    """The keys of `identity` that `earlier` (a step's results file) records with another value, each
+    as "key <there> there, <now> now", the weights last. A key one side does not record (decoding
+    where no task generates; a key newer than the file) is not compared."""
+    recorded = recorded_identity(earlier)
+    keys = sorted((recorded.keys() & identity.keys()) - set(ignore), key=lambda key: (key == WEIGHTS_KEY, key))
+    return [f"{key} {recorded[key]!r} there, {identity[key]!r} now" for key in keys if recorded[key] != identity[key]]
 
 
 def evaluated_names(content: dict[str, Any]) -> list[str]:
@@ -177,10 +154,10 @@ def evaluated_names(content: dict[str, Any]) -> list[str]:
 def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """`new` (one evaluation's results dict) over `earlier` (the file's content): every task of
     `earlier` that `new` did not evaluate is kept; `config_general` is the newest run's, so a run
-    whose score-changing settings differ from the kept tasks' is a `TrackingError`. The aggregates
+    whose identity differs from the file's is a `TrackingError`. The aggregates
     leave out the failed tasks without a score: one that failed again keeps its earlier score (same
     weights and settings), and with it the step's aggregates."""
-    conflict = settings_conflict(earlier, run_settings(new), evaluated_names(new))
+    conflict = settings_conflict(earlier, recorded_identity(new), evaluated_names(new))
     if conflict is not None:
         raise TrackingError(f"Results not written: {conflict}")
     merged = {**earlier, **new}  # keys of the earlier file that this layout does not know are kept
@@ -196,10 +173,11 @@ def merge_results(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any
     samples = {task: n for task, n in task_max_samples(earlier).items() if task not in stale}
     samples.update(task_max_samples(new))
     merged["config_general"] = {**(new.get("config_general") or {}), MAX_SAMPLES_BY_TASK: samples}
-    kept = [task for task in evaluated_names(earlier) if task not in set(evaluated_names(new))]
-    earlier_general = earlier.get("config_general") or {}
-    if GENERATION_KEY not in run_settings(new) and GENERATION_KEY in earlier_general and _any_generative(earlier, kept):
-        merged["config_general"][GENERATION_KEY] = earlier_general[GENERATION_KEY]  # the kept tasks' own
+    identity = {**recorded_identity(earlier), **recorded_identity(new)}  # equal where both record a key
+    if identity:
+        merged["config_general"][IDENTITY_KEY] = identity
+    if GENERATION_KEY in identity:  # the generating tasks' own, kept or new
+        merged["config_general"][GENERATION_KEY] = identity[GENERATION_KEY]
     task_results = {
         task: scores
         for task, scores in merged["results"].items()

@@ -190,7 +190,8 @@ def test_a_step_scored_with_other_settings_is_not_merged_into_on_every_rank(tiny
     assert set(written["results"]) == {ARC, piqa, trivia, "all"} and written["config_general"]["system_prompt"] is None
     assert written["config_general"]["generation_parameters"] == {}  # TriviaQA's, kept through the PIQA runs
     assert [written["config_tasks"][task]["generative"] for task in (ARC, piqa, trivia)] == [False, False, True]
-    earlier = {**written, "config_general": {**written["config_general"], "system_prompt": "Be brief."}}
+    general = written["config_general"]
+    earlier = {**written, "config_general": {**general, "identity": {**general["identity"], "system_prompt": "Be brief."}}}
     with pytest.raises(TrackingError, match="system_prompt 'Be brief.' there, None now"):  # the hook's writes
         merge_results(earlier, {"config_general": written["config_general"], "results": {ARC: {"acc": 1.0}}})
 
@@ -234,3 +235,41 @@ def test_another_checkpoint_under_the_same_model_name_and_step_is_not_merged(
     assert "dtype 'float32' there, 'bfloat16' now" in outcomes[0][0][1][0]
     assert "weights_fingerprint" not in outcomes[0][0][1][0]
     assert written.read_bytes() == before
+
+
+@pytest.mark.distributed
+def test_one_step_file_never_mixes_identities(tiny_converted, tmp_path):
+    """A step's results file holds one identity: another value of a score-changing option (a), the
+    same option at a backfill of a step already evaluated without it (b), or another checkpoint of
+    the step evaluated on the same tasks (c) is refused with one `error:` line, the file untouched."""
+    _, checkpoint = tiny_converted
+    shutil.copytree(checkpoint, tmp_path / "run" / "10")
+    shutil.copytree(checkpoint, tmp_path / "edited" / "10")
+    _fill(tmp_path / "edited" / "10", 0.5)  # one tensor changed: another checkpoint of step 10
+    out, piqa = tmp_path / "out", "lighteval|piqa|0"
+    backfill = ["eval", "--checkpoints-dir", str(tmp_path / "run"), *_argv(tmp_path, out, ARC)[2:]]
+    first = run_distributed(_cli, 1, [_argv(tmp_path / "run" / "10", out, ARC, "--model-name", "tiny")], timeout=300)
+    assert first[0] == [(0, [])]
+    (written,) = (out / "results" / "tiny" / "10").glob("results_*.json")
+    before = written.read_bytes()
+    outcomes = run_distributed(
+        _cli,
+        1,
+        [
+            _argv(tmp_path / "run" / "10", out, piqa, "--model-name", "tiny", "--pairwise-tokenization"),  # (a)
+            [*backfill, "--model-name", "tiny", "--pairwise-tokenization"],  # (b)
+            _argv(tmp_path / "edited" / "10", out, ARC, "--model-name", "tiny"),  # (c)
+        ],
+        timeout=300,
+    )[0]
+    assert [rc for rc, _ in outcomes] == [2, 2, 2], outcomes
+    for _, errors in outcomes[:2]:
+        (line,) = errors
+        assert "pairwise_tokenization False there, True now" in line and "--model-name" in line, line
+    (line,) = outcomes[2][1]
+    assert "measured on other weights (weights_fingerprint '" in line and "--model-name" in line, line
+    assert [path.name for path in (out / "results" / "tiny" / "10").iterdir()] == [written.name]
+    assert written.read_bytes() == before
+    content = _strict(written)
+    assert set(content["results"]) == {ARC, "all"}
+    assert content["config_general"]["identity"]["pairwise_tokenization"] is False

@@ -202,3 +202,59 @@ def test_slurm_jobs_from_the_hook_against_a_real_slurm(tmp_path):
     assert general["checkpoint"] == str(tmp_path / "checkpoints" / "2")
     assert set(_metrics(content)) == set(TASKS)
     assert json.loads(json.dumps(content))  # a complete results file
+
+
+def _eval_once(argv: list) -> int:
+    """run_distributed worker: `lighteval-nanotron eval` with `argv`, its exit status."""
+    from lighteval_nanotron.cli.main import main
+
+    return main(argv)
+
+
+def _evaluate_once(checkpoint: str, output_dir: str) -> None:
+    """run_distributed worker: `lighteval_nanotron.evaluate(...)` of `checkpoint`, as the README calls it."""
+    from transformers import AutoTokenizer
+
+    from lighteval_nanotron import evaluate
+    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from tests.helpers.distributed import parallel_context
+    from tests.hook.training_runs import TOKENIZER
+
+    context = parallel_context(1, 1, 1)
+    model, _ = load_nanotron_checkpoint(checkpoint, context)
+    evaluate(model, context, AutoTokenizer.from_pretrained(str(TOKENIZER)), tasks=",".join(TASKS), max_samples=4,
+             data_dirs=["bundled"], tokens_per_batch=1024, model_name=MODEL_NAME, output_dir=output_dir,
+             loggers=["json"], step=2)  # fmt: skip
+
+
+def test_one_checkpoint_through_every_way_in_has_the_same_scores_and_identity(tmp_path):
+    """Step 2 of one training evaluated by the hook in the loop, by its asynchronous mode, by `eval`
+    and by `evaluate()`: the same scores and the same recorded identity (options, prompt settings,
+    dtype, weights), each task's docs digest too."""
+    section = {"eval_at_checkpoints": True, "eval_at_end": False, "loggers": ["json"]}
+    for name in ("loop", "async"):
+        (tmp_path / name).mkdir()
+    loop = write_config(tmp_path / "loop", train_steps=2, checkpoint_interval=2, section=section)
+    assert run_distributed(_worker, 1, str(loop), _environment(), timeout=600)[0]["evaluated"] == [2]
+    launched = dict(section, asynchronous=LOCAL_CPU)
+    launching = write_config(tmp_path / "async", train_steps=2, checkpoint_interval=2, section=launched)
+    assert run_distributed(_worker, 1, str(launching), _environment(), timeout=600)[0]["evaluated"] == [2]
+    checkpoint = tmp_path / "loop" / "checkpoints" / "2"
+    argv = ["eval", str(checkpoint), "--cpu", "--tasks", ",".join(TASKS), "--max-samples", "4", "--data-dir",
+            "bundled", "--tokens-per-batch", "1024", "--model-name", MODEL_NAME, "--loggers", "json",
+            "--output-dir", str(tmp_path / "eval" / "eval")]  # fmt: skip
+    assert run_distributed(_eval_once, 1, argv, timeout=300) == [0]
+    run_distributed(_evaluate_once, 1, str(checkpoint), str(tmp_path / "evaluate" / "eval"), timeout=300)
+
+    written = {way: results_files(tmp_path / way / "eval")[2] for way in ("loop", "async", "eval", "evaluate")}
+    reference = written["loop"]
+    identity = reference["config_general"]["identity"]
+    assert identity["dtype"] == "float32" and len(identity["weights_fingerprint"]) == 32
+    assert identity["pairwise_tokenization"] is False and identity["tokenizer_sha256"]
+    for way, content in written.items():
+        assert content["config_general"]["identity"] == identity, way
+        assert _metrics(content).keys() == _metrics(reference).keys() == set(TASKS), way
+        for task in TASKS:
+            assert content["config_tasks"][task]["docs_sha256"] == reference["config_tasks"][task]["docs_sha256"]
+            for metric, value in reference["results"][task].items():
+                assert content["results"][task][metric] == pytest.approx(value, abs=TOLERANCE), (way, task, metric)

@@ -32,13 +32,13 @@ def test_eval_interval_file_needs_asynchronous():
 
 def test_an_interval_file_is_read_in_the_digits_0_to_9_only(tmp_path, caplog):
     """int() read `1_0` as 10 and `٣` (another script's 3) as 3: each changed which checkpoints are evaluated."""
-    from lighteval_nanotron.hook.asynchronous import AsynchronousEvaluator
+    from lighteval_nanotron.hook.asynchronous import evaluator_for
 
     interval_file = tmp_path / "eval_interval.txt"
     asynchronous = AsyncEvaluationConfig(**LOCAL_CPU)
     section = {"tasks": "a|b|0", "eval_interval": 2, "eval_interval_file": str(interval_file)}
     config = EvaluationConfig(**section, asynchronous=asynchronous)
-    evaluator = AsynchronousEvaluator(config)
+    evaluator = evaluator_for(config).how
     for text in ("1_0", "\u0663", "4.0", "+4", "true"):
         interval_file.write_text(text + "\n")
         evaluator._read_interval_file(checkpoint_interval=1)

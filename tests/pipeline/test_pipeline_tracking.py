@@ -72,3 +72,23 @@ def test_as_engine_needs_a_model_interface_or_a_nanotron_model_with_its_mesh():
         as_engine(model, parallel_context=object(), tokenizer=object())
     with pytest.raises(ConfigError, match="parallel_context and tokenizer"):
         as_engine(object())
+
+
+def test_evaluate_takes_and_checks_the_options_of_the_hook_and_eval(toy_data, tmp_path):
+    """`evaluate()` takes `EvaluationOptions` as keywords, checked as the hook checks them; it raises
+    for failed tasks once the others are written, and records the step's identity, as the hook and
+    `eval` do."""
+    import broken_tasks
+
+    from lighteval_nanotron.errors import EvaluationError
+
+    with pytest.raises(ConfigError, match="bootstrap_iters is 1"):
+        evaluate(BigramLM(), tasks=MC, custom_tasks=helpers_pipeline, bootstrap_iters=1)
+    with pytest.raises(ConfigError, match=r"unknown option\(s\) \['bootstrap_iter'\]"):
+        evaluate(BigramLM(), tasks=MC, custom_tasks=helpers_pipeline, bootstrap_iter=100)
+    with pytest.raises(EvaluationError, match="toy_bad_metric.*injected metric failure"):
+        evaluate(BigramLM(), tasks=f"{MC},custom|toy_bad_metric|0", custom_tasks=broken_tasks, output_dir=tmp_path,
+                 step=3, model_name="run-b", bootstrap_iters=100)  # fmt: skip
+    content = json.loads(results_file(tmp_path, "run-b", 3).read_text())
+    assert set(content["results"]) == {MC} and set(content["failed_tasks"]) == {"custom|toy_bad_metric|0"}
+    assert content["config_general"]["identity"]["bootstrap_iters"] == 100

@@ -42,7 +42,7 @@ def _both_ways(checkpoint: str, training_yaml: str) -> dict:
         plan = plan_evaluation(eval_config, parallel_context)
         evaluator = CheckpointEvaluator(eval_config, parallel_context, plan)
         try:
-            by_eval = evaluator.pipeline_for(plan.checkpoints[0].step)
+            by_eval = evaluator.step_for(plan.checkpoints[0].step).pipeline
             section = EvaluationConfig(**SHARED)
             engine = training_engine(load_training_config(training_yaml), evaluator.model, parallel_context, section)
             by_hook = prepare_pipeline(engine, load_tasks(section), section, "hook")

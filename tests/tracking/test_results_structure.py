@@ -107,6 +107,7 @@ def test_generation_parameters_of_a_sampled_task_survive_a_run_that_generates_no
         content["config_tasks"] = {task: {"generative": generative}}
         content["summary_tasks"] = {task: {"effective_num_docs": 4}}
         content["config_general"]["generation_parameters"] = generation
+        content["config_general"]["identity"] = {"generation_parameters": generation} if generative else {}
         return content
 
     sampled = run("custom|gen|0", True, {"temperature": 0.5})
@@ -117,11 +118,13 @@ def test_generation_parameters_of_a_sampled_task_survive_a_run_that_generates_no
         merge_results(merged, run("custom|gen2|0", True, {}))
 
 
-def test_a_held_out_domain_kept_in_a_step_does_not_depend_on_generation_parameters():
-    """A step with a sampled task and a held-out domain, the task scored again at another temperature:
-    the domain (kept) was taken for a generating task and the merge refused."""
+def test_a_step_keeps_one_identity_when_its_task_is_scored_again_at_another_temperature():
+    """A step with a sampled task and a held-out domain: the task scored again at another
+    temperature is refused (one step's file holds one identity); at the same one, it replaces its
+    own scores and the kept domain stays."""
     import numpy as np
 
+    from lighteval_nanotron.errors import TrackingError
     from lighteval_nanotron.pipeline.held_out import HeldOutRun, PreparedHeldOut, held_out_results
     from lighteval_nanotron.requests.held_out import HeldOutLosses, HeldOutSet
     from lighteval_nanotron.tracking.results_file import merge_results
@@ -138,11 +141,14 @@ def test_a_held_out_domain_kept_in_a_step_does_not_depend_on_generation_paramete
         content["config_tasks"] = {"custom|gen|0": {"generative": True}, **(out.config_tasks if with_held_out else {})}
         content["summary_tasks"] = {"custom|gen|0": {"effective_num_docs": 4}}
         content["config_general"]["generation_parameters"] = {"temperature": temperature}
+        content["config_general"]["identity"] = {"generation_parameters": {"temperature": temperature}}
         return content
 
-    merged = merge_results(run(0.5, True), run(0.0, False))
+    with pytest.raises(TrackingError, match=r"generation_parameters \{'temperature': 0.5\} there"):
+        merge_results(run(0.5, True), run(0.0, False))
+    merged = merge_results(run(0.5, True), run(0.5, False))
     assert merged["results"]["heldout|web"] == out.results["heldout|web"]
-    assert merged["config_general"]["generation_parameters"] == {"temperature": 0.0}
+    assert merged["config_general"]["generation_parameters"] == {"temperature": 0.5}
 
 
 def test_averages_over_a_domain_scored_again_are_left_out_unless_the_run_writes_them():
@@ -177,24 +183,21 @@ def test_averages_over_a_domain_scored_again_are_left_out_unless_the_run_writes_
     assert added["results"]["heldout|_micro"] == earlier["results"]["heldout|_micro"]
 
 
-def test_other_weights_beside_a_float16_evaluation_are_said_to_be_its_rounding():
-    """The hook's step (training dtype, not recorded), then `eval --dtype float16` of that same
-    checkpoint: float16 rounds its smallest values, so the fingerprints differ, and the refusal
-    blamed another checkpoint and told to rename the model. Two fingerprints in one dtype still do."""
+def test_other_weights_in_another_dtype_are_said_to_be_other_settings():
+    """The same checkpoint in float32 and float16 has two fingerprints (float16 rounds its smallest
+    values): the refusal names the dtype first, not another checkpoint. Two fingerprints in one
+    dtype are another checkpoint."""
     from lighteval_nanotron.errors import TrackingError
     from lighteval_nanotron.tracking.results_file import merge_results
 
-    def run(task: str, weights: str, dtype: str | None) -> dict:
+    def run(task: str, weights: str, dtype: str) -> dict:
         content = make_result(step=10).to_dict()
         content["results"] = {task: {"acc": 0.5, "acc_stderr": 0.1}}
-        content["config_general"]["weights_fingerprint"] = weights
-        if dtype is not None:
-            content["config_general"]["dtype"] = dtype
+        content["config_general"]["identity"] = {"weights_fingerprint": weights, "dtype": dtype}
         return content
 
-    hook = run("custom|a|0", "1" * 32, None)
-    with pytest.raises(TrackingError, match="one evaluation ran in float16") as refused:
-        merge_results(hook, run("custom|b|0", "2" * 32, "float16"))
-    assert "another checkpoint" not in str(refused.value) and "--dtype" in str(refused.value)
+    with pytest.raises(TrackingError, match="other settings .dtype 'float32' there, 'float16' now; weights") as refused:
+        merge_results(run("custom|a|0", "1" * 32, "float32"), run("custom|b|0", "2" * 32, "float16"))
+    assert "another checkpoint" not in str(refused.value) and "--model-name" in str(refused.value)
     with pytest.raises(TrackingError, match="another checkpoint"):
-        merge_results(run("custom|a|0", "1" * 32, "float16"), run("custom|b|0", "2" * 32, "float16"))
+        merge_results(run("custom|a|0", "1" * 32, "float16"), run("custom|a|0", "2" * 32, "float16"))
