@@ -18,7 +18,7 @@ def engine_config(options: EvaluationOptions) -> EngineConfig:
     template (the template renders them). Results go to the reporting rank."""
     shared = {field.name: getattr(options, field.name) for field in dataclasses.fields(TokenizationOptions)}
     return EngineConfig(
-        max_tokens_per_batch=options.tokens_per_batch,
+        tokens_per_batch=options.tokens_per_batch,
         add_special_tokens=not options.use_chat_template,
         generation=options.generation or {},
         gather_to="reporting",

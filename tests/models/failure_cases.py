@@ -18,7 +18,7 @@ def _engine(checkpoint: str, tp: int, pp: int):
     context = parallel_context(tp, pp, 1)
     model, _ = load_nanotron_checkpoint(checkpoint, context)
     # small packed rows: several scoring micro-batches, so a failure leaves some in flight
-    config = EngineConfig(max_length=MAX_LENGTH, gather_to="all", pack_width=16, max_tokens_per_batch=64)
+    config = EngineConfig(max_length=MAX_LENGTH, gather_to="all", pack_width=16, tokens_per_batch=64)
     engine = NanotronLightevalModel(model, context, tiny_tokenizer(), config)
     return context, model, engine
 

@@ -24,7 +24,7 @@ class EngineConfig(TokenizationOptions):
     """How requests become micro-batches, and where results go. How docs become tokens is
     `TokenizationOptions` (its fields are this config's too), shared with the hook's section and `eval`."""
 
-    max_tokens_per_batch: int = 8192
+    tokens_per_batch: int = 8192
     """Token budget of one micro-batch: rows x padded length (generation without `kv_cache`:
     x (context + new tokens); with it, an upper bound on `prefill_tokens`)."""
 
@@ -49,7 +49,7 @@ class EngineConfig(TokenizationOptions):
 
     prefill_tokens: int = 2048
     """Generation with `kv_cache`: context tokens of one prefill step (the joining rows unpadded,
-    at most `max_tokens_per_batch`; a longer row alone). Small steps keep the linear layers near
+    at most `tokens_per_batch`; a longer row alone). Small steps keep the linear layers near
     their best matrix size on CPU and let pipeline stages overlap on the prefills."""
 
     micro_batches_in_flight: int = 4
@@ -126,7 +126,7 @@ class EngineConfig(TokenizationOptions):
         super().__post_init__()
         self.generation = GenerationParameters.from_dict(self.generation)
         for name in (
-            "max_tokens_per_batch",
+            "tokens_per_batch",
             "max_rows_per_batch",
             "micro_batches_in_flight",
             "default_max_new_tokens",

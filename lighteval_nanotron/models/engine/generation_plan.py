@@ -142,7 +142,7 @@ def build_generation_plan(
             continue
         fixed = None if cfg.pad_per_batch else longest
         cost = lambda r: r.token_length + r.generation_size  # noqa: E731
-        budget = batch_budget([fixed or cost(r) for r in ordered], cfg.max_tokens_per_batch, min_batches)
+        budget = batch_budget([fixed or cost(r) for r in ordered], cfg.tokens_per_batch, min_batches)
         for batch in cut_batches(ordered, cost, budget, cfg.max_rows_per_batch, fixed):
             width = max(r.token_length for r in batch)
             plan.padded_tokens_count.update({r.index: width - r.token_length for r in batch})

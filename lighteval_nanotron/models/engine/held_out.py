@@ -3,7 +3,7 @@ log-probs from vocabulary-sharded logits, one sum per window, gathered once.
 
 Every window is `sequence_length + 1` tokens, so rows are full: no padding and no packing needed.
 Each DP replica scores one contiguous share of the windows; a micro-batch is as many whole
-windows as `max_tokens_per_batch` holds (at least one, and at least `min_batches` micro-batches per
+windows as `tokens_per_batch` holds (at least one, and at least `min_batches` micro-batches per
 replica when there are enough windows, so pipeline stages overlap). Decoder layers run through the
 family's layer view with causal attention (`CausalAttention`: positions 0..L-1 of each row, as the
 trainer's Llama forward), position-wise parts chunked as the scoring path does on CPU; `lm_head`
@@ -71,7 +71,7 @@ def build_held_out_plan(
     total, length = int(held_out.windows.shape[0]), held_out.sequence_length
     start, end = replica_range(total, dp_size, dp_rank)
     mine = held_out.windows[start:end]
-    rows = max(1, min(cfg.max_rows_per_batch, cfg.max_tokens_per_batch // length))
+    rows = max(1, min(cfg.max_rows_per_batch, cfg.tokens_per_batch // length))
     if min_batches > 1 and len(mine) >= min_batches:
         rows = min(rows, -(-len(mine) // min_batches))
     batches = [(a, min(a + rows, len(mine))) for a in range(0, len(mine), rows)]

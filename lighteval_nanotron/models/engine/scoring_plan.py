@@ -359,7 +359,7 @@ def build_batches(
             mine_prefixes = forward
         fixed = None if cfg.pad_per_batch else longest
         cost = lambda row: round_up(row.token_length, pad_multiple)  # noqa: E731
-        budget = batch_budget([fixed or cost(row) for row in ordered], cfg.max_tokens_per_batch, min_batches)
+        budget = batch_budget([fixed or cost(row) for row in ordered], cfg.tokens_per_batch, min_batches)
         for batch_rows in cut_batches(ordered, cost, budget, cfg.max_rows_per_batch, fixed):
             width = fixed or round_up(max(row.token_length for row in batch_rows), pad_multiple)
             for row in batch_rows:
@@ -385,7 +385,7 @@ def prefix_forward(
         if not rows or sum(len(t) for _, t in rows[-1]) + len(tokens) > width:
             rows.append([])
         rows[-1].append((index, tokens))
-    per_batch = max(1, min(cfg.max_rows_per_batch, cfg.max_tokens_per_batch // width))
+    per_batch = max(1, min(cfg.max_rows_per_batch, cfg.tokens_per_batch // width))
     forward, base = PrefixForward(), 0
     for first in range(0, len(rows), per_batch):
         chunk = rows[first : first + per_batch]
