@@ -28,6 +28,11 @@ class EngineConfig(TokenizationOptions):
     """Token budget of one micro-batch: rows x padded length (generation without `kv_cache`:
     x (context + new tokens); with it, an upper bound on `prefill_tokens`)."""
 
+    memory_budget_gb: float | None = None
+    """Memory one micro-batch may take on each rank, in GiB (`engine.memory`'s estimate per token):
+    lowers `tokens_per_batch` at each run; a row needing more is refused (`EvaluationOutOfMemory`).
+    None: no bound but, on CUDA, the memory free when the run starts (less a margin)."""
+
     max_rows_per_batch: int = 64
     """Upper bound on the rows of one micro-batch, whatever the budget."""
 
@@ -137,6 +142,8 @@ class EngineConfig(TokenizationOptions):
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"EngineConfig.{name} must be >= 1, got {getattr(self, name)}.")
+        if self.memory_budget_gb is not None and not self.memory_budget_gb > 0:
+            raise ConfigError(f"EngineConfig.memory_budget_gb must be > 0 or None, got {self.memory_budget_gb}.")
         if self.layer_chunk_tokens is not None and self.layer_chunk_tokens < 1:
             raise ConfigError(f"EngineConfig.layer_chunk_tokens must be >= 1 or None, got {self.layer_chunk_tokens}.")
         if self.max_length is not None and self.max_length < 2:

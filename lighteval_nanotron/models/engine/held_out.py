@@ -15,6 +15,7 @@ windows' token ids (4 bytes per token) plus one micro-batch's activations, whate
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -53,6 +54,10 @@ class HeldOutPlan:
     total_windows: int
     batches: list[tuple[int, int]] = field(default_factory=list)
     stats: PlanStats = field(default_factory=PlanStats)
+    config: EngineConfig | None = None
+    """The settings its batches were cut for (`tokens_per_batch` lowered by the memory budget)."""
+    rebuild: Callable[[EngineConfig], Any] | None = field(default=None, repr=False, compare=False)
+    """The same plan cut for other settings (the engine re-plans with smaller micro-batches)."""
 
     @property
     def sequence_length(self) -> int:

@@ -9,7 +9,7 @@ all its windows. Everything here is pure and deterministic: every rank builds th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -130,6 +130,10 @@ class ScoringPlan:
     batches: list[ScoringBatch] = field(default_factory=list)
     stats: PlanStats = field(default_factory=PlanStats)
     prefixes: PrefixForward = field(default_factory=PrefixForward)
+    config: EngineConfig | None = None
+    """The settings its batches were cut for (`tokens_per_batch` lowered by the memory budget)."""
+    rebuild: Callable[[EngineConfig], Any] | None = field(default=None, repr=False, compare=False)
+    """The same plan cut for other settings (the engine re-plans with smaller micro-batches)."""
 
 
 def _row(window: Window, slots: Sequence[int], doc_index: int) -> ScoredSequence:
@@ -339,6 +343,8 @@ def build_batches(
 ) -> tuple[list[ScoringBatch], PlanStats, PrefixForward]:
     """This replica's micro-batches (at least `min_batches` when there is enough work), and the
     plan's work over all replicas; also fills every spec's padded-token count (all replicas)."""
+    for spec in specs:
+        spec.padded_tokens_count, spec.processed_tokens = 0, 0.0
     rows, owner, prefixes = model_rows(sequences, cfg, dp_size)
     dataset = LoglikelihoodDataset(rows, num_dataset_splits=None)
     longest = round_up(max((row.token_length for row in rows), default=1), pad_multiple)
