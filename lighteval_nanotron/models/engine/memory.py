@@ -62,15 +62,16 @@ def free_bytes(device: torch.device) -> int | None:
     return min(known) if known else None
 
 
-def memory_tokens(cfg: EngineConfig, device: torch.device, per_token: int) -> tuple[int, int]:
-    """(this rank's token budget, its free bytes or `UNKNOWN`): `tokens_per_batch`,
-    lowered by `memory_budget_gb` and, on CUDA, by the free memory less `CUDA_KEPT_FOR_TRAINING`."""
+def memory_tokens(cfg: EngineConfig, device: torch.device, per_token: int) -> tuple[int, int, int]:
+    """This rank's (token budget, tokens `memory_budget_gb` holds or `UNKNOWN`, free bytes or
+    `UNKNOWN`): `tokens_per_batch`, lowered by `memory_budget_gb` and, on CUDA, by the free memory
+    less `CUDA_KEPT_FOR_TRAINING`."""
     free = free_bytes(device)
-    limits = [] if cfg.memory_budget_gb is None else [int(cfg.memory_budget_gb * GIB)]
+    budget = UNKNOWN if cfg.memory_budget_gb is None else int(cfg.memory_budget_gb * GIB) // per_token
+    tokens = min(cfg.tokens_per_batch, budget)
     if device.type == "cuda" and free is not None:
-        limits.append(int(free * (1 - CUDA_KEPT_FOR_TRAINING)))
-    tokens = min([cfg.tokens_per_batch] + [limit // per_token for limit in limits])
-    return max(1, tokens), UNKNOWN if free is None else free
+        tokens = min(tokens, int(free * (1 - CUDA_KEPT_FOR_TRAINING)) // per_token)
+    return max(1, tokens), budget, UNKNOWN if free is None else free
 
 
 def release(device: torch.device) -> None:

@@ -28,7 +28,6 @@ from lighteval_nanotron.models.engine.generation_plan import (
 )
 from lighteval_nanotron.models.engine.held_out import HeldOutPlan, build_held_out_plan, run_held_out
 from lighteval_nanotron.models.engine.memory import (
-    GIB,
     UNKNOWN,
     OutOfMemoryEverywhere,
     describe_bytes,
@@ -191,42 +190,42 @@ class NanotronLightevalModel(HeldOutModel):
         plan again with micro-batches of half the tokens (the plan keeps them for later runs),
         down to one row each; a row that does not fit raises `EvaluationOutOfMemory`."""
         rt = self.runtime
-        tokens, free = agreed_minimum(list(memory_tokens(self.config, rt.device, rt.token_bytes)), rt.mesh.world_group)
-        self._refuse_over_budget(plan)
+        tokens, budget, free = self._agreed(*memory_tokens(self.config, rt.device, rt.token_bytes))
         while True:
             if tokens < plan.config.tokens_per_batch:
                 _recut(plan, tokens)
+            (widest,) = self._agreed_max(_widest_row(plan))
+            if widest > budget:
+                limit = describe_bytes(budget * rt.token_bytes)
+                raise self._out_of_memory(plan, widest, free, f"over memory_budget_gb (about {limit})")
             try:
                 return self._run(plan, on_micro_batch)
             except OutOfMemoryEverywhere as error:
                 described = str(error)
             release(rt.device)  # the failed run's tensors died with its traceback
-            if _one_row_per_batch(plan):
-                needed = _widest_row(plan) * rt.token_bytes
-                raise EvaluationOutOfMemory(
-                    f"out of memory: {_what(plan)} of one row of {_widest_row(plan)} tokens needs about "
-                    f"{describe_bytes(needed)}, {_free(free)} was free ({described}); free memory for the "
-                    "evaluation or shorten the longest prompts (max_length)",
-                    needed,
-                    None if free == UNKNOWN else free,
-                )
-            tokens = max(1, min(plan.config.tokens_per_batch, _largest_batch(plan)) // 2)
+            smaller = max(1, min(plan.config.tokens_per_batch, _largest_batch(plan)) // 2)
+            every_row_alone, tokens = self._agreed(int(_one_row_per_batch(plan)), smaller)
+            if every_row_alone:
+                raise self._out_of_memory(plan, widest, free, f"{_free(free)} was free ({described})")
             if rt.mesh.is_reporting_rank:
                 logger.warning("%s ran out of memory; retrying with micro-batches of %d tokens", _what(plan), tokens)
 
-    def _refuse_over_budget(self, plan: Plan) -> None:
-        """`EvaluationOutOfMemory` (on every rank: same plan, same settings) when one row of the
-        plan needs more than `memory_budget_gb`."""
-        budget = self.config.memory_budget_gb
-        needed = _widest_row(plan) * self.runtime.token_bytes
-        if budget is not None and needed > budget * GIB:
-            raise EvaluationOutOfMemory(
-                f"out of memory: {_what(plan)} of one row of {_widest_row(plan)} tokens needs about "
-                f"{describe_bytes(needed)}, over memory_budget_gb ({budget:g} GiB); raise memory_budget_gb or "
-                "shorten the longest prompts (max_length)",
-                needed,
-                int(budget * GIB),
-            )
+    def _agreed(self, *values: int) -> list[int]:
+        """The minimum of each value over every rank of the world."""
+        return agreed_minimum(list(values), self.runtime.mesh.world_group)
+
+    def _agreed_max(self, *values: int) -> list[int]:
+        return [-value for value in self._agreed(*(-value for value in values))]
+
+    def _out_of_memory(self, plan: Plan, widest: int, free: int, why: str) -> EvaluationOutOfMemory:
+        needed = widest * self.runtime.token_bytes
+        return EvaluationOutOfMemory(
+            f"out of memory: {_what(plan)} of one row of {widest} tokens needs about {describe_bytes(needed)}, {why}; "
+            "give the evaluation more memory (memory_budget_gb, or free it on the device) or shorten the longest "
+            "prompts (max_length)",
+            needed,
+            None if free == UNKNOWN else free,
+        )
 
     def _run(self, plan: Plan, on_micro_batch: Callable[[int, int], None] | None) -> list:
         rt = self.runtime
@@ -273,11 +272,13 @@ class NanotronLightevalModel(HeldOutModel):
 
 
 def _recut(plan: Plan, tokens: int) -> None:
-    """Cut `plan` again, in place, for micro-batches of at most `tokens` tokens (the KV cache of
-    generation shrunk in proportion)."""
+    """Cut `plan` again, in place, for micro-batches of at most `tokens` tokens (packed rows no
+    wider, the KV cache of generation shrunk in proportion)."""
     cfg = plan.config
     kv_tokens = max(1, cfg.generation_kv_tokens * tokens // cfg.tokens_per_batch)
-    smaller = dataclasses.replace(cfg, tokens_per_batch=tokens, generation_kv_tokens=kv_tokens)
+    smaller = dataclasses.replace(
+        cfg, tokens_per_batch=tokens, generation_kv_tokens=kv_tokens, pack_width=min(cfg.pack_width, tokens)
+    )
     fresh = plan.rebuild(smaller)
     for item in dataclasses.fields(plan):
         if item.name != "rebuild":

@@ -71,7 +71,8 @@ class Runtime:
         known = tokenizer_size(tok.tokenizer) or vocab_size
         param = next(inner.parameters(), None)
         per_token = token_bytes(model_config, mesh.tp_size, torch.float32 if param is None else param.dtype, config)
-        return cls(inner, family, mesh, stage, chain, _device(inner), tok, config, max_length, vocab_size, known, per_token)
+        device = _device(inner)
+        return cls(inner, family, mesh, stage, chain, device, tok, config, max_length, vocab_size, known, per_token)
 
     @property
     def kv_cache(self) -> bool:
