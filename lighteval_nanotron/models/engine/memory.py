@@ -63,12 +63,12 @@ def free_bytes(device: torch.device) -> int | None:
 
 
 def memory_tokens(cfg: EngineConfig, device: torch.device, per_token: int) -> tuple[int, int, int]:
-    """This rank's (token budget, tokens `memory_budget_gb` holds or `UNKNOWN`, free bytes or
+    """This rank's (token budget, `memory_budget_gb` in bytes or `UNKNOWN`, free bytes or
     `UNKNOWN`): `tokens_per_batch`, lowered by `memory_budget_gb` and, on CUDA, by the free memory
     less `CUDA_KEPT_FOR_TRAINING`."""
     free = free_bytes(device)
-    budget = UNKNOWN if cfg.memory_budget_gb is None else int(cfg.memory_budget_gb * GIB) // per_token
-    tokens = min(cfg.tokens_per_batch, budget)
+    budget = UNKNOWN if cfg.memory_budget_gb is None else int(cfg.memory_budget_gb * GIB)
+    tokens = min(cfg.tokens_per_batch, budget // per_token)
     if device.type == "cuda" and free is not None:
         tokens = min(tokens, int(free * (1 - CUDA_KEPT_FOR_TRAINING)) // per_token)
     return max(1, tokens), budget, UNKNOWN if free is None else free
@@ -82,7 +82,11 @@ def release(device: torch.device) -> None:
 
 
 def describe_bytes(value: int) -> str:
-    return f"{value / GIB:.2f} GiB"
+    """`value` bytes in GiB, MiB or KiB (whichever shows it above 1)."""
+    for unit, size in (("GiB", GIB), ("MiB", 2**20)):
+        if value >= size:
+            return f"{value / size:.2f} {unit}"
+    return f"{value / 1024:.2f} KiB"
 
 
 def _meminfo_available() -> int | None:

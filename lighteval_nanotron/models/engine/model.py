@@ -195,9 +195,8 @@ class NanotronLightevalModel(HeldOutModel):
             if tokens < plan.config.tokens_per_batch:
                 _recut(plan, tokens)
             (widest,) = self._agreed_max(_widest_row(plan))
-            if widest > budget:
-                limit = describe_bytes(budget * rt.token_bytes)
-                raise self._out_of_memory(plan, widest, free, f"over memory_budget_gb (about {limit})")
+            if widest * rt.token_bytes > budget:
+                raise self._out_of_memory(plan, widest, free, f"over memory_budget_gb ({describe_bytes(budget)})")
             try:
                 return self._run(plan, on_micro_batch)
             except OutOfMemoryEverywhere as error:
