@@ -309,7 +309,9 @@ def _one_row_per_batch(plan: Plan) -> bool:
         return plan.config.tokens_per_batch <= _widest_row(plan) and (
             not plan.config.kv_cache or plan.config.generation_kv_tokens <= _widest_row(plan)
         )
-    return _largest_batch(plan) <= _widest_row(plan)
+    if isinstance(plan, HeldOutPlan):
+        return all(b - a == 1 for a, b in plan.batches)
+    return all(b.input_ids.shape[0] == 1 for b in plan.batches + plan.prefixes.batches)
 
 
 def _what(plan: Plan) -> str:
