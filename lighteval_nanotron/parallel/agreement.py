@@ -38,7 +38,13 @@ class Verdict:
         return self.failed and all(is_out_of_memory(message) for _, message in self.failures)
 
     def describe(self) -> str:
-        return "; ".join(f"world rank {rank}: {message}" for rank, message in self.failures)
+        """One line: each distinct message once, after the world ranks that raised it."""
+        ranks: dict = {}
+        for rank, message in self.failures:
+            ranks.setdefault(message, []).append(str(rank))
+        return "; ".join(
+            f"world rank{'s' if len(who) > 1 else ''} {', '.join(who)}: {message}" for message, who in ranks.items()
+        )
 
 
 OUT_OF_MEMORY_MARKERS = ("OutOfMemoryError", "out of memory", "can't allocate memory", "MemoryError")

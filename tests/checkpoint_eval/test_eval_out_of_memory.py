@@ -20,7 +20,8 @@ def test_eval_that_fits_no_micro_batch_is_one_error_line_and_keeps_what_was_writ
         return ["eval", str(checkpoint), "--cpu", "--tasks", task, "--max-samples", "2", "--data-dir", "bundled",
                 "--output-dir", str(out), "--model-name", "run", "--loggers", "json", "details", *extra]  # fmt: skip
 
-    cases = [(argv("lighteval|arc:easy|0"), None, {}), (argv("lighteval|piqa|0", "--memory-budget-gb", "1e-6"), None, {})]
+    refused = argv("lighteval|piqa|0", "--memory-budget-gb", "1e-6")
+    cases = [(argv("lighteval|arc:easy|0"), None, {}), (refused, None, {})]
     first, refused = run_distributed(_cli_cases, 1, cases, timeout=300)[0]
     assert first[0] == 0, first[1][-2000:]
     written = {path: path.read_bytes() for path in out.rglob("*") if path.is_file()}

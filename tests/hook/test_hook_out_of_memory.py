@@ -21,7 +21,9 @@ def test_an_evaluation_that_fits_no_batch_fails_and_training_is_untouched(tmp_pa
         assert hooked[rank]["evaluated"] == []
         assert [step for step, _ in hooked[rank]["failures"]] == [2, 4]
         for _, description in hooked[rank]["failures"]:
-            assert "EvaluationOutOfMemory: out of memory: loglikelihood of one row of " in description
+            expected = "world ranks 0, 1: EvaluationOutOfMemory: out of memory: loglikelihood of one row of "
+            assert description.startswith(expected)
+            assert description.count("out of memory") == 1  # the same message of both ranks, once
             assert "MiB, over memory_budget_gb (1.05 KiB)" in description  # a row of the tiny Llama: about 1 MiB
     (line,) = [m for m in hooked[0]["errors"] if "evaluation at step 2 FAILED" in m]  # logged once, one line
     assert "training continues" in line and "\n" not in line
