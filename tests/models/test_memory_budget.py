@@ -86,7 +86,7 @@ def _under_address_space_limit(checkpoint: str, headroom: int) -> dict:
     words = " ".join(f"w{k}" for k in range(30))
     docs = [
         Doc(query=f"{k} {words} {k}", choices=[f" a{k} b", f" c{k}", f" d e{k} f", " g"], gold_index=0)
-        for k in range(6000)
+        for k in range(3000)
     ]
     reference = _engine(checkpoint, 1, 1, 1).loglikelihood(docs)
     engine = _engine(checkpoint, 1, 1, 1, tokens_per_batch=10**8, max_rows_per_batch=10**4)
@@ -107,7 +107,7 @@ def _under_address_space_limit(checkpoint: str, headroom: int) -> dict:
 
 
 def test_an_evaluation_over_an_address_space_limit_retries_with_smaller_batches(tiny_checkpoint):
-    (result,) = run_distributed(_under_address_space_limit, 1, str(tiny_checkpoint), 200 * 2**20, timeout=300)
+    (result,) = run_distributed(_under_address_space_limit, 1, str(tiny_checkpoint), 100 * 2**20, timeout=300)
     assert result["cut"] < result["planned"]  # the limit was hit: the plan was cut again
     assert result["after"] == result["cut"]  # the second run used the smaller batches directly
     for run in ("first", "second"):
