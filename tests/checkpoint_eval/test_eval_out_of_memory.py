@@ -3,7 +3,6 @@ and the results already in the output folder untouched."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
