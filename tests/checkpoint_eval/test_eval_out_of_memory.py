@@ -3,7 +3,6 @@ and the results already in the output folder untouched."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from tests.checkpoint_eval.test_output_failures import _cli_cases, _errors
