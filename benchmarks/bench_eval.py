@@ -157,7 +157,7 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
         help="comma list of the model's TP modes: ALL_REDUCE, REDUCE_SCATTER, REDUCE_SCATTER_ASYNC (async TP linears)",
     )
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"), help="model dtype")
-    parser.add_argument("--max-tokens-per-batch", type=int, default=8192)
+    parser.add_argument("--tokens-per-batch", type=int, default=8192)
     parser.add_argument(
         "--max-new-tokens", type=int, default=None, help="cap the generation size of generative docs (CPU runs)"
     )
@@ -828,7 +828,7 @@ def run_layout(args: dict, tp: int, pp: int, dp: int) -> list[dict] | None:
     for name in args["configs"]:
         if name != "on" and not args["all_settings_here"]:
             continue
-        config = EngineConfig(max_tokens_per_batch=args["max_tokens_per_batch"], gather_to="all", **_switches(name))
+        config = EngineConfig(tokens_per_batch=args["tokens_per_batch"], gather_to="all", **_switches(name))
         engine = NanotronLightevalModel(model, context, tokenizer, config)
         started, cpu_start = time.perf_counter(), time.process_time()
         plans = _prepare(engine, groups)
@@ -1230,7 +1230,7 @@ def main(argv: list[str] | None = None, parsed: argparse.Namespace | None = None
         "tasks": parse_tasks(ns.tasks),
         "configs": ns.configs.split(","),
         "checkpoint": None if checkpoint is None else str(checkpoint),
-        "max_tokens_per_batch": ns.max_tokens_per_batch,
+        "tokens_per_batch": ns.tokens_per_batch,
         "threads": ns.threads,
         "cores": ns.cores,
         "max_new_tokens": ns.max_new_tokens,

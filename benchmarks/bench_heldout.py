@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> dict:
 
     model, context, fields = _setup(args.tiny)
     held_out = _windows(fields, args.tokens, args.sequence_length)
-    config = EngineConfig(max_tokens_per_batch=args.tokens_per_batch, max_length=args.sequence_length)
+    config = EngineConfig(tokens_per_batch=args.tokens_per_batch, max_length=args.sequence_length)
     engine = NanotronLightevalModel(model, context, _NoTokenizer(), config)
     plan = engine.prepare_held_out(held_out)
     rows = max(1, args.tokens_per_batch // args.sequence_length)

@@ -48,6 +48,15 @@ class EvaluationError(LightevalNanotronError, RuntimeError):
     """An evaluation failed on at least one rank; every rank raises it together."""
 
 
+class EvaluationOutOfMemory(EvaluationError):
+    """Not even a micro-batch of one row fits the memory an evaluation is given (every rank raises
+    it together); `needed_bytes` is what that row needs (an estimate), `free_bytes` what was free."""
+
+    def __init__(self, message: str, needed_bytes: int, free_bytes: int | None):
+        super().__init__(message)
+        self.needed_bytes, self.free_bytes = needed_bytes, free_bytes
+
+
 class TrackingError(LightevalNanotronError, RuntimeError):
     """At least one results logger failed; the others still ran and files already written are intact."""
 

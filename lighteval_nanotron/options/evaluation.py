@@ -75,6 +75,13 @@ class EvaluationOptions(TrackingOptions, TokenizationOptions):
     """Token budget of one evaluation micro-batch per data-parallel replica (prompt and
     continuation, padded). Results do not depend on it."""
 
+    memory_budget_gb: Optional[float] = field(default=None, metadata=same_scores())
+    """Memory one evaluation micro-batch may take on each rank, in GiB (activations, estimated from
+    the model's shape): lowers `tokens_per_batch` at each evaluation, and an evaluation whose single
+    longest row needs more fails with one line. Unset: no bound on CPU; on CUDA the memory free when
+    each evaluation starts, less a fifth of it left to the training. An allocation that fails anyway
+    is retried with smaller micro-batches on every rank. Results do not depend on it."""
+
     use_chat_template: bool = field(default=False, metadata=scores("measured"))
     """Render prompts with the tokenizer's chat template (few-shot examples as user/assistant
     turns). A tokenizer without a chat template fails at setup, before step 1 or the model build."""
@@ -131,6 +138,7 @@ class EvaluationOptions(TrackingOptions, TokenizationOptions):
         self.data_dirs = as_list(self.data_dirs)
         self.check_positive("max_samples", "or remove it to evaluate every doc")
         self.check_positive("tokens_per_batch", "(a token budget), e.g. 8192")
+        self.check_positive("memory_budget_gb", "(GiB), e.g. 4, or remove it", kind="number")
         self.check_not_blank("system_prompt", "give a prompt or remove it")
         try:
             GenerationParameters.from_dict(self.generation)

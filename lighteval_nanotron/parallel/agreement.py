@@ -31,8 +31,30 @@ class Verdict:
     def failed(self) -> bool:
         return bool(self.failures)
 
+    @property
+    def out_of_memory(self) -> bool:
+        """Every failure is an allocation that failed (CUDA's or the CPU allocator's): retrying
+        with less memory may succeed."""
+        return self.failed and all(is_out_of_memory(message) for _, message in self.failures)
+
     def describe(self) -> str:
-        return "; ".join(f"world rank {rank}: {message}" for rank, message in self.failures)
+        """One line: each distinct message once, after the world ranks that raised it."""
+        ranks: dict = {}
+        for rank, message in self.failures:
+            ranks.setdefault(message, []).append(str(rank))
+        return "; ".join(
+            f"world rank{'s' if len(who) > 1 else ''} {', '.join(who)}: {message}" for message, who in ranks.items()
+        )
+
+
+OUT_OF_MEMORY_MARKERS = ("OutOfMemoryError", "out of memory", "can't allocate memory", "MemoryError")
+"""In a `describe_exception` line: CUDA's `torch.cuda.OutOfMemoryError`, the CPU allocator's
+`RuntimeError: ... DefaultCPUAllocator: can't allocate memory`, Python's `MemoryError`."""
+
+
+def is_out_of_memory(message: str) -> bool:
+    """Whether a `describe_exception` line is a failed allocation."""
+    return any(marker in message for marker in OUT_OF_MEMORY_MARKERS)
 
 
 def describe_exception(error: BaseException) -> str:
@@ -46,6 +68,14 @@ def _flag_device(group: dist.ProcessGroup) -> torch.device:
     if dist.get_backend(group) == "nccl":
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
+
+
+def agreed_minimum(values: List[int], group: dist.ProcessGroup) -> List[int]:
+    """Collective: the element-wise minimum of every rank's `values` (the same list on every rank),
+    so that a plan sized from a local measurement is the same on all of them."""
+    tensor = torch.tensor(values, dtype=torch.int64, device=_flag_device(group))
+    dist.all_reduce(tensor, op=dist.ReduceOp.MIN, group=group)
+    return [int(value) for value in tensor.tolist()]
 
 
 def agree(
@@ -76,7 +106,7 @@ def agree(
     return Verdict(tuple(item for item in gathered if item is not None))
 
 
-def _default_failure(what: str, verdict: Verdict, error: Optional[BaseException]) -> BaseException:
+def default_failure(what: str, verdict: Verdict, error: Optional[BaseException]) -> BaseException:
     """A rank re-raises its own library error (it names the fix); the others name the failing rank."""
     if isinstance(error, LightevalNanotronError):
         return error
@@ -90,7 +120,7 @@ def collectively(
     *,
     timeout_hint: str,
     timeout_s: Optional[float] = None,
-    failure: Callable[[str, Verdict, Optional[BaseException]], BaseException] = _default_failure,
+    failure: Callable[[str, Verdict, Optional[BaseException]], BaseException] = default_failure,
 ) -> T:
     """`fn()` on every rank; if it raises on any rank, every rank raises `failure(what, verdict,
     its own error or None)` together: no rank is left waiting in a collective. The wait is

@@ -14,11 +14,12 @@ from lighteval_nanotron.tasks import PromptManager
 
 def engine_config(options: EvaluationOptions) -> EngineConfig:
     """The engine settings the options give: the `TokenizationOptions` both declare, the token
-    budget, the generation settings, and no special tokens of the tokenizer's own under a chat
+    and memory budgets, the generation settings, and no special tokens of the tokenizer's own under a chat
     template (the template renders them). Results go to the reporting rank."""
     shared = {field.name: getattr(options, field.name) for field in dataclasses.fields(TokenizationOptions)}
     return EngineConfig(
-        max_tokens_per_batch=options.tokens_per_batch,
+        tokens_per_batch=options.tokens_per_batch,
+        memory_budget_gb=options.memory_budget_gb,
         add_special_tokens=not options.use_chat_template,
         generation=options.generation or {},
         gather_to="reporting",

@@ -6,7 +6,8 @@ import time
 
 from tests.models.engine_cases import MAX_LENGTH, engine_docs
 
-FAILURE = "CUDA out of memory (raised on purpose by the test)"
+FAILURE = "a kernel failed (raised on purpose by the test)"
+OUT_OF_MEMORY = "CUDA out of memory (raised on purpose by the test)"
 
 
 def _engine(checkpoint: str, tp: int, pp: int):
@@ -18,7 +19,7 @@ def _engine(checkpoint: str, tp: int, pp: int):
     context = parallel_context(tp, pp, 1)
     model, _ = load_nanotron_checkpoint(checkpoint, context)
     # small packed rows: several scoring micro-batches, so a failure leaves some in flight
-    config = EngineConfig(max_length=MAX_LENGTH, gather_to="all", pack_width=16, max_tokens_per_batch=64)
+    config = EngineConfig(max_length=MAX_LENGTH, gather_to="all", pack_width=16, tokens_per_batch=64)
     engine = NanotronLightevalModel(model, context, tiny_tokenizer(), config)
     return context, model, engine
 
@@ -43,12 +44,15 @@ def _answers(engine, kind: str, source: str | None) -> list:
     return [(r.logprobs, r.argmax_logits_eq_gold) for r in engine.run(plan)]
 
 
-def fail_on_output_stage(checkpoint: str, tp: int, pp: int, kind: str, fail_at: int, source: str | None = None) -> dict:
-    """The output stage's last block (the fp32 cast) raises at its `fail_at`-th call (0: never), as
-    a GPU out of memory would, in one run of `kind` ("generation", "loglikelihood", or "held_out"
-    on the text file `source`); then the same engine runs it again without the failure. Returns
-    what this rank raised (type, message), how long the failing run took, and the answers of the
-    second run."""
+def fail_on_output_stage(
+    checkpoint: str, tp: int, pp: int, kind: str, fail_at: int, source: str | None = None, message: str = FAILURE
+) -> dict:
+    """The output stage's last block (the fp32 cast) raises `RuntimeError(message)` at its
+    `fail_at`-th call (0: never), as a failing kernel (or with `OUT_OF_MEMORY`, a GPU out of memory)
+    would, in one run of `kind` ("generation", "loglikelihood", or "held_out" on the text file
+    `source`); then the same engine runs it again without the failure. Returns what this rank
+    raised (type, message), how long the failing run took, and the answers of both runs (the first:
+    None when it raised)."""
     from lighteval_nanotron.parallel.deadline import bounded_collectives
 
     context, model, engine = _engine(checkpoint, tp, pp)
@@ -59,22 +63,23 @@ def fail_on_output_stage(checkpoint: str, tp: int, pp: int, kind: str, fail_at: 
     def cast_running_out_of_memory(*args, **kwargs):
         calls[0] += 1
         if calls[0] == fail_at:
-            raise RuntimeError(FAILURE)
+            raise RuntimeError(message)
         return built(*args, **kwargs)
 
     if built is not None:
         cast.pp_block = cast_running_out_of_memory
     with bounded_collectives(context, timeout_s=30):
         start = time.perf_counter()
+        first = None
         try:
-            _answers(engine, kind, source)
+            first = _answers(engine, kind, source)
             raised = None
         except Exception as error:  # noqa: BLE001 - what each rank raised is the result
             raised = (type(error).__name__, str(error))
         seconds = time.perf_counter() - start
         if built is not None:
             cast.pp_block = built
-        return {"raised": raised, "seconds": seconds, "again": _answers(engine, kind, source)}
+        return {"raised": raised, "seconds": seconds, "first": first, "again": _answers(engine, kind, source)}
 
 
 def overflowing_logits(checkpoint: str, tp: int, pp: int) -> dict:

@@ -39,7 +39,7 @@ ALL_OFF = {switch: False for switch in EngineConfig.SWITCHES}
 
 @pytest.mark.parametrize("switch", EngineConfig.SWITCHES)
 def test_each_switch_off_gives_identical_results(tiny_checkpoint, baseline, switch):
-    results = _run(tiny_checkpoint, 2, 2, 1, **{switch: False}, max_tokens_per_batch=96, micro_batches_in_flight=1)
+    results = _run(tiny_checkpoint, 2, 2, 1, **{switch: False}, tokens_per_batch=96, micro_batches_in_flight=1)
     assert_same(results[0], baseline)
 
 
@@ -50,7 +50,7 @@ def test_all_switches_off_gives_identical_results(tiny_checkpoint, baseline, lay
 
 
 def test_small_packed_rows_and_shared_context_alone_give_identical_results(tiny_checkpoint, baseline):
-    assert_same(_run(tiny_checkpoint, 1, 2, 1, pack_width=16, max_tokens_per_batch=64)[-1], baseline)
+    assert_same(_run(tiny_checkpoint, 1, 2, 1, pack_width=16, tokens_per_batch=64)[-1], baseline)
     assert_same(_run(tiny_checkpoint, 2, 1, 1, pack_rows=False)[0], baseline)
 
 

@@ -46,7 +46,7 @@ def test_layouts_equal_nanotron_forward_at_tp1(tiny_checkpoint, text_source, tp1
         dp,
         SEQUENCE_LENGTH,
         TOKENS,
-        {"max_tokens_per_batch": 2 * SEQUENCE_LENGTH},
+        {"tokens_per_batch": 2 * SEQUENCE_LENGTH},
         timeout=240,
     )
     for result in results:

@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers.distributed import run_distributed
 from tests.helpers.tiny_model import make_tiny_checkpoint
-from tests.models.failure_cases import FAILURE, fail_on_output_stage, overflowing_logits
+from tests.models.failure_cases import FAILURE, OUT_OF_MEMORY, fail_on_output_stage, overflowing_logits
 from tests.models.held_out_cases import write_text_jsonl
 
 pytestmark = pytest.mark.distributed
@@ -74,6 +74,18 @@ def test_a_failing_output_stage_stops_every_rank_together(two_layers, text_sourc
     assert all(result["seconds"] < 20 for result in results)  # the failure timeout is 30 s
     for result in results:  # no activation or feedback of the failed run was left in flight
         _assert_same_answers(result["again"], answers[kind])
+
+
+@pytest.mark.parametrize("kind", ["generation", "loglikelihood", "held_out"])
+def test_an_out_of_memory_on_the_output_stage_is_retried_on_every_rank(two_layers, text_source, answers, kind):
+    """At PP2 the output stage runs out of memory in the 2nd micro-batch: every rank drops the run
+    and runs it again with smaller micro-batches; the answers are those of a run without failure."""
+    results = run_distributed(
+        fail_on_output_stage, 2, str(two_layers), 1, 2, kind, 2, text_source, OUT_OF_MEMORY, timeout=60
+    )
+    for result in results:
+        assert result["raised"] is None
+        _assert_same_answers(result["first"], answers[kind])
 
 
 def test_three_stages_stop_together(tmp_path_factory):

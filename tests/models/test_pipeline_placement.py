@@ -74,7 +74,7 @@ def test_held_out_loss_at_every_placement_matches_tp1(checkpoints, tmp_path, cas
     model, tp, pp, _ = case
     source = str(write_text_jsonl(tmp_path / "web.jsonl"))
     args = (str(checkpoints[model]), source)
-    settings = (32, 8 * 32, {"max_tokens_per_batch": 64})  # sequence length, tokens, 4 micro-batches
+    settings = (32, 8 * 32, {"tokens_per_batch": 64})  # sequence length, tokens, 4 micro-batches
     one = run_distributed(held_out_run, 1, *args, 1, 1, 1, *settings, timeout=60)[0]
     for result in run_distributed(held_out_run, tp * pp, *args, tp, pp, 1, *settings, timeout=60):
         assert result["nll"] == pytest.approx(one["nll"], rel=1e-5)

@@ -69,8 +69,8 @@ def test_cut_batches_respects_the_token_budget():
 
 
 def test_engine_config_rejects_bad_values():
-    with pytest.raises(ConfigError, match="max_tokens_per_batch"):
-        EngineConfig(max_tokens_per_batch=0)
+    with pytest.raises(ConfigError, match="tokens_per_batch"):
+        EngineConfig(tokens_per_batch=0)
     with pytest.raises(ConfigError, match="gather_to"):
         EngineConfig(gather_to="rank0")
     with pytest.raises(ConfigError, match="rolling_stride"):

@@ -102,7 +102,7 @@ def _run(checkpoint, tp, pp, dp, **config) -> list[dict]:
 
 @pytest.mark.distributed
 def test_prefix_positions_processed_once_per_task_with_identical_results(tiny_checkpoint):
-    small_rows = dict(pack_width=24, max_tokens_per_batch=48)  # the docs fill several packed rows
+    small_rows = dict(pack_width=24, tokens_per_batch=48)  # the docs fill several packed rows
     off = _run(tiny_checkpoint, 1, 1, 1, shared_prefix=False, **small_rows)[0]
     on = _run(tiny_checkpoint, 1, 1, 1, **small_rows)[0]
     assert_same(on, off, generations=False)

@@ -3,6 +3,7 @@
 import time
 
 import pytest
+import torch
 import torch.distributed as dist
 
 from lighteval_nanotron.errors import EvaluationError
@@ -53,3 +54,20 @@ def test_missing_rank_times_out_instead_of_hanging():
     assert "not every rank reported within 1s" in on_time
     assert on_time.endswith("a rank is stuck or dead. " + HINT)
     assert late == "no timeout"
+
+
+def test_a_verdict_is_out_of_memory_only_when_every_failure_is_a_failed_allocation():
+    from lighteval_nanotron.parallel.agreement import Verdict, describe_exception
+
+    def line(error: BaseException) -> str:
+        try:
+            raise error
+        except BaseException as caught:  # noqa: BLE001 - described as agree() would
+            return describe_exception(caught)
+
+    cuda = line(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    cpu = line(RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory"))
+    other = line(ValueError("prompt function broke"))
+    assert Verdict(((0, cuda), (1, cpu))).out_of_memory and Verdict(((1, line(MemoryError())),)).out_of_memory
+    assert not Verdict(((0, cuda), (1, other))).out_of_memory and not Verdict().out_of_memory
+    assert Verdict(((0, cpu), (1, cpu), (3, other))).describe() == f"world ranks 0, 1: {cpu}; world rank 3: {other}"

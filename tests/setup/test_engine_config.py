@@ -24,7 +24,7 @@ def test_options_reach_the_engine():
         generation={"temperature": 0.5, "seed": 3},
     )
     config = engine_config(options)
-    assert (config.max_tokens_per_batch, config.add_special_tokens) == (512, False)  # the template renders them
+    assert (config.tokens_per_batch, config.add_special_tokens) == (512, False)  # the template renders them
     assert (config.pairwise_tokenization, config.multichoice_continuations_start_space) == (True, False)
     assert config.generation == GenerationParameters(temperature=0.5, seed=3)
     assert config.gather_to == "reporting"

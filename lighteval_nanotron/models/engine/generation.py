@@ -108,9 +108,9 @@ def _leave(rt: Runtime, st: _Decoding) -> None:
 def _joining(rt: Runtime, st: _Decoding) -> list[int]:
     """Waiting rows that start now, in order (longest first within a task): as many as there are
     free slots and the prefill budget (their tokens <= `prefill_tokens` and
-    `max_tokens_per_batch`; a longer row alone) allows."""
+    `tokens_per_batch`; a longer row alone) allows."""
     free = _slots(rt, st) - len(st.active)
-    budget = min(rt.config.prefill_tokens, rt.config.max_tokens_per_batch)
+    budget = min(rt.config.prefill_tokens, rt.config.tokens_per_batch)
     taken: list[int] = []
     tokens = 0
     for i in st.waiting[:free]:

@@ -5,7 +5,7 @@ identical on every rank."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from lighteval_nanotron.data import GenerativeTaskDatasetNanotron
 from lighteval_nanotron.errors import ConfigError
@@ -56,6 +56,10 @@ class GenerationPlan:
     doc_processed_tokens: list[float] = field(default_factory=list)
     """Per request (in order), token positions fed in the last run; they add up to `stats.processed_tokens`."""
     doc_useful_tokens: list[int] = field(default_factory=list)
+    config: EngineConfig | None = None
+    """The settings its batches were cut for (`tokens_per_batch` lowered by the memory budget)."""
+    rebuild: Callable[[EngineConfig], Any] | None = field(default=None, repr=False, compare=False)
+    """The same plan cut for other settings (the engine re-plans with smaller micro-batches)."""
 
 
 def make_request(
@@ -142,7 +146,7 @@ def build_generation_plan(
             continue
         fixed = None if cfg.pad_per_batch else longest
         cost = lambda r: r.token_length + r.generation_size  # noqa: E731
-        budget = batch_budget([fixed or cost(r) for r in ordered], cfg.max_tokens_per_batch, min_batches)
+        budget = batch_budget([fixed or cost(r) for r in ordered], cfg.tokens_per_batch, min_batches)
         for batch in cut_batches(ordered, cost, budget, cfg.max_rows_per_batch, fixed):
             width = max(r.token_length for r in batch)
             plan.padded_tokens_count.update({r.index: width - r.token_length for r in batch})

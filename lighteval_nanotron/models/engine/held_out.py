@@ -3,7 +3,7 @@ log-probs from vocabulary-sharded logits, one sum per window, gathered once.
 
 Every window is `sequence_length + 1` tokens, so rows are full: no padding and no packing needed.
 Each DP replica scores one contiguous share of the windows; a micro-batch is as many whole
-windows as `max_tokens_per_batch` holds (at least one, and at least `min_batches` micro-batches per
+windows as `tokens_per_batch` holds (at least one, and at least `min_batches` micro-batches per
 replica when there are enough windows, so pipeline stages overlap). Decoder layers run through the
 family's layer view with causal attention (`CausalAttention`: positions 0..L-1 of each row, as the
 trainer's Llama forward), position-wise parts chunked as the scoring path does on CPU; `lm_head`
@@ -15,6 +15,7 @@ windows' token ids (4 bytes per token) plus one micro-batch's activations, whate
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -53,6 +54,10 @@ class HeldOutPlan:
     total_windows: int
     batches: list[tuple[int, int]] = field(default_factory=list)
     stats: PlanStats = field(default_factory=PlanStats)
+    config: EngineConfig | None = None
+    """The settings its batches were cut for (`tokens_per_batch` lowered by the memory budget)."""
+    rebuild: Callable[[EngineConfig], Any] | None = field(default=None, repr=False, compare=False)
+    """The same plan cut for other settings (the engine re-plans with smaller micro-batches)."""
 
     @property
     def sequence_length(self) -> int:
@@ -71,7 +76,7 @@ def build_held_out_plan(
     total, length = int(held_out.windows.shape[0]), held_out.sequence_length
     start, end = replica_range(total, dp_size, dp_rank)
     mine = held_out.windows[start:end]
-    rows = max(1, min(cfg.max_rows_per_batch, cfg.max_tokens_per_batch // length))
+    rows = max(1, min(cfg.max_rows_per_batch, cfg.tokens_per_batch // length))
     if min_batches > 1 and len(mine) >= min_batches:
         rows = min(rows, -(-len(mine) // min_batches))
     batches = [(a, min(a + rows, len(mine))) for a in range(0, len(mine), rows)]

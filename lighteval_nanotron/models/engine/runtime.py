@@ -10,6 +10,7 @@ import torch
 import torch.distributed as dist
 
 from lighteval_nanotron.models.engine.config import EngineConfig
+from lighteval_nanotron.models.engine.memory import oom_failure, token_bytes
 from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter
 from lighteval_nanotron.models.engine.vocabulary import check_tokenizer_fits, tokenizer_size
 from lighteval_nanotron.models.families import ModelFamily, family_of_model
@@ -47,6 +48,8 @@ class Runtime:
     """Rows of the model's embedding (its config's `vocab_size`): every id fed or scored is below it."""
     tokenizer_size: int
     """Ids the tokenizer knows (<= vocab_size); a generated id at or past it cannot be decoded."""
+    token_bytes: int
+    """Memory one token of a micro-batch may take at once on this rank (`memory.token_bytes`)."""
     on_micro_batch: Callable[[int, int], None] | None = None
     """Told `(done, total)` as each of this rank's micro-batches of the running plan ends (progress)."""
 
@@ -66,7 +69,10 @@ class Runtime:
         special = {"BOS": tok.bos_token_id, "EOS": tok.eos_token_id, "padding": tok.pad_token_id}
         check_tokenizer_fits(tok.tokenizer, special, vocab_size)
         known = tokenizer_size(tok.tokenizer) or vocab_size
-        return cls(inner, family, mesh, stage, chain, _device(inner), tok, config, max_length, vocab_size, known)
+        param = next(inner.parameters(), None)
+        per_token = token_bytes(model_config, mesh.tp_size, torch.float32 if param is None else param.dtype, config)
+        device = _device(inner)
+        return cls(inner, family, mesh, stage, chain, device, tok, config, max_length, vocab_size, known, per_token)
 
     @property
     def kv_cache(self) -> bool:
@@ -89,9 +95,12 @@ class Runtime:
     def agreed(self, local: Callable[[], T], what: str) -> T:
         """`local()`, this rank's part of a run (the pipelined forwards), then one flag all-reduce
         over the world (`collectively`): if it raised on any rank, every rank raises together
-        before the results gather, so no rank is left alone in a collective."""
+        before the results gather, so no rank is left alone in a collective; `OutOfMemoryEverywhere`
+        when every failing rank ran out of memory (the engine retries with smaller batches)."""
         world = self.mesh.world_group
-        return collectively(world, what, local, timeout_hint=_TIMEOUT_HINT, timeout_s=deadline_s(world))
+        return collectively(
+            world, what, local, timeout_hint=_TIMEOUT_HINT, timeout_s=deadline_s(world), failure=oom_failure
+        )
 
     def sync_pipeline(self) -> None:
         """Without pipeline overlap: wait until every stage has finished the current micro-batch."""

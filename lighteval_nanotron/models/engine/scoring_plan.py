@@ -9,7 +9,7 @@ all its windows. Everything here is pure and deterministic: every rank builds th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -130,6 +130,10 @@ class ScoringPlan:
     batches: list[ScoringBatch] = field(default_factory=list)
     stats: PlanStats = field(default_factory=PlanStats)
     prefixes: PrefixForward = field(default_factory=PrefixForward)
+    config: EngineConfig | None = None
+    """The settings its batches were cut for (`tokens_per_batch` lowered by the memory budget)."""
+    rebuild: Callable[[EngineConfig], Any] | None = field(default=None, repr=False, compare=False)
+    """The same plan cut for other settings (the engine re-plans with smaller micro-batches)."""
 
 
 def _row(window: Window, slots: Sequence[int], doc_index: int) -> ScoredSequence:
@@ -339,6 +343,8 @@ def build_batches(
 ) -> tuple[list[ScoringBatch], PlanStats, PrefixForward]:
     """This replica's micro-batches (at least `min_batches` when there is enough work), and the
     plan's work over all replicas; also fills every spec's padded-token count (all replicas)."""
+    for spec in specs:
+        spec.padded_tokens_count, spec.processed_tokens = 0, 0.0
     rows, owner, prefixes = model_rows(sequences, cfg, dp_size)
     dataset = LoglikelihoodDataset(rows, num_dataset_splits=None)
     longest = round_up(max((row.token_length for row in rows), default=1), pad_multiple)
@@ -359,7 +365,7 @@ def build_batches(
             mine_prefixes = forward
         fixed = None if cfg.pad_per_batch else longest
         cost = lambda row: round_up(row.token_length, pad_multiple)  # noqa: E731
-        budget = batch_budget([fixed or cost(row) for row in ordered], cfg.max_tokens_per_batch, min_batches)
+        budget = batch_budget([fixed or cost(row) for row in ordered], cfg.tokens_per_batch, min_batches)
         for batch_rows in cut_batches(ordered, cost, budget, cfg.max_rows_per_batch, fixed):
             width = fixed or round_up(max(row.token_length for row in batch_rows), pad_multiple)
             for row in batch_rows:
@@ -385,7 +391,7 @@ def prefix_forward(
         if not rows or sum(len(t) for _, t in rows[-1]) + len(tokens) > width:
             rows.append([])
         rows[-1].append((index, tokens))
-    per_batch = max(1, min(cfg.max_rows_per_batch, cfg.max_tokens_per_batch // width))
+    per_batch = max(1, min(cfg.max_rows_per_batch, cfg.tokens_per_batch // width))
     forward, base = PrefixForward(), 0
     for first in range(0, len(rows), per_batch):
         chunk = rows[first : first + per_batch]
