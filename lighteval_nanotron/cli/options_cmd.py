@@ -88,12 +88,19 @@ def reference() -> str:
     from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
     from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig, SlurmSettings
     from lighteval_nanotron.hook.config import EvaluationConfig
-    from lighteval_nanotron.options import EvaluationOptions, LayoutOptions, TokenizationOptions, TrackingOptions
+    from lighteval_nanotron.options import (
+        BatchingOptions,
+        EvaluationOptions,
+        LayoutOptions,
+        TokenizationOptions,
+        TrackingOptions,
+    )
     from lighteval_nanotron.options.base import first_sentence
 
     sections = [
         (CheckpointEvalConfig, EvaluationOptions, SHARED, True),
         (CheckpointEvalConfig, TokenizationOptions, SHARED, True),
+        (CheckpointEvalConfig, BatchingOptions, SHARED, True),
         (CheckpointEvalConfig, TrackingOptions, SHARED, True),
         (EvaluationConfig, EvaluationConfig, "the hook's section only", False),
         (CheckpointEvalConfig, CheckpointEvalConfig, "`eval` only", True),

@@ -4,12 +4,14 @@ the `eval` flags (`options.flags`), a launched evaluation's arguments and docs/o
 (`options.reference`) are generated from these dataclasses."""
 
 from lighteval_nanotron.options.base import Options, field_docs
+from lighteval_nanotron.options.batching import BatchingOptions
 from lighteval_nanotron.options.evaluation import EvaluationOptions
 from lighteval_nanotron.options.layout import LayoutOptions
 from lighteval_nanotron.options.tokenization import TokenizationOptions
 from lighteval_nanotron.options.tracking import DEFAULT_LOGGERS, LOGGER_NAMES, WANDB_MODES, TrackingOptions
 
 __all__ = [
+    "BatchingOptions",
     "DEFAULT_LOGGERS",
     "LOGGER_NAMES",
     "WANDB_MODES",

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Union
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.heldout import DEFAULT_HELD_OUT_TOKENS, HeldOutSpec, held_out_specs
+from lighteval_nanotron.options.batching import BatchingOptions
 from lighteval_nanotron.options.base import as_list, choices, path, same_scores, scores
 from lighteval_nanotron.options.tokenization import TokenizationOptions
 from lighteval_nanotron.options.tracking import TrackingOptions
@@ -22,7 +23,7 @@ from lighteval_nanotron.tasks.spec import read_task_list
 
 
 @dataclass(kw_only=True)
-class EvaluationOptions(TrackingOptions, TokenizationOptions):
+class EvaluationOptions(TrackingOptions, TokenizationOptions, BatchingOptions):
     """What to evaluate and how. Every field but `tasks` (or `held_out`) is optional."""
 
     tasks: Union[str, List[str]] = field(default="", metadata=scores("data"))
@@ -70,17 +71,6 @@ class EvaluationOptions(TrackingOptions, TokenizationOptions):
     """Few-shot draws for every task: `lighteval` (lighteval 0.11's, comparable with its numbers)
     or `per_doc` (a doc's examples depend on that doc only). Unset: each task's own (`lighteval`
     for lighteval's suites, `per_doc` for custom tasks); see docs/tasks.md."""
-
-    tokens_per_batch: int = field(default=8192, metadata=same_scores())
-    """Token budget of one evaluation micro-batch per data-parallel replica (prompt and
-    continuation, padded). Results do not depend on it."""
-
-    memory_budget_gb: Optional[float] = field(default=None, metadata=same_scores())
-    """Memory one evaluation micro-batch may take on each rank, in GiB (activations, estimated from
-    the model's shape): lowers `tokens_per_batch` at each evaluation, and an evaluation whose single
-    longest row needs more fails with one line. Unset: no bound on CPU; on CUDA the memory free when
-    each evaluation starts, less a fifth of it left to the training. An allocation that fails anyway
-    is retried with smaller micro-batches on every rank. Results do not depend on it."""
 
     use_chat_template: bool = field(default=False, metadata=scores("measured"))
     """Render prompts with the tokenizer's chat template (few-shot examples as user/assistant
@@ -137,8 +127,6 @@ class EvaluationOptions(TrackingOptions, TokenizationOptions):
             raise ConfigError(f"{self.named('held_out')}: {error}") from error
         self.data_dirs = as_list(self.data_dirs)
         self.check_positive("max_samples", "or remove it to evaluate every doc")
-        self.check_positive("tokens_per_batch", "(a token budget), e.g. 8192")
-        self.check_positive("memory_budget_gb", "(GiB), e.g. 4, or remove it", kind="number")
         self.check_not_blank("system_prompt", "give a prompt or remove it")
         try:
             GenerationParameters.from_dict(self.generation)

@@ -8,18 +8,17 @@ import dataclasses
 from typing import Any
 
 from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
-from lighteval_nanotron.options import EvaluationOptions, TokenizationOptions
+from lighteval_nanotron.options import BatchingOptions, EvaluationOptions, TokenizationOptions
 from lighteval_nanotron.tasks import PromptManager
 
 
 def engine_config(options: EvaluationOptions) -> EngineConfig:
-    """The engine settings the options give: the `TokenizationOptions` both declare, the token
-    and memory budgets, the generation settings, and no special tokens of the tokenizer's own under a chat
+    """The engine settings the options give: the `TokenizationOptions` and `BatchingOptions` both
+    include, the generation settings, and no special tokens of the tokenizer's own under a chat
     template (the template renders them). Results go to the reporting rank."""
-    shared = {field.name: getattr(options, field.name) for field in dataclasses.fields(TokenizationOptions)}
+    groups = (TokenizationOptions, BatchingOptions)
+    shared = {field.name: getattr(options, field.name) for group in groups for field in dataclasses.fields(group)}
     return EngineConfig(
-        tokens_per_batch=options.tokens_per_batch,
-        memory_budget_gb=options.memory_budget_gb,
         add_special_tokens=not options.use_chat_template,
         generation=options.generation or {},
         gather_to="reporting",

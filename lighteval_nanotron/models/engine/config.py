@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.options.base import same_scores, scores
+from lighteval_nanotron.options.batching import BatchingOptions
 from lighteval_nanotron.options.tokenization import TokenizationOptions
 from lighteval_nanotron.requests import GenerationParameters
 
@@ -21,18 +22,10 @@ throughput of a whole 8k-token micro-batch on one core, docs/performance.md)."""
 
 
 @dataclass
-class EngineConfig(TokenizationOptions):
+class EngineConfig(TokenizationOptions, BatchingOptions):
     """How requests become micro-batches, and where results go. How docs become tokens is
-    `TokenizationOptions` (its fields are this config's too), shared with the hook's section and `eval`."""
-
-    tokens_per_batch: int = field(default=8192, metadata=same_scores())
-    """Token budget of one micro-batch: rows x padded length (generation without `kv_cache`:
-    x (context + new tokens); with it, an upper bound on `prefill_tokens`)."""
-
-    memory_budget_gb: float | None = field(default=None, metadata=same_scores())
-    """Memory one micro-batch may take on each rank, in GiB (`engine.memory`'s estimate per token):
-    lowers `tokens_per_batch` at each run; a row needing more is refused (`EvaluationOutOfMemory`).
-    None: no bound but, on CUDA, the memory free when the run starts (less a margin)."""
+    `TokenizationOptions`, the budgets of a micro-batch `BatchingOptions` (their fields are this
+    config's too), shared with the hook's section and `eval`."""
 
     max_rows_per_batch: int = field(default=64, metadata=same_scores())
     """Upper bound on the rows of one micro-batch, whatever the budget."""
@@ -134,7 +127,6 @@ class EngineConfig(TokenizationOptions):
         super().__post_init__()
         self.generation = GenerationParameters.from_dict(self.generation)
         for name in (
-            "tokens_per_batch",
             "max_rows_per_batch",
             "micro_batches_in_flight",
             "default_max_new_tokens",
@@ -145,8 +137,6 @@ class EngineConfig(TokenizationOptions):
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"EngineConfig.{name} must be >= 1, got {getattr(self, name)}.")
-        if self.memory_budget_gb is not None and not self.memory_budget_gb > 0:
-            raise ConfigError(f"EngineConfig.memory_budget_gb must be > 0 or None, got {self.memory_budget_gb}.")
         if self.layer_chunk_tokens is not None and self.layer_chunk_tokens < 1:
             raise ConfigError(f"EngineConfig.layer_chunk_tokens must be >= 1 or None, got {self.layer_chunk_tokens}.")
         if self.max_length is not None and self.max_length < 2:
