@@ -28,6 +28,7 @@ from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.tracking import results_files_by_step
 from tests.helpers.slurm_cluster import SLURM_MISSING, missing_binaries, slurm_cluster, wait_for_job
+from tests.helpers.tiers import reaches
 
 REPO = Path(__file__).resolve().parents[2]
 TASK = "lighteval|arc:easy|0"
@@ -52,6 +53,7 @@ def _job(tmp_path: Path, checkpoint: Path, settings: AsyncEvaluationConfig, step
     )  # fmt: skip
 
 
+@reaches("distributed")  # the launchers run them as processes
 def _fake_commands(tmp_path: Path, scripts: dict[str, str]) -> dict[str, str]:
     """Stand-ins for Slurm's commands (`{name: shell script}`): the PATH that finds them first."""
     commands = tmp_path / "bin"
@@ -207,7 +209,6 @@ def _has_results(tmp_path: Path):
     return lambda step: step in _results(tmp_path)
 
 
-@pytest.mark.slow
 def test_local_launcher_done_and_timed_out(tiny_converted, tmp_path):
     checkpoints = _step_checkpoints(tmp_path, tiny_converted[1], 1, 2)
     outcomes = []
@@ -233,7 +234,6 @@ def test_local_launcher_done_and_timed_out(tiny_converted, tmp_path):
     assert (tmp_path / "logs" / "2" / "eval.log").exists()
 
 
-@pytest.mark.slow
 def test_slurm_launcher_against_a_real_slurm(tiny_converted, tmp_path):
     missing = missing_binaries()
     if missing:
@@ -268,6 +268,7 @@ def test_slurm_launcher_against_a_real_slurm(tiny_converted, tmp_path):
     assert "Evaluation of tiny at step 1" in log
 
 
+@pytest.mark.distributed  # the local launcher runs its job as a process
 def test_a_failed_local_evaluation_is_recorded_with_its_error_line(tmp_path):
     """The training log says why a launched `eval` failed (its `error:` line), not only where its log is."""
     python = tmp_path / "python"

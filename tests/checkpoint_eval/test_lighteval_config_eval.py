@@ -56,7 +56,6 @@ def _results(output_dir: Path) -> dict:
     return json.loads(results_file.read_text())
 
 
-@pytest.mark.distributed
 def test_lighteval_yaml_gives_the_results_of_the_equivalent_flags(tiny_converted, tmp_path):
     _, checkpoint = tiny_converted
     config = _lighteval_yaml(tmp_path)

@@ -45,12 +45,10 @@ def _load_at(checkpoint: str, tp: int, pp: int, dp: int):
     load_nanotron_checkpoint(checkpoint, parallel_context(tp, pp, dp))
 
 
-@pytest.mark.distributed
 def test_run_distributed_returns_per_rank_values_and_builds_layouts():
     assert run_distributed(_ranks, 4, 2, 2, 1, timeout=60) == [(0, 0, 0, 0), (1, 1, 0, 0), (2, 0, 1, 0), (3, 1, 1, 0)]
 
 
-@pytest.mark.distributed
 def test_a_raising_rank_fails_the_run_quickly():
     start = time.monotonic()
     with pytest.raises(DistributedRunError, match=r"\[rank 1\] .*ValueError: boom from rank one"):
@@ -58,7 +56,6 @@ def test_a_raising_rank_fails_the_run_quickly():
     assert time.monotonic() - start < 20
 
 
-@pytest.mark.distributed
 def test_a_run_past_its_timeout_fails():
     start = time.monotonic()
     with pytest.raises(DistributedRunError, match="timed out after 3 s"):
@@ -66,7 +63,6 @@ def test_a_run_past_its_timeout_fails():
     assert time.monotonic() - start < 20
 
 
-@pytest.mark.distributed
 def test_a_layout_that_does_not_fit_the_model_raises_layout_error(tiny_checkpoint):
     with pytest.raises(DistributedRunError, match="LayoutError: TP=3 does not divide"):
         run_distributed(_load_at, 3, str(tiny_checkpoint), 3, 1, 1, timeout=60)
@@ -173,7 +169,6 @@ def test_checkpoint_dtype(tiny_checkpoint, tmp_path):
         read_checkpoint_dtype(tmp_path)
 
 
-@pytest.mark.distributed
 def test_weights_that_do_not_match_the_model_config_raise_checkpoint_error(tiny_checkpoint, tmp_path):
     """At TP2 Nanotron's loader would slice the saved (larger) MLP weights without a word."""
     shrunk = tmp_path / "shrunk"

@@ -29,7 +29,7 @@ DOCS_COMPARED = 10  # per task, against transformers
 TOLERANCE = 5e-4  # fp32 through 30 layers, summed over up to ~40 continuation tokens (measured: ~5e-5)
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.timeout(1200)]
+pytestmark = pytest.mark.timeout(1200)
 
 
 def _gguf_path() -> Path:

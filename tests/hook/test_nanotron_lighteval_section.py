@@ -52,7 +52,6 @@ def test_nanotron_section_is_mapped_and_logged(tmp_path, caplog):
     assert "batch_size (batches are sized by a token budget" in caplog.text
 
 
-@pytest.mark.distributed
 def test_training_with_nanotron_section_evaluates(tmp_path):
     config = _with_nanotron_section(tmp_path, keep_ours=False)
     (report,) = run_distributed(train_worker, 1, str(config), timeout=240)

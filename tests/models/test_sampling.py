@@ -11,7 +11,6 @@ from lighteval_nanotron.models.engine.sampling import sample_token, warped
 from lighteval_nanotron.requests import GenerationParameters
 from tests.models.sampling_cases import run_generate
 
-pytestmark = pytest.mark.distributed
 SAMPLING = {"temperature": 1.0, "top_k": 40, "top_p": 0.95, "num_samples": 3, "seed": 7}
 
 

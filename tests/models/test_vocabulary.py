@@ -93,7 +93,6 @@ def _targets_outside(tp: int) -> list[str]:
     return messages
 
 
-@pytest.mark.distributed
 def test_a_target_no_shard_owns_is_refused_at_tp1_and_tp2():
     assert "token id 8 is outside the vocabulary of 8 ids" in _targets_outside(1)[0]
     for first, negative in run_distributed(_targets_outside, 2, 2, timeout=60):
@@ -135,7 +134,6 @@ def _engine_outcomes(checkpoint: str, tp: int) -> dict:
     return outcomes
 
 
-@pytest.mark.distributed
 def test_vocabulary_checked_at_setup_on_every_rank_and_unknown_generated_ids_flagged(tiny_checkpoint):
     single = run_distributed(_engine_outcomes, 1, str(tiny_checkpoint), 1, timeout=120)[0]
     ranks = run_distributed(_engine_outcomes, 2, str(tiny_checkpoint), 2, timeout=180)

@@ -54,6 +54,7 @@ def test_tensorboard_logger_shares_a_training_writer_without_closing_it(tmp_path
     assert scalars[f"eval/{TASK_A}/acc"] == [(10, 0.5)]
 
 
+@pytest.mark.distributed  # wandb.init starts its service process
 def test_wandb_offline_run_receives_the_scalars(tmp_path, monkeypatch):
     pytest.importorskip("wandb", reason="wandb is optional (pip install wandb) and not installed here")
     from lighteval_nanotron.options import TrackingOptions

@@ -76,7 +76,6 @@ def engine_setup_with_expert_parallelism(fields: dict) -> str:
 
 
 @requires_qwen2
-@pytest.mark.distributed
 def test_expert_parallel_model_is_refused_at_engine_setup():
     (message,) = run_distributed(engine_setup_with_expert_parallelism, 1, _moe_fields(), timeout=120)
     assert "expert_parallel_size=2 is not supported" in message

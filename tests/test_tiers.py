@@ -1,0 +1,89 @@
+"""The test tiers (tests/helpers/tiers.py): derived from what a test's code reaches, and held by the unit
+tier's guard. The sample code is compiled here from text, so that this module itself reaches nothing."""
+
+import importlib
+import multiprocessing
+import subprocess
+import threading
+
+import pytest
+import torch.distributed as dist
+
+from tests.helpers.tiers import _Walker, guard_unit_test
+
+SAMPLES = """
+def pure():
+    return sorted([2, 1])
+
+def gloo_ranks():
+    return run_distributed(pure, 2)
+
+def through_a_test_side_helper():
+    return gloo_ranks()
+
+def imports_inside():
+    import subprocess
+    return subprocess
+
+def a_launched_job():
+    return Followed
+"""
+
+
+def _samples() -> dict:
+    namespace = {
+        "run_distributed": importlib.import_module("tests.helpers.distributed").run_distributed,
+        "Followed": importlib.import_module("tests.helpers.processes").Followed,
+    }
+    exec(compile(SAMPLES, __file__, "exec"), namespace)
+    return namespace
+
+
+def test_the_tier_is_derived_from_what_the_code_reaches():
+    samples, walker = _samples(), _Walker()
+    expected = {
+        "pure": "unit",
+        "gloo_ranks": "distributed",
+        "through_a_test_side_helper": "distributed",
+        "imports_inside": "distributed",
+        "a_launched_job": "e2e",
+    }
+    assert {name: walker.function(samples[name]) for name in expected} == expected
+    convert_tiny = importlib.import_module("tests.checkpoint_eval.tiny_hf").convert_tiny  # @reaches("distributed")
+    tiny_checkpoint = importlib.import_module("tests.helpers.tiny_model").tiny_checkpoint  # run_distributed inside
+    assert walker.function(convert_tiny) == walker.function(tiny_checkpoint) == "distributed"
+
+
+def _process_group() -> None:
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+
+
+def _swallowed_on_a_thread() -> None:
+    def swallowing():  # library code that catches everything
+        try:
+            subprocess.run(["true"])
+        except BaseException:
+            pass
+
+    thread = threading.Thread(target=swallowing)
+    thread.start()
+    thread.join()
+
+
+# The ways to start are parameters, not names in the test's code: this test itself stays in the unit tier.
+@pytest.mark.parametrize(
+    ("start", "what"),
+    [
+        (lambda: subprocess.run(["true"]), "a subprocess"),
+        (lambda: multiprocessing.get_context("spawn").Process(target=print).start(), "a multiprocessing process"),
+        (_process_group, "a process group"),
+        (_swallowed_on_a_thread, "a subprocess"),
+    ],
+    ids=["subprocess", "multiprocessing", "process-group", "on-a-thread"],
+)
+def test_a_unit_test_that_starts_a_process_or_a_process_group_fails_naming_its_tier(request, start, what):
+    assert request.node.get_closest_marker("unit") is not None
+    with pytest.raises(pytest.fail.Exception, match=f"started {what}.*mark the test `@pytest.mark.distributed`"):
+        with guard_unit_test(request.node):
+            start()
+    assert not dist.is_initialized()
