@@ -43,8 +43,8 @@ NANOTRON_INSTALL := $(if $(NANOTRON_SRC),rm -rf $(NANOTRON_COPY) && mkdir -p $(N
 	$(BIN)/pip install -q --no-deps --no-build-isolation --force-reinstall $(NANOTRON_COPY) &&,)
 
 # Tests come in three tiers, derived from what each test reaches (tests/helpers/tiers.py): unit (no
-# process, no process group), distributed (gloo ranks, subprocesses), e2e (the command line or training
-# as real jobs). `make test` runs them all and prints the 25 slowest; `make test-fast` the unit tier.
+# process, no process group), distributed (gloo ranks, subprocesses), e2e (trainings, and the command
+# line or training as real jobs). `make test` runs them all and prints the 25 slowest; `make test-fast` the unit tier.
 PYTEST := $(NANOTRON_INSTALL) OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q
 
 test: $(STAMP) $(GPU_CARRY_STAMP)

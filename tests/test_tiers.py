@@ -27,6 +27,10 @@ def imports_inside():
 
 def a_launched_job():
     return Followed
+
+def trains():
+    from lighteval_nanotron.hook.trainer import EvaluatingTrainer
+    return EvaluatingTrainer
 """
 
 
@@ -47,6 +51,7 @@ def test_the_tier_is_derived_from_what_the_code_reaches():
         "through_a_test_side_helper": "distributed",
         "imports_inside": "distributed",
         "a_launched_job": "e2e",
+        "trains": "e2e",
     }
     assert {name: walker.function(samples[name]) for name in expected} == expected
     convert_tiny = importlib.import_module("tests.checkpoint_eval.tiny_hf").convert_tiny  # @reaches("distributed")

@@ -1,7 +1,8 @@
 """The test tiers, derived from what each test reaches, and a guard that holds the unit tier to them.
 
-- `e2e`: under `tests/e2e/` or `tests/benchmarks/`, or launches the command line or training as real
-  jobs (`tests/helpers/processes.py`, `multinode.py`, `slurm_cluster.py`).
+- `e2e`: under `tests/e2e/` or `tests/benchmarks/`, trains (Nanotron's trainer, the hook's
+  `EvaluatingTrainer`), or launches the command line or training as real jobs
+  (`tests/helpers/processes.py`, `multinode.py`, `slurm_cluster.py`).
 - `distributed`: starts processes or a process group: gloo ranks (`tests/helpers/distributed.py`),
   `subprocess`, `multiprocessing`.
 - `unit`: everything else; `guard_unit_test` fails one that starts a process or a process group.
@@ -33,6 +34,8 @@ TESTS = Path(__file__).resolve().parents[1]
 TIERS = ("unit", "distributed", "e2e")  # cheapest first: a test gets the highest tier it reaches
 E2E_FOLDERS = ("e2e", "benchmarks")
 REACHED = {
+    "lighteval_nanotron.hook.trainer": "e2e",  # a Nanotron training with evaluation in the loop
+    "nanotron.trainer": "e2e",
     "tests.helpers.processes": "e2e",
     "tests.helpers.multinode": "e2e",
     "tests.helpers.slurm_cluster": "e2e",
