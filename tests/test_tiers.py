@@ -5,11 +5,12 @@ import importlib
 import multiprocessing
 import subprocess
 import threading
+from pathlib import Path
 
 import pytest
 import torch.distributed as dist
 
-from tests.helpers.tiers import _Walker, guard_unit_test
+from tests.helpers.tiers import TESTS, _Walker, guard_unit_test, mark_tiers
 
 SAMPLES = """
 def pure():
@@ -57,6 +58,33 @@ def test_the_tier_is_derived_from_what_the_code_reaches():
     convert_tiny = importlib.import_module("tests.checkpoint_eval.tiny_hf").convert_tiny  # @reaches("distributed")
     tiny_checkpoint = importlib.import_module("tests.helpers.tiny_model").tiny_checkpoint  # run_distributed inside
     assert walker.function(convert_tiny) == walker.function(tiny_checkpoint) == "distributed"
+
+
+class _Collected:
+    """What `mark_tiers` reads of a collected test that is not a function (so only its folder and marks count)."""
+
+    def __init__(self, folder: Path, *written: str) -> None:
+        self.path, self.nodeid, self._fixtureinfo = folder / "test_x.py", f"{folder.name}/test_x.py::t", None
+        self.marks = [getattr(pytest.mark, name).mark for name in written]
+
+    def iter_markers(self):
+        return iter(self.marks)
+
+    def add_marker(self, name: str) -> None:
+        self.marks.append(getattr(pytest.mark, name).mark)
+
+
+def test_each_test_gets_one_tier_and_a_written_mark_only_where_the_derivation_cannot_see():
+    plain, in_e2e, declared = _Collected(TESTS), _Collected(TESTS / "e2e"), _Collected(TESTS, "distributed")
+    mark_tiers([plain, in_e2e, declared])
+    assert [[mark.name for mark in item.marks] for item in (plain, in_e2e, declared)] == [
+        ["unit"],
+        ["e2e"],
+        ["distributed"],
+    ]
+    for redundant in (_Collected(TESTS, "unit"), _Collected(TESTS / "e2e", "distributed")):
+        with pytest.raises(pytest.UsageError, match=r"remove its tier mark\(s\) \['(unit|distributed)'\]"):
+            mark_tiers([redundant])
 
 
 def _process_group() -> None:
