@@ -3,15 +3,15 @@ process-wide settings a test may change in-process go back to their defaults aft
 (`eval --data-dir`, the hook's `data_dirs` and `set_data_dirs` set them for the whole process, by
 design), so a later test reads `$LIGHTEVAL_NANOTRON_DATA_DIRS` as its fixtures set it."""
 
-import importlib.util
+import contextlib
 
 import pytest
 
 from lighteval_nanotron.tasks import set_data_dirs
 from tests.helpers.tiers import guard_unit_test, mark_tiers
 
-if importlib.util.find_spec("git"):
-    import git  # noqa: F401  GitPython runs `git version` when first imported (lighteval imports it): once, here
+with contextlib.suppress(ImportError):  # GitPython, which lighteval imports, runs `git version` on first import:
+    import git  # noqa: F401  once here, not inside whichever unit test imports lighteval first
 
 
 def pytest_collection_modifyitems(items: list) -> None:
