@@ -9,9 +9,10 @@
 
 What a test reaches is read from code, not kept by hand: the test function, its fixtures and the
 functions and classes of `tests/` that they name, followed by name (module globals) down to the
-modules above. Package code is not followed; a test-side helper or fixture that starts a process
-group inside the package (conversion does) says so with `@reaches("distributed")`, and a test
-that does it itself carries `@pytest.mark.distributed`.
+modules of `REACHED`. Package code is not followed (its trainer modules are in `REACHED`); a
+test-side helper or fixture that starts a process or a process group inside the package
+(conversion does) says so with `@reaches("distributed")`, and a test that does it itself carries
+`@pytest.mark.distributed`.
 """
 
 from __future__ import annotations
