@@ -69,9 +69,9 @@ def test_tokenizer_size_counts_added_tokens_and_special_ids_are_checked():
     assert tokenizer_size(_bigger_tokenizer().backend_tokenizer) == VOCAB_SIZE + 1  # a bare tokenizers.Tokenizer
     assert tokenizer_size(_small_tokenizer()) == SMALL
     check_tokenizer_fits(tiny_tokenizer(), {"EOS": VOCAB_SIZE - 1}, VOCAB_SIZE)
-    with pytest.raises(ConfigError, match=r"has 1025 token ids .* vocabulary has 1024 .* vocab_size is at least 1025"):
+    with pytest.raises(ConfigError, match=r"1025 token ids .*1024 .*vocab_size .*1025"):
         check_tokenizer_fits(_bigger_tokenizer(), {}, VOCAB_SIZE)
-    with pytest.raises(ConfigError, match=r"special token id\(s\) EOS 1024 are outside the model's vocabulary of 1000"):
+    with pytest.raises(ConfigError, match=r"EOS 1024 .*vocabulary of 1000"):
         check_tokenizer_fits(_small_tokenizer(), {"BOS": 511, "EOS": 1024}, 1000)
 
 

@@ -70,7 +70,7 @@ def test_generative_gold_bpb_is_one_loglikelihood_request_per_doc(toy_data):
 
 
 def test_gold_metrics_that_need_a_wrong_choice_are_refused_on_a_generative_task(toy_data):
-    with pytest.raises(ConfigError, match="normalized_mc_prob needs at least one wrong choice"):
+    with pytest.raises(ConfigError, match="normalized_mc_prob .*wrong choice"):
         EvaluationPipeline.prepare(BigramLM(), "custom|gen@extra_metrics=normalized_mc_prob|0", custom_tasks=TASKS)
 
 

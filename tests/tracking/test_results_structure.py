@@ -193,7 +193,7 @@ def test_other_weights_beside_a_float16_evaluation_are_said_to_be_its_rounding()
         return content
 
     hook = run("custom|a|0", "1" * 32, None)
-    with pytest.raises(TrackingError, match="one evaluation ran in float16") as refused:
+    with pytest.raises(TrackingError, match="float16") as refused:
         merge_results(hook, run("custom|b|0", "2" * 32, "float16"))
     assert "another checkpoint" not in str(refused.value) and "--dtype" in str(refused.value)
     with pytest.raises(TrackingError, match="another checkpoint"):

@@ -78,7 +78,7 @@ class _Broken(EvaluationLogger):
 
 def test_container_runs_every_logger_and_reports_the_failures(tmp_path):
     container = LoggerContainer([_Broken(), ResultsJsonLogger(tmp_path), DetailsParquetLogger(tmp_path)])
-    with pytest.raises(TrackingError, match="_Broken: ConnectionError: no route to host"):
+    with pytest.raises(TrackingError, match="_Broken: ConnectionError"):
         container.log(make_result(step=7))
     assert step_results_file(tmp_path, "toy-run", 7) is not None
     assert step_details_dir(tmp_path, "toy-run", 7) is not None

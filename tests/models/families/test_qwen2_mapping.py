@@ -127,7 +127,7 @@ def test_options_the_target_cannot_represent_are_refused(build, overrides, messa
 @needs_nanotron_04
 def test_converting_qwen2_under_nanotron_04_is_refused_before_writing(tmp_path):
     tiny_hf_qwen2().save_pretrained(tmp_path / "hf")
-    with pytest.raises(UnsupportedModelError, match="has no Qwen2; Qwen2 .dense and MoE. needs current Nanotron"):
+    with pytest.raises(UnsupportedModelError, match="Qwen2.*current Nanotron"):
         convert_hf_to_nanotron(tmp_path / "hf", tmp_path / "nanotron")
     assert not (tmp_path / "nanotron").exists()
 
