@@ -84,11 +84,11 @@ def test_settings_are_checked():
         AsyncEvaluationConfig(launcher="slurm", tp=3, dp=4, slurm=SlurmSettings(gpus_per_node=8))
     with pytest.raises(ConfigError, match="extra_sbatch"):
         AsyncEvaluationConfig(launcher="slurm", slurm=SlurmSettings(extra_sbatch=["exclusive"]))
-    with pytest.raises(ConfigError, match=r"^lighteval_nanotron\.asynchronous\.launcher is 'ssh': use one of"):
+    with pytest.raises(ConfigError, match=r"^lighteval_nanotron\.asynchronous\.launcher is 'ssh'"):
         AsyncEvaluationConfig(launcher="ssh")
     with pytest.raises(ConfigError, match=r"^lighteval_nanotron\.asynchronous\.slurm\.gpus_per_node is 0"):
         SlurmSettings(gpus_per_node=0)
-    with pytest.raises(ConfigError, match=r"env has 'MY VAR': not an environment variable name"):
+    with pytest.raises(ConfigError, match=r"env has 'MY VAR'"):
         AsyncEvaluationConfig(cpu=True, env={"MY VAR": "1"})  # `export MY VAR=1` failed every launch
 
 
@@ -166,7 +166,7 @@ def test_sbatch_lines_hold_any_value_sbatch_can_read(tmp_path):
     options = sbatch_options(job, settings)
     assert options[1] == '--output="/runs/my run %%x/3/slurm-%j.out"'
     assert options[-2:] == ['--partition="gpu #2"', '--account="a\\"b"']
-    with pytest.raises(ConfigError, match="has a backslash: Slurm drops it"):
+    with pytest.raises(ConfigError, match="backslash"):
         sbatch_options(dataclasses.replace(job, logs_dir=Path("/runs/a\\b/3")), settings)
     with pytest.raises(ConfigError, match=r"slurm\.qos 'x\\ny' has a line break"):
         sbatch_options(job, AsyncEvaluationConfig(launcher="slurm", cpu=True, slurm=SlurmSettings(qos="x\ny")))
@@ -187,10 +187,10 @@ def test_slurm_template(tmp_path):
     with pytest.raises(ConfigError, match="has no"):
         read_template(str(template))
     template.write_text("#!/bin/bash\n#SBATCH --time=10\n${setup}\n${command}\n")  # its own #SBATCH lines only
-    with pytest.raises(ConfigError, match=r"has no \$\{sbatch\}: put it in \(the #SBATCH lines: without them"):
+    with pytest.raises(ConfigError, match=r"no \$\{sbatch\}"):
         read_template(str(template))
     template.write_text("#!/bin/bash\n${sbatch}\nsource venv/bin/activate\n${command}\n")
-    with pytest.raises(ConfigError, match=r"has no \$\{setup\}: put it in \(the cd to the training's folder"):
+    with pytest.raises(ConfigError, match=r"no \$\{setup\}"):
         read_template(str(template))
 
 
@@ -357,5 +357,5 @@ def test_a_job_sbatch_queued_without_answering_in_time_is_followed(tmp_path):
     job = _job(tmp_path, tmp_path / "run" / "5", settings, 5)
     assert launcher.launch(_with_env(job, path)).job_id == "77"
     other = _job(tmp_path, tmp_path / "run" / "6", settings, 6)
-    with pytest.raises(OSError, match="did not answer within 0.5s and squeue lists none .* named eval-tiny-6"):
+    with pytest.raises(OSError, match="within 0.5s .*squeue .*eval-tiny-6"):
         launcher.launch(_with_env(other, path))

@@ -76,7 +76,7 @@ def test_nanotron_main_fields_map_onto_the_hook():
 def test_hub_pushes_are_refused_before_training():
     from lighteval_nanotron.hook.nanotron_lighteval_section import evaluation_from_nanotron_section
 
-    with pytest.raises(ConfigError, match="logging.push_results_to_hub=True cannot be honoured"):
+    with pytest.raises(ConfigError, match="logging.push_results_to_hub=True"):
         evaluation_from_nanotron_section({"tasks": {"tasks": CAPITALS}, "logging": {"push_results_to_hub": True}})
 
 
@@ -106,7 +106,7 @@ def test_nanotron_section_without_slurm_settings_evaluates_in_the_loop():
 
     config = evaluation_from_nanotron_section({**NANOTRON_MAIN_DEFAULTS, "tasks": {"tasks": CAPITALS}})
     assert config.asynchronous is None and config.eval_at_checkpoints
-    with pytest.raises(ConfigError, match="eval_interval_file is read at each checkpoint by the Slurm runner"):
+    with pytest.raises(ConfigError, match="eval_interval_file .*Slurm runner"):
         evaluation_from_nanotron_section({"tasks": {"tasks": CAPITALS}, "eval_interval_file": "interval.txt"})
 
 
@@ -168,7 +168,7 @@ def test_nanotron_slurm_fields_through_the_training_config(tmp_path):
 
     content["lighteval"]["parallelism"]["tp"] = 0  # was taken as 1
     path.write_text(yaml.safe_dump(content))
-    with pytest.raises(ConfigError, match=r"lighteval: section: parallelism\.tp is 0: it is the layout of the"):
+    with pytest.raises(ConfigError, match=r"lighteval: section: parallelism\.tp is 0"):
         load_training_config(str(path))
 
 
