@@ -126,8 +126,8 @@ def test_flags_fill_what_the_yaml_leaves_out_and_may_not_contradict_it(tiny_conv
 @pytest.mark.parametrize(
     "flags, checkpoint_config, words",
     [
-        ({}, "missing/config.yaml", "does not exist: give the config.yaml inside a checkpoint folder"),
-        ({}, "model_config.json", "give the checkpoint's config.yaml"),
+        ({}, "missing/config.yaml", "does not exist.*config.yaml"),
+        ({}, "model_config.json", "checkpoint's config.yaml"),
         ({"checkpoint": "x"}, "config.yaml", "not both"),
         ({"checkpoints_dir": "x"}, "config.yaml", "Give exactly one of"),
     ],

@@ -47,7 +47,7 @@ def test_four_part_form_is_deprecated_but_accepted():
         ("lighteval|arc|+1", "integer, got '\\+1'"),
         ("lighteval|arc|\u0663", "integer, got '\u0663'"),  # an Arabic-Indic 3, which int() reads as 3
         ("lighteval|arc|1.0", "integer, got '1.0'"),
-        ("leaderboard|arc|25|2", "truncate flag \\(4th part\\) is 0 or 1, got '2'"),  # was read as true
+        ("leaderboard|arc|25|2", "truncate flag .*got '2'"),  # was read as true
         ("lighteval||0", "empty part"),
         ("arc@k|0", "task@name=value"),
         ("unknownsuite|arc", "integer"),
