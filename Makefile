@@ -42,11 +42,16 @@ NANOTRON_INSTALL := $(if $(NANOTRON_SRC),rm -rf $(NANOTRON_COPY) && mkdir -p $(N
 	cp -r $(abspath $(NANOTRON_SRC))/src $(abspath $(NANOTRON_SRC))/pyproject.toml $(abspath $(NANOTRON_SRC))/README.md $(NANOTRON_COPY)/ && \
 	$(BIN)/pip install -q --no-deps --no-build-isolation --force-reinstall $(NANOTRON_COPY) &&,)
 
+# Tests come in three tiers, derived from what each test reaches (tests/helpers/tiers.py): unit (no
+# process, no process group), distributed (gloo ranks, subprocesses), e2e (trainings, and the command
+# line or training as real jobs). `make test` runs them all and prints the 25 slowest; `make test-fast` the unit tier.
+PYTEST := $(NANOTRON_INSTALL) OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q
+
 test: $(STAMP) $(GPU_CARRY_STAMP)
-	$(NANOTRON_INSTALL) OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q $(TESTS)
+	$(PYTEST) --durations=25 $(TESTS)
 
 test-fast: $(STAMP) $(GPU_CARRY_STAMP)
-	$(NANOTRON_INSTALL) OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(BIN)/python -m pytest -q -m "not slow" $(TESTS)
+	$(PYTEST) -m unit $(TESTS)
 
 # The Slurm launcher's tests (tests/checkpoint_eval/test_launch.py, tests/hook/test_asynchronous.py) start a
 # real single-node Slurm from Debian's packages inside the test; without them they skip, saying so.

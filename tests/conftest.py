@@ -1,4 +1,4 @@
-"""The suite's own home and caches, and process-wide settings reset after each test.
+"""The suite's own home and caches, every test's tier, and process-wide settings reset after each test.
 
 - Before anything imports `datasets`, `huggingface_hub` or `transformers` (they read their cache
   folders once, at import), HOME and the XDG folders point into one temporary folder for this run,
@@ -7,11 +7,14 @@
   for this process and every process it starts (torchrun, multiprocessing, Slurm jobs inherit the
   environment). The suite neither reads what the machine's caches hold (a `datasets` cache entry
   of the same name as a benchmark) nor writes into them. The folder is removed when the run ends.
+- Every test gets one tier (`tests/helpers/tiers.py`: unit, distributed, e2e), derived from what
+  its code reaches; a unit test that starts a process or a process group fails (its guard).
 - The data dirs (`eval --data-dir`, the hook's `data_dirs` and `set_data_dirs` set them for the
   whole process, by design) go back to their default after each test, so a later test reads
   `$LIGHTEVAL_NANOTRON_DATA_DIRS` as its fixtures set it.
 """
 
+import contextlib
 import os
 import shutil
 import sys
@@ -39,6 +42,26 @@ os.environ.update(HOME=RUN_HOME, **{name: os.path.join(RUN_HOME, folder) for nam
 import pytest  # noqa: E402
 
 from lighteval_nanotron.tasks import set_data_dirs  # noqa: E402
+from tests.helpers.tiers import guard_unit_test, mark_tiers  # noqa: E402
+
+with contextlib.suppress(ImportError):  # GitPython, which lighteval imports, runs `git version` on first import:
+    import git  # noqa: F401  once here, not inside whichever unit test imports lighteval first
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    mark_tiers(items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    with guard_unit_test(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    with guard_unit_test(item):
+        return (yield)
 
 
 @pytest.fixture(autouse=True)

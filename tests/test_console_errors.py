@@ -81,6 +81,7 @@ def _dies(rank: int, how: str) -> None:
     raise ValueError("bad shapes in rank code")
 
 
+@pytest.mark.distributed  # launches ranks
 @pytest.mark.parametrize("how", ["kill", "raise"])
 def test_a_launched_rank_that_dies_or_raises_is_summarized_in_one_line(how):
     with pytest.raises((mp.ProcessExitedException, mp.ProcessRaisedException)) as caught:

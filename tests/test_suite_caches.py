@@ -30,7 +30,6 @@ def _listing(folder: Path) -> dict[str, tuple]:
     }
 
 
-@pytest.mark.slow
 def test_data_reading_tests_pass_and_leave_the_machine_caches_as_they_were(tmp_path):
     home = tmp_path / "home"
     datasets_cache = home / ".cache" / "huggingface" / "datasets"

@@ -7,7 +7,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
 import yaml
 
 from tests.helpers.distributed import run_distributed
@@ -56,7 +55,6 @@ def _edit_model_config(folder: Path, yaml_too: bool, **changes) -> None:
         (folder / "config.yaml").write_text(yaml.safe_dump(config))
 
 
-@pytest.mark.distributed
 def test_incomplete_or_mismatched_checkpoints_are_refused(tiny_converted, tmp_path):
     _, checkpoint = tiny_converted
     tp2 = tmp_path / "tp2"

@@ -28,6 +28,7 @@ from tests.checkpoint_eval.details_check import max_logprob_difference, read_det
 from tests.checkpoint_eval.tiny_hf import ROPE_THETA, tiny_hf_llama
 from tests.helpers.distributed import run_distributed
 from tests.helpers.nanotron_versions import skip_on_main
+from tests.helpers.tiers import reaches
 from tests.helpers.tiny_model import tiny_tokenizer
 
 MAIN_KEYS = {"_attn_implementation": "sdpa", "attention_bias": False, "z_loss_enabled": False,
@@ -45,6 +46,7 @@ def _main_layout(weights, shape: LlamaShape):
         yield name, tensor
 
 
+@reaches("distributed")  # writing a checkpoint starts a one-process gloo group
 def _write_main_checkpoint(folder: Path):
     model = tiny_hf_llama(seed=0)
     config, rope_theta = nanotron_config_from_hf(model.config.to_dict())
@@ -102,7 +104,6 @@ def _cli_main(argv: list) -> int:
     return main(argv)
 
 
-@pytest.mark.distributed
 @pytest.mark.parametrize("layout", [(), ("--pp", "2")], ids=["tp1", "pp2"])
 def test_main_llama_checkpoint_scores_like_transformers(main_checkpoint, tmp_path, layout):
     model, folder = main_checkpoint

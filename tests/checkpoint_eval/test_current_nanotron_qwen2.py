@@ -16,7 +16,7 @@ from tests.checkpoint_eval.details_check import read_details
 from tests.helpers.distributed import run_distributed
 from tests.helpers.nanotron_main import requires_qwen2
 
-pytestmark = [pytest.mark.distributed, requires_qwen2]
+pytestmark = requires_qwen2
 TASKS = "lighteval|arc:easy|0,leaderboard|mmlu:abstract_algebra|0"
 TOLERANCE = 1e-4
 MAX_LENGTH = 256

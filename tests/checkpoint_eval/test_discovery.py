@@ -54,7 +54,7 @@ def test_find_checkpoints_errors(tmp_path):
 def test_what_is_not_a_checkpoint_is_named_with_the_command_that_makes_one(tmp_path):
     gguf = tmp_path / "SmolLM2.Q4_1.gguf"
     gguf.write_bytes(b"GGUF")
-    with pytest.raises(CheckpointError, match=r"is a GGUF file.*`lighteval-nanotron convert gguf .*SmolLM2.Q4_1.gguf"):
+    with pytest.raises(CheckpointError, match=r"GGUF.*convert gguf .*SmolLM2.Q4_1.gguf"):
         checkpoint_info(gguf)
     with pytest.raises(CheckpointError, match="is a GGUF file.*convert gguf"):
         find_checkpoints(gguf)
@@ -62,16 +62,16 @@ def test_what_is_not_a_checkpoint_is_named_with_the_command_that_makes_one(tmp_p
     hf.mkdir()
     (hf / "config.json").write_text("{}")
     (hf / "model.safetensors").write_bytes(b"")
-    with pytest.raises(CheckpointError, match=r"Hugging Face model folder.*`lighteval-nanotron convert hf "):
+    with pytest.raises(CheckpointError, match=r"Hugging Face.*convert hf "):
         checkpoint_info(hf)
     run = tmp_path / "checkpoints"
     for step in (10, 20):
         _checkpoint(run / str(step))
-    with pytest.raises(CheckpointError, match=r"holds the step folders of a training run \(10, 20\).*--checkpoints-"):
+    with pytest.raises(CheckpointError, match=r"step folders .*\(10, 20\).*--checkpoints-"):
         checkpoint_info(run)
-    with pytest.raises(CheckpointError, match="is one checkpoint, not a folder of step folders: pass it without"):
+    with pytest.raises(CheckpointError, match="one checkpoint, not .*step folders"):
         find_checkpoints(run / "20")
-    with pytest.raises(CheckpointError, match="is a file: pass the checkpoint folder"):
+    with pytest.raises(CheckpointError, match="is a file: .*checkpoint folder"):
         checkpoint_info(run / "20" / "checkpoint_metadata.json")
 
 
@@ -132,9 +132,9 @@ def test_default_model_name_matches_the_training_hook(tmp_path):
     assert default_model_name(_checkpoint(tmp_path / "plain")) == "plain"
     for index, general in enumerate([{"project": ["a"]}, {"project": "p", "run": 5}]):  # filed under `['a']/`, `p/5/`
         key = "general.project" if index == 0 else "general.run"
-        with pytest.raises(CheckpointError, match=rf"config.yaml's {key} is .*, not a name: .*--model-name"):
+        with pytest.raises(CheckpointError, match=rf"config.yaml's {key} .*--model-name"):
             default_model_name(_checkpoint(tmp_path / f"bad{index}", config={"general": general}))
-    with pytest.raises(CheckpointError, match=r"its 'general' section is 'p/r', not a mapping"):
+    with pytest.raises(CheckpointError, match=r"'general' .*'p/r', not a mapping"):
         default_model_name(_checkpoint(tmp_path / "flat", config={"general": "p/r"}))
 
 
@@ -238,18 +238,18 @@ def test_damaged_metadata_and_config_sections_are_named(tmp_path):
     """Files of the right syntax and the wrong content: one CheckpointError naming the file and key."""
     from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
 
-    with pytest.raises(CheckpointError, match=r"checkpoint_metadata.json's last_train_step is 'ten', not an integer"):
+    with pytest.raises(CheckpointError, match=r"last_train_step is 'ten'"):
         checkpoint_info(_checkpoint(tmp_path / "a", metas={"last_train_step": "ten"}))
     for index, step in enumerate([True, 10.5, "10", -1]):  # int() filed them as steps 1, 10, 10 and -1
-        with pytest.raises(CheckpointError, match=rf"last_train_step is {re.escape(repr(step))}, not an integer >= 0"):
+        with pytest.raises(CheckpointError, match=rf"last_train_step is {re.escape(repr(step))}, .*>= 0"):
             checkpoint_info(_checkpoint(tmp_path / f"s{index}", metas={"last_train_step": step}))
-    with pytest.raises(CheckpointError, match=r"tokens.sequence_length is 256.5, not an integer"):
+    with pytest.raises(CheckpointError, match=r"tokens.sequence_length is 256.5"):
         tokens = {"tokens": {"sequence_length": 256.5}}
         checkpoint_info(_checkpoint(tmp_path / "t", metas={"consumed_train_samples": 4}, config=tokens))
-    with pytest.raises(CheckpointError, match=r"config.yaml: its 'tokens' section is 'long', not a mapping"):
+    with pytest.raises(CheckpointError, match=r"'tokens' .*'long', not a mapping"):
         checkpoint_info(_checkpoint(tmp_path / "b", metas={"consumed_train_samples": 4}, config={"tokens": "long"}))
     damaged = _checkpoint(tmp_path / "c", config={"model": "llama", "tokenizer": ["gpt2"]})
-    with pytest.raises(CheckpointError, match=r"its 'tokenizer' section is \['gpt2'\], not a mapping"):
+    with pytest.raises(CheckpointError, match=r"'tokenizer' .*\['gpt2'\], not a mapping"):
         tokenizer_source(None, damaged)
     import dataclasses
 
@@ -257,7 +257,7 @@ def test_damaged_metadata_and_config_sections_are_named(tmp_path):
 
     fields = json.dumps(dataclasses.asdict(tiny_llama_config()))
     (damaged / "model_config.json").write_bytes(b"\xef\xbb\xbf" + fields.encode())
-    with pytest.raises(CheckpointError, match=r"its 'model' section is 'llama', not a mapping"):
+    with pytest.raises(CheckpointError, match=r"'model' .*'llama', not a mapping"):
         read_checkpoint_model(damaged)  # the byte-order mark of model_config.json is read past
     info = checkpoint_info(_checkpoint(tmp_path / "d", metas={"last_train_step": 7}))
     (tmp_path / "d" / "checkpoint_metadata.json").write_bytes(
@@ -297,5 +297,5 @@ def test_a_step_folder_whose_metadata_names_another_step_is_refused(tmp_path):
     _checkpoint(tmp_path / "20", metas={"last_train_step": 10})
     looks = (lambda: checkpoint_info(tmp_path / "20"), lambda: find_checkpoints(tmp_path))
     for look in looks:
-        with pytest.raises(CheckpointError, match=r"20 is named step 20 but its checkpoint_metadata.json says step 10"):
+        with pytest.raises(CheckpointError, match=r"20 is named step 20 .*step 10"):
             look()

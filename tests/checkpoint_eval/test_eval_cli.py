@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from lighteval_nanotron.parallel.distributed import free_loopback_port
 from lighteval_nanotron.tracking import results_files_by_step
 from tests.checkpoint_eval.details_check import max_logprob_difference, read_details
@@ -46,7 +44,6 @@ def _cli_main(argv: list) -> int:
     return main(argv)
 
 
-@pytest.mark.distributed
 def test_torchrun_tp2_matches_transformers(tiny_converted, tmp_path):
     model, checkpoint = tiny_converted
     command = [
@@ -83,7 +80,6 @@ def _counting_cli_main(argv: list) -> dict:
     return {"rank": dist.get_rank(), **counts}
 
 
-@pytest.mark.distributed
 def test_pp2_with_a_task_file_and_custom_tasks_matches_transformers(tiny_converted, tmp_path):
     model, checkpoint = tiny_converted
     task_file = tmp_path / "tasks.txt"
@@ -126,7 +122,6 @@ def _write_run(root: Path, steps: dict) -> Path:
     return run
 
 
-@pytest.mark.distributed
 def test_backfill_evaluates_missing_steps_in_order_and_reloads_weights(tiny_converted, tiny_converted_other, tmp_path):
     (model_a, checkpoint_a), (model_b, checkpoint_b) = tiny_converted, tiny_converted_other
     run = _write_run(tmp_path, {30: checkpoint_b, 10: checkpoint_a, 20: checkpoint_a})

@@ -4,7 +4,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
 import torch.distributed as dist
 import yaml
 
@@ -47,7 +46,6 @@ def _broken_copies(checkpoint: Path, root: Path) -> dict:
     return copies
 
 
-@pytest.mark.distributed
 def test_errors_are_raised_on_every_rank_together(tiny_converted, tmp_path):
     _, checkpoint = tiny_converted
     broken = _broken_copies(checkpoint, tmp_path)

@@ -9,7 +9,6 @@ from tests.checkpoint_eval.test_output_failures import _cli_cases, _errors
 from tests.helpers.distributed import run_distributed
 
 
-@pytest.mark.distributed
 def test_eval_that_fits_no_micro_batch_is_one_error_line_and_keeps_what_was_written(tiny_converted, tmp_path):
     _, checkpoint = tiny_converted
     out = tmp_path / "out"

@@ -51,7 +51,6 @@ def _strict(path: Path) -> dict:
     return json.loads(path.read_text(), parse_constant=refuse)
 
 
-@pytest.mark.distributed
 def test_non_finite_weights_and_hostile_names(tiny_converted, tmp_path):
     _, checkpoint = tiny_converted
     nan, inf, hostile = tmp_path / "ckpt" / "nan", tmp_path / "ckpt" / "inf", tmp_path / "ckpt" / "hostile"
@@ -109,7 +108,6 @@ def _backfill(runs: list, output_dir: str, task_lists: list) -> list:
     return reports
 
 
-@pytest.mark.distributed
 def test_backfill_adds_new_tasks_to_done_steps_on_one_checkpoint_list(tiny_converted, tmp_path):
     _, checkpoint = tiny_converted
     seen_by_rank0, seen_by_rank1 = tmp_path / "run", tmp_path / "run_later"
@@ -137,7 +135,6 @@ def test_backfill_adds_new_tasks_to_done_steps_on_one_checkpoint_list(tiny_conve
         assert merged["config_general"]["max_samples_by_task"] == {ARC: 2, MMLU: 2}
 
 
-@pytest.mark.distributed
 def test_a_results_file_of_another_structure_is_moved_aside_on_every_rank(tiny_converted, tmp_path):
     """Valid JSON that is not a results dict once crashed every later backfill on every rank."""
     _, checkpoint = tiny_converted
@@ -155,7 +152,6 @@ def test_a_results_file_of_another_structure_is_moved_aside_on_every_rank(tiny_c
     assert set(_strict(wrong)["results"]) == {ARC, "all"} and len(list(step.iterdir())) == 2
 
 
-@pytest.mark.distributed
 def test_a_step_scored_with_other_settings_is_not_merged_into_on_every_rank(tiny_converted, tmp_path):
     """A step's file once took a later run's tasks under that run's `config_general`: PIQA with a
     system prompt merged beside ARC without one, and the file said neither task had one. Generation
@@ -196,7 +192,6 @@ def test_a_step_scored_with_other_settings_is_not_merged_into_on_every_rank(tiny
         merge_results(earlier, {"config_general": written["config_general"], "results": {ARC: {"acc": 1.0}}})
 
 
-@pytest.mark.distributed
 def test_another_checkpoint_under_the_same_model_name_and_step_is_not_merged(
     tiny_converted, tiny_converted_other, tmp_path
 ):
@@ -237,7 +232,6 @@ def test_another_checkpoint_under_the_same_model_name_and_step_is_not_merged(
     assert written.read_bytes() == before
 
 
-@pytest.mark.distributed
 def test_one_step_file_never_mixes_identities(tiny_converted, tmp_path):
     """A step's results file holds one identity: another value of a score-changing option (a), the
     same option at a backfill of a step already evaluated without it (b), or another checkpoint of

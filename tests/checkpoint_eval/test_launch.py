@@ -28,6 +28,7 @@ from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.tracking import results_files_by_step
 from tests.helpers.slurm_cluster import SLURM_MISSING, missing_binaries, slurm_cluster, wait_for_job
+from tests.helpers.tiers import reaches
 
 REPO = Path(__file__).resolve().parents[2]
 TASK = "lighteval|arc:easy|0"
@@ -52,6 +53,7 @@ def _job(tmp_path: Path, checkpoint: Path, settings: AsyncEvaluationConfig, step
     )  # fmt: skip
 
 
+@reaches("distributed")  # the launchers run them as processes
 def _fake_commands(tmp_path: Path, scripts: dict[str, str]) -> dict[str, str]:
     """Stand-ins for Slurm's commands (`{name: shell script}`): the PATH that finds them first."""
     commands = tmp_path / "bin"
@@ -82,11 +84,11 @@ def test_settings_are_checked():
         AsyncEvaluationConfig(launcher="slurm", tp=3, dp=4, slurm=SlurmSettings(gpus_per_node=8))
     with pytest.raises(ConfigError, match="extra_sbatch"):
         AsyncEvaluationConfig(launcher="slurm", slurm=SlurmSettings(extra_sbatch=["exclusive"]))
-    with pytest.raises(ConfigError, match=r"^lighteval_nanotron\.asynchronous\.launcher is 'ssh': use one of"):
+    with pytest.raises(ConfigError, match=r"^lighteval_nanotron\.asynchronous\.launcher is 'ssh'"):
         AsyncEvaluationConfig(launcher="ssh")
     with pytest.raises(ConfigError, match=r"^lighteval_nanotron\.asynchronous\.slurm\.gpus_per_node is 0"):
         SlurmSettings(gpus_per_node=0)
-    with pytest.raises(ConfigError, match=r"env has 'MY VAR': not an environment variable name"):
+    with pytest.raises(ConfigError, match=r"env has 'MY VAR'"):
         AsyncEvaluationConfig(cpu=True, env={"MY VAR": "1"})  # `export MY VAR=1` failed every launch
     with pytest.raises(ConfigError, match=r"^lighteval_nanotron\.asynchronous\.pp is 0"):
         AsyncEvaluationConfig(cpu=True, pp=0)  # the layout's checks, declared once with eval's
@@ -171,7 +173,7 @@ def test_sbatch_lines_hold_any_value_sbatch_can_read(tmp_path):
     options = sbatch_options(job, settings)
     assert options[1] == '--output="/runs/my run %%x/3/slurm-%j.out"'
     assert options[-2:] == ['--partition="gpu #2"', '--account="a\\"b"']
-    with pytest.raises(ConfigError, match="has a backslash: Slurm drops it"):
+    with pytest.raises(ConfigError, match="backslash"):
         sbatch_options(dataclasses.replace(job, logs_dir=Path("/runs/a\\b/3")), settings)
     with pytest.raises(ConfigError, match=r"slurm\.qos 'x\\ny' has a line break"):
         sbatch_options(job, AsyncEvaluationConfig(launcher="slurm", cpu=True, slurm=SlurmSettings(qos="x\ny")))
@@ -192,10 +194,10 @@ def test_slurm_template(tmp_path):
     with pytest.raises(ConfigError, match="has no"):
         read_template(str(template))
     template.write_text("#!/bin/bash\n#SBATCH --time=10\n${setup}\n${command}\n")  # its own #SBATCH lines only
-    with pytest.raises(ConfigError, match=r"has no \$\{sbatch\}: put it in \(the #SBATCH lines: without them"):
+    with pytest.raises(ConfigError, match=r"no \$\{sbatch\}"):
         read_template(str(template))
     template.write_text("#!/bin/bash\n${sbatch}\nsource venv/bin/activate\n${command}\n")
-    with pytest.raises(ConfigError, match=r"has no \$\{setup\}: put it in \(the cd to the training's folder"):
+    with pytest.raises(ConfigError, match=r"no \$\{setup\}"):
         read_template(str(template))
 
 
@@ -214,7 +216,6 @@ def _has_results(tmp_path: Path):
     return lambda step: step in _results(tmp_path)
 
 
-@pytest.mark.slow
 def test_local_launcher_done_and_timed_out(tiny_converted, tmp_path):
     checkpoints = _step_checkpoints(tmp_path, tiny_converted[1], 1, 2)
     outcomes = []
@@ -240,7 +241,6 @@ def test_local_launcher_done_and_timed_out(tiny_converted, tmp_path):
     assert (tmp_path / "logs" / "2" / "eval.log").exists()
 
 
-@pytest.mark.slow
 def test_slurm_launcher_against_a_real_slurm(tiny_converted, tmp_path):
     missing = missing_binaries()
     if missing:
@@ -275,6 +275,7 @@ def test_slurm_launcher_against_a_real_slurm(tiny_converted, tmp_path):
     assert "Evaluation of tiny at step 1" in log
 
 
+@pytest.mark.distributed  # the local launcher runs its job as a process
 def test_a_failed_local_evaluation_is_recorded_with_its_error_line(tmp_path):
     """The training log says why a launched `eval` failed (its `error:` line), not only where its log is."""
     python = tmp_path / "python"
@@ -363,5 +364,5 @@ def test_a_job_sbatch_queued_without_answering_in_time_is_followed(tmp_path):
     job = _job(tmp_path, tmp_path / "run" / "5", settings, 5)
     assert launcher.launch(_with_env(job, path)).job_id == "77"
     other = _job(tmp_path, tmp_path / "run" / "6", settings, 6)
-    with pytest.raises(OSError, match="did not answer within 0.5s and squeue lists none .* named eval-tiny-6"):
+    with pytest.raises(OSError, match="within 0.5s .*squeue .*eval-tiny-6"):
         launcher.launch(_with_env(other, path))

@@ -56,7 +56,6 @@ def _results(output_dir: Path) -> dict:
     return json.loads(results_file.read_text())
 
 
-@pytest.mark.distributed
 def test_lighteval_yaml_gives_the_results_of_the_equivalent_flags(tiny_converted, tmp_path):
     _, checkpoint = tiny_converted
     config = _lighteval_yaml(tmp_path)
@@ -112,9 +111,9 @@ def test_flags_fill_what_the_yaml_leaves_out_and_may_not_contradict_it(tiny_conv
     merged = eval_config({"dtype": "float32", "model_name": "m"}, checkpoint_config, config)
     assert (merged.checkpoint, merged.tp, merged.max_samples, merged.dtype) == (str(checkpoint), 2, 4, "float32")
     assert (merged.model_name, merged.loggers) == ("m", ["json", "details"])
-    with pytest.raises(ConfigError, match="--max-samples and .*tasks.max_samples both set max_samples: keep one"):
+    with pytest.raises(ConfigError, match="--max-samples and .*tasks.max_samples.*keep one"):
         eval_config({"max_samples": 2}, checkpoint_config, config)
-    with pytest.raises(ConfigError, match="--loggers and .*logging.save_details both set loggers: keep one"):
+    with pytest.raises(ConfigError, match="--loggers and .*logging.save_details.*keep one"):
         eval_config({"loggers": ["json"]}, checkpoint_config, config)
     without_logging = _lighteval_yaml(tmp_path)
     content = yaml.safe_load(without_logging.read_text())
@@ -127,8 +126,8 @@ def test_flags_fill_what_the_yaml_leaves_out_and_may_not_contradict_it(tiny_conv
 @pytest.mark.parametrize(
     "flags, checkpoint_config, words",
     [
-        ({}, "missing/config.yaml", "does not exist: give the config.yaml inside a checkpoint folder"),
-        ({}, "model_config.json", "give the checkpoint's config.yaml"),
+        ({}, "missing/config.yaml", "does not exist.*config.yaml"),
+        ({}, "model_config.json", "checkpoint's config.yaml"),
         ({"checkpoint": "x"}, "config.yaml", "not both"),
         ({"checkpoints_dir": "x"}, "config.yaml", "Give exactly one of"),
     ],
@@ -159,7 +158,7 @@ def test_lighteval_yaml_errors(tmp_path):
     with pytest.raises(ConfigError, match=written):
         eval_config({"checkpoint": "x"}, None, str(typed))
     typed.write_text("tasks:\n  tasks: lighteval|arc:easy|0\n")
-    with pytest.raises(ConfigError, match=r"^--tokens-per-batch is 0: .*e\.g\. 8192\.$"):
+    with pytest.raises(ConfigError, match=r"^--tokens-per-batch is 0: .*8192"):
         eval_config({"checkpoint": "x", "tokens_per_batch": 0}, None, str(typed))  # the flag's own value: no source
 
 

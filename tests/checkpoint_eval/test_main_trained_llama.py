@@ -19,7 +19,7 @@ from tests.checkpoint_eval.details_check import read_details
 from tests.helpers.distributed import run_distributed
 from tests.helpers.nanotron_versions import only_on_main
 
-pytestmark = [only_on_main, pytest.mark.distributed]
+pytestmark = only_on_main
 TOLERANCE = 1e-4
 TASKS = "lighteval|arc:easy|0,leaderboard|mmlu:abstract_algebra|0"
 

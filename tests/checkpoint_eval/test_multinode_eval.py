@@ -13,8 +13,6 @@ import pytest
 from tests.checkpoint_eval.details_check import max_logprob_difference, read_details
 from tests.helpers.multinode import REPO, _env, run_srun_tasks, run_torchrun_nodes
 
-pytestmark = pytest.mark.distributed
-
 TASKS = "lighteval|arc:easy|0,leaderboard|mmlu:abstract_algebra|0"
 MODEL = "tiny"
 TOLERANCE = 1e-4

@@ -15,8 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.helpers.distributed import run_distributed
 
 TASK = "lighteval|arc:easy|0"
@@ -61,7 +59,6 @@ def _errors(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("error: ")]
 
 
-@pytest.mark.distributed
 def test_output_failures_end_in_one_error_line_and_keep_what_was_written(tiny_converted, tmp_path):
     _, checkpoint = tiny_converted
     blocker = tmp_path / "a_file"

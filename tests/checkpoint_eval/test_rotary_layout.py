@@ -63,7 +63,6 @@ def _logits_and_refusal(folder) -> tuple[torch.Tensor, str]:
     return logits, ""
 
 
-@pytest.mark.distributed
 def test_converted_llama_equals_transformers_and_another_layout_is_refused(converted):
     model, folder = converted
     ((logits, refusal),) = run_distributed(_logits_and_refusal, 1, folder, timeout=180)

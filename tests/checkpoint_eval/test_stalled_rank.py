@@ -10,8 +10,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from lighteval_nanotron.parallel.distributed import free_loopback_port, local_rank_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,7 +34,6 @@ def _collect(stream, lines: list, event: threading.Event, marker: str) -> None:
             event.set()
 
 
-@pytest.mark.distributed
 def test_a_stopped_rank_turns_into_an_error_on_the_live_rank_in_bounded_time(tiny_converted, tmp_path):
     _, checkpoint = tiny_converted
     port = free_loopback_port()
@@ -70,7 +67,6 @@ def test_a_stopped_rank_turns_into_an_error_on_the_live_rank_in_bounded_time(tin
     print(f"live rank ended {ended_after:.1f}s after the peer was stopped (failure timeout {TIMEOUT_S}s)")
 
 
-@pytest.mark.distributed
 def test_a_killed_rank_turns_into_one_error_line_on_the_live_rank(tiny_converted, tmp_path):
     _, checkpoint = tiny_converted
     port = free_loopback_port()

@@ -10,15 +10,12 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 import yaml
 
 from lighteval_nanotron.parallel.distributed import free_loopback_port
 from lighteval_nanotron.tracking import results_files_by_step
 from tests.checkpoint_eval.details_check import max_logprob_difference, read_details
 from tests.helpers.processes import Followed
-
-pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = "lighteval|arc:easy|0,leaderboard|mmlu:abstract_algebra|0"

@@ -5,12 +5,9 @@ import shutil
 import threading
 from pathlib import Path
 
-import pytest
 import yaml
 
 from tests.helpers.distributed import run_distributed
-
-pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 
 def _place(source: Path, run: Path, step: int, train_steps: int, metadata: str | None = None) -> None:

@@ -112,7 +112,6 @@ def _fresh_model_content(model_config_json: str, path: str) -> str:
     return constant
 
 
-@pytest.mark.distributed
 def test_freshly_initialised_norms_and_zero_biases_are_accepted(tmp_path):
     import dataclasses
     import json
@@ -124,7 +123,6 @@ def test_freshly_initialised_norms_and_zero_biases_are_accepted(tmp_path):
     assert any(name.endswith("bias") for name in constant) and any("ln" in name for name in constant), constant
 
 
-@pytest.mark.distributed
 def test_eval_refuses_damaged_weights_and_a_bigger_tokenizer_on_every_rank_keeping_results(tiny_converted, tmp_path):
     from tests.models.test_vocabulary import _bigger_tokenizer
 

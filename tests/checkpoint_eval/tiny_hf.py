@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from lighteval_nanotron.models.families.llama.tiny import tiny_hf_llama as random_hf_llama
+from tests.helpers.tiers import reaches
 from tests.helpers.tiny_model import VOCAB_SIZE, tiny_tokenizer
 
 ROPE_THETA = 50000.0  # not Nanotron 0.4's 10000: the loader must apply the converted rope_theta
@@ -31,6 +32,7 @@ def tiny_hf_llama(seed: int = 0) -> "transformers.LlamaForCausalLM":  # noqa: F8
     return model
 
 
+@reaches("distributed")  # conversion starts a one-process gloo group
 def convert_tiny(folder: Path, seed: int = 0) -> tuple["transformers.LlamaForCausalLM", Path]:  # noqa: F821
     """Save a tiny HF Llama and its tokenizer under `folder/hf`, convert to `folder/nanotron`."""
     from lighteval_nanotron.convert import convert_hf_to_nanotron

@@ -1,7 +1,10 @@
+import pytest
+
 from lighteval_nanotron.cli.main import main
 from tests.convert.tiny_llama import tiny_hf_llama, tiny_tokenizer, write_tiny_gguf
 
 
+@pytest.mark.distributed  # converts
 def test_convert_hf_and_gguf_commands(tmp_path, capsys):
     model = tiny_hf_llama(tie=True)
     model.save_pretrained(tmp_path / "hf")

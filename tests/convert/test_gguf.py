@@ -23,6 +23,7 @@ def tokenizer():
     return tiny_tokenizer()
 
 
+@pytest.mark.distributed  # converts
 @pytest.mark.parametrize("qtype", ["F32", "Q8_0", "Q4_1"])
 @pytest.mark.parametrize("tie", [True, False], ids=["tied", "untied"])
 def test_gguf_round_trip_matches_transformers_on_the_stored_weights(tmp_path, tokenizer, qtype, tie):
@@ -44,6 +45,7 @@ def test_gguf_round_trip_matches_transformers_on_the_stored_weights(tmp_path, to
     torch.testing.assert_close(nanotron_logits(tmp_path / "nt", INPUT_IDS), expected, atol=1e-4, rtol=0)
 
 
+@pytest.mark.distributed  # converts
 def test_rebuilt_tokenizer_encodes_like_the_original(tmp_path, tokenizer):
     from transformers import AutoTokenizer
 

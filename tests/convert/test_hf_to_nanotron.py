@@ -13,11 +13,13 @@ from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
 from tests.convert.tiny_llama import VOCAB, nanotron_logits, tiny_hf_llama
 from tests.helpers.distributed import parallel_context, run_distributed
 from tests.helpers.nanotron_versions import ON_MAIN
+from tests.helpers.tiers import reaches
 
 INPUT_IDS = torch.randint(0, VOCAB, (2, 13), generator=torch.Generator().manual_seed(1))
 
 
 @pytest.fixture(scope="module")
+@reaches("distributed")  # conversion starts a one-process gloo group
 def converted(hf_llama, tmp_path_factory):
     model, src = hf_llama
     dst = tmp_path_factory.mktemp("nanotron") / "ckpt"
@@ -68,7 +70,6 @@ def test_load_nanotron_checkpoint_applies_the_recorded_rope_theta(converted, tmp
     assert off_by > 5e-4  # tiny random weights: ~1.5e-3, well past the 1e-4 the right base matches to
 
 
-@pytest.mark.distributed
 def test_logits_equal_transformers_at_tp2(converted):
     model, dst, _ = converted
     per_rank = run_distributed(_tp2_logits, 2, dst, INPUT_IDS, timeout=120)
@@ -105,6 +106,7 @@ def test_reverse_conversion_gives_back_the_hf_weights(converted):
         assert torch.equal(state_dict[name], tensor), name
 
 
+@pytest.mark.distributed  # converts
 def test_config_yaml_with_default_rope_theta_parses_as_nanotron_llama_config(tmp_path):
     from lighteval_nanotron.cpu import import_nanotron
 
@@ -120,6 +122,7 @@ def test_config_yaml_with_default_rope_theta_parses_as_nanotron_llama_config(tmp
     assert ("rope_theta" in recorded) == ON_MAIN and recorded.get("rope_theta", 10000.0) == 10000.0
 
 
+@pytest.mark.distributed  # converts
 def test_sharded_bf16_source_and_dtype_override(tmp_path):
     model = tiny_hf_llama(tie=False).to(torch.bfloat16)
     model.save_pretrained(tmp_path / "hf", max_shard_size="40KB")

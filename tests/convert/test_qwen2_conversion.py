@@ -14,7 +14,7 @@ from tests.helpers.distributed import run_distributed
 from tests.helpers.nanotron_main import requires_qwen2
 from tests.helpers.tiny_model import tiny_tokenizer
 
-pytestmark = [pytest.mark.distributed, requires_qwen2]
+pytestmark = requires_qwen2
 TASKS = "lighteval|arc:easy|0,leaderboard|mmlu:abstract_algebra|0"
 TOLERANCE = 1e-4
 

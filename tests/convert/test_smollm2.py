@@ -9,6 +9,7 @@ import torch
 
 from lighteval_nanotron.convert import convert_gguf_to_nanotron
 from tests.convert.tiny_llama import nanotron_logits
+from tests.helpers.tiers import reaches
 
 PROMPT = "The capital of France is Paris. The capital of Germany is"
 
@@ -21,6 +22,7 @@ def _gguf_path() -> Path:
 
 
 @pytest.fixture(scope="module")
+@reaches("distributed")  # conversion starts a one-process gloo group
 def smollm2(tmp_path_factory):
     gguf_path = _gguf_path()
     dst = tmp_path_factory.mktemp("smollm2") / "nanotron"
@@ -30,7 +32,6 @@ def smollm2(tmp_path_factory):
     return gguf_path, dst, summary
 
 
-@pytest.mark.slow
 def test_smollm2_logits_match_transformers_gguf_loader(smollm2):
     pytest.importorskip("accelerate", reason="transformers needs accelerate to load GGUF files")
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -49,7 +50,6 @@ def test_smollm2_logits_match_transformers_gguf_loader(smollm2):
     assert tokenizer.decode(logits[0, -1].argmax()) == " Berlin"
 
 
-@pytest.mark.slow
 def test_smollm2_tokenizer_matches_the_gguf_vocabulary(smollm2):
     from transformers import AutoTokenizer
 

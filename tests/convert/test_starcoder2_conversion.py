@@ -19,7 +19,6 @@ from tests.helpers.distributed import run_distributed
 from tests.helpers.nanotron_versions import STARCODER2_CONFIG_ON_MAIN, only_on_main, skip_on_main
 from tests.helpers.tiny_model import tiny_tokenizer
 
-pytestmark = pytest.mark.distributed
 TASKS = "lighteval|arc:easy|0,leaderboard|mmlu:abstract_algebra|0"
 TOLERANCE = 1e-4
 

@@ -9,14 +9,11 @@ from tests.helpers.nanotron_versions import skip_on_main
 from tests.helpers.reference import reference_logits
 from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (session fixture)
 
-pytestmark = [
-    pytest.mark.distributed,
-    skip_on_main(
-        "current Nanotron's decode_tokenized takes a required tokenizer (nanotron/generation/decode.py:536-545 at "
-        "2411b02) and derives position ids from eos-token padding, not from input_mask (decode.py:160-190, :618): "
-        "this mask-padded prompt cannot be given to it; the engine does not use Nanotron's decoding"
-    ),
-]
+pytestmark = skip_on_main(
+    "current Nanotron's decode_tokenized takes a required tokenizer (nanotron/generation/decode.py:536-545 at "
+    "2411b02) and derives position ids from eos-token padding, not from input_mask (decode.py:160-190, :618): "
+    "this mask-padded prompt cannot be given to it; the engine does not use Nanotron's decoding"
+)
 
 NEW_TOKENS = 5
 

@@ -45,20 +45,17 @@ def _load_at(checkpoint: str, tp: int, pp: int, dp: int):
     load_nanotron_checkpoint(checkpoint, parallel_context(tp, pp, dp))
 
 
-@pytest.mark.distributed
 def test_run_distributed_returns_per_rank_values_and_builds_layouts():
     assert run_distributed(_ranks, 4, 2, 2, 1, timeout=60) == [(0, 0, 0, 0), (1, 1, 0, 0), (2, 0, 1, 0), (3, 1, 1, 0)]
 
 
-@pytest.mark.distributed
 def test_a_raising_rank_fails_the_run_quickly():
     start = time.monotonic()
-    with pytest.raises(DistributedRunError, match=r"\[rank 1\] .*ValueError: boom from rank one"):
+    with pytest.raises(DistributedRunError, match=r"\[rank 1\] .*ValueError: boom"):
         run_distributed(_raise_on_rank_one, 2, timeout=60)
     assert time.monotonic() - start < 20
 
 
-@pytest.mark.distributed
 def test_a_run_past_its_timeout_fails():
     start = time.monotonic()
     with pytest.raises(DistributedRunError, match="timed out after 3 s"):
@@ -66,9 +63,8 @@ def test_a_run_past_its_timeout_fails():
     assert time.monotonic() - start < 20
 
 
-@pytest.mark.distributed
 def test_a_layout_that_does_not_fit_the_model_raises_layout_error(tiny_checkpoint):
-    with pytest.raises(DistributedRunError, match="LayoutError: TP=3 does not divide"):
+    with pytest.raises(DistributedRunError, match="LayoutError: TP=3"):
         run_distributed(_load_at, 3, str(tiny_checkpoint), 3, 1, 1, timeout=60)
 
 
@@ -109,16 +105,16 @@ def test_layout_checks():
         check_model_layout(config, tp=8, pp=1)
     with pytest.raises(LayoutError, match="num_key_value_heads=2"):
         check_model_layout(config, tp=4, pp=1)
-    with pytest.raises(LayoutError, match="PP=5 is larger than the model's num_hidden_layers=4"):
+    with pytest.raises(LayoutError, match="PP=5 .*num_hidden_layers=4"):
         check_model_layout(config, tp=1, pp=5)
-    with pytest.raises(LayoutError, match="does not match the world size 2"):
+    with pytest.raises(LayoutError, match="world size 2"):
         check_layout(2, 2, 1, world_size=2)
 
 
 def test_missing_torchrun_variables_raise_config_error(monkeypatch):
     for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(name, raising=False)
-    with pytest.raises(ConfigError, match="RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT not set"):
+    with pytest.raises(ConfigError, match="RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT"):
         init_process_group_from_env()
 
 
@@ -128,7 +124,7 @@ def test_checkpoint_errors(tmp_path, tiny_checkpoint):
 
     with pytest.raises(CheckpointError, match="does not exist"):
         read_checkpoint_model(tmp_path / "nope")
-    with pytest.raises(CheckpointError, match="has neither model_config.json nor config.yaml"):
+    with pytest.raises(CheckpointError, match="model_config.json nor config.yaml"):
         read_checkpoint_model(tmp_path)
     (tmp_path / "model_config.json").write_text("{not json")
     with pytest.raises(CheckpointError, match="Cannot read the model config"):
@@ -138,7 +134,7 @@ def test_checkpoint_errors(tmp_path, tiny_checkpoint):
     with pytest.raises(CheckpointError, match="does not know: sliding_window"):
         read_checkpoint_model(tmp_path)
     (tmp_path / "model_config.json").write_text(json.dumps({**values, "rope_theta": "large"}))
-    with pytest.raises(CheckpointError, match="rope_theta='large', not a number"):
+    with pytest.raises(CheckpointError, match="rope_theta='large'"):
         read_checkpoint_model(tmp_path)
     (tmp_path / "model_config.json").write_text(json.dumps([values]))
     with pytest.raises(CheckpointError, match="is not a mapping"):
@@ -169,18 +165,17 @@ def test_checkpoint_dtype(tiny_checkpoint, tmp_path):
     (tmp_path / "config.yaml").write_text("model:\n  dtype: torch.bfloat16\n")
     assert read_checkpoint_dtype(tmp_path) == torch.bfloat16
     (tmp_path / "config.yaml").write_text("model:\n  dtype: int8\n")
-    with pytest.raises(CheckpointError, match="model.dtype 'int8', not a floating-point torch dtype"):
+    with pytest.raises(CheckpointError, match="model.dtype 'int8'.*floating-point"):
         read_checkpoint_dtype(tmp_path)
 
 
-@pytest.mark.distributed
 def test_weights_that_do_not_match_the_model_config_raise_checkpoint_error(tiny_checkpoint, tmp_path):
     """At TP2 Nanotron's loader would slice the saved (larger) MLP weights without a word."""
     shrunk = tmp_path / "shrunk"
     shutil.copytree(tiny_checkpoint, shrunk)
     values = json.loads((shrunk / "model_config.json").read_text())
     (shrunk / "model_config.json").write_text(json.dumps({**values, "intermediate_size": 64}))
-    with pytest.raises(DistributedRunError, match=r"CheckpointError: .*gate_up_proj.weight: saved with full shape"):
+    with pytest.raises(DistributedRunError, match=r"CheckpointError: .*gate_up_proj.weight: .*full shape"):
         run_distributed(_load_at, 2, str(shrunk), 2, 1, 1, timeout=60)
 
 

@@ -8,8 +8,6 @@ from tests.helpers.forward import full_logits
 from tests.helpers.reference import reference_logits
 from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (session fixture)
 
-pytestmark = pytest.mark.distributed
-
 
 def _input_ids() -> torch.Tensor:
     return torch.randint(0, 1024, (3, 17), generator=torch.Generator().manual_seed(0))

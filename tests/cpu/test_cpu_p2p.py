@@ -6,8 +6,6 @@ import torch
 
 from tests.helpers.distributed import parallel_context, run_distributed
 
-pytestmark = pytest.mark.distributed
-
 
 def _exchange(size: int):
     import torch.distributed as dist

@@ -3,15 +3,12 @@
 import time
 from pathlib import Path
 
-import pytest
 import torch
 
 from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
 from tests.helpers.distributed import run_distributed
 from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (session fixture)
 from tests.helpers.training_config import write_tiny_training_yaml
-
-pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 STEPS = 4
 

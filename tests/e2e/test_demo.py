@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 from lighteval_nanotron.nanotron_compat.variant import shipped_config
@@ -15,8 +14,6 @@ from lighteval_nanotron.tracking import results_files_by_step
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "lighteval_nanotron_demo/real_text_tp2_pp2"
-
-pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 
 def test_demo_gold_bpb_is_informative_while_accuracy_stays_at_chance(tmp_path):

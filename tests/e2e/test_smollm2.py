@@ -3,7 +3,7 @@ Nanotron checkpoint, evaluated on CPU by `lighteval-nanotron eval` under torchru
 benchmark slices, scores clearly above chance, and its per-document log-likelihoods equal
 transformers' on the same weights and tokens.
 
-    OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 python -m pytest -q -s -m slow tests/e2e/test_smollm2.py
+    OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 python -m pytest -q -s tests/e2e/test_smollm2.py
 
 SmolLM2-135M has 9 attention heads and 3 KV heads, so TP must divide 3: the full run uses PP2
 (2 processes) and a subset runs at TP3 (3 processes). TP2 is refused with a clear error.
@@ -29,7 +29,7 @@ DOCS_COMPARED = 10  # per task, against transformers
 TOLERANCE = 5e-4  # fp32 through 30 layers, summed over up to ~40 continuation tokens (measured: ~5e-5)
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.timeout(1200)]
+pytestmark = pytest.mark.timeout(1200)
 
 
 def _gguf_path() -> Path:

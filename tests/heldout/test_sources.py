@@ -155,11 +155,11 @@ def test_specs_from_the_section_and_the_command_line():
         ({"_micro": "/x"}, "a name is letters"),
         ({"web": {"path": "/x", "colour": 1}}, "unknown key"),
         ({"web": {"path": "/x", "tokens": 0}}, "positive number of tokens"),
-        ({"web": {"path": "/x", "text_column": ["text"]}}, "text_column is \\['text'\\]: give a name"),
-        ({"web": {"path": "/x", "split": 3}}, "split is 3: give a name"),
-        ({"web": {"path": "/x", "subset": ""}}, "subset is '': give a name"),
+        ({"web": {"path": "/x", "text_column": ["text"]}}, "text_column is \\['text'\\]"),
+        ({"web": {"path": "/x", "split": 3}}, "split is 3"),
+        ({"web": {"path": "/x", "subset": ""}}, "subset is ''"),
         (["web=/x", "web=/y"], "given twice"),
-        (["web"], "^'web' is not a domain: write NAME=PATH"),  # named as the way in writes it (the flag, the key)
+        (["web"], "^'web'.*NAME=PATH"),  # named as the way in writes it (the flag, the key)
     ]:
         with pytest.raises(ConfigError, match=message):
             held_out_specs(bad)

@@ -23,8 +23,6 @@ from tests.hook.training_runs import (
     write_config,
 )
 
-pytestmark = [pytest.mark.distributed, pytest.mark.slow]
-
 LOCAL_CPU = {"launcher": "local", "cpu": True, "max_in_flight": 1, "status_interval_s": 0.2}
 TOLERANCE = 1e-5
 

@@ -26,7 +26,7 @@ def test_what_a_launched_evaluation_cannot_do_is_refused(section, words):
 
 
 def test_eval_interval_file_needs_asynchronous():
-    with pytest.raises(ConfigError, match=r"^lighteval_nanotron\.eval_interval_file needs asynchronous evaluation"):
+    with pytest.raises(ConfigError, match=r"^lighteval_nanotron\.eval_interval_file .*asynchronous"):
         EvaluationConfig(tasks="a|b|0", eval_interval_file="interval.txt")
 
 
@@ -67,7 +67,7 @@ def _check(tmp_path, **changes):
 def test_the_section_with_asynchronous_reads_and_is_checked_against_training(tmp_path):
     section = _check(tmp_path).lighteval_nanotron
     assert (section.asynchronous.launcher, section.asynchronous.cpu, section.eval_interval) == ("local", True, 2)
-    with pytest.raises(ConfigError, match="eval_interval=3 with asynchronous: only steps with a checkpoint"):
+    with pytest.raises(ConfigError, match="eval_interval=3 with asynchronous: .*checkpoint"):
         _check(tmp_path, **{"lighteval_nanotron.eval_interval": 3})
     with pytest.raises(ConfigError, match=r"unknown key 'lighteval_nanotron\.asynchronous\.max_inflight'"):
         _check(tmp_path, **{"lighteval_nanotron.asynchronous": {**LOCAL_CPU, "max_inflight": 2}})
@@ -75,5 +75,5 @@ def test_the_section_with_asynchronous_reads_and_is_checked_against_training(tmp
         _check(tmp_path, **{"lighteval_nanotron.asynchronous": {**LOCAL_CPU, "poll_interval_s": 0.2}})
     with pytest.raises(ConfigError, match=r"lighteval_nanotron\.asynchronous\.timeout_s is 0"):
         _check(tmp_path, **{"lighteval_nanotron.asynchronous": {**LOCAL_CPU, "timeout_s": 0}})
-    with pytest.raises(ConfigError, match=r"asynchronous: a local evaluation on GPUs needs devices"):
+    with pytest.raises(ConfigError, match=r"asynchronous: .*GPUs .*devices"):
         _check(tmp_path, **{"lighteval_nanotron.asynchronous": {"launcher": "local"}})

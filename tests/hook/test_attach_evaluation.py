@@ -1,8 +1,6 @@
 """`attach_evaluation` on a plain `DistributedTrainer` (built as Nanotron's own run_train.py builds
 it) evaluates at the configured steps, as `EvaluatingTrainer` does: one wiring, used by both."""
 
-import pytest
-
 from tests.helpers.distributed import run_distributed
 from tests.hook.training_runs import TASKS, assert_finite_results, results_files, write_config
 
@@ -28,7 +26,6 @@ def _attached_worker(config_path: str) -> dict:
     return {"evaluated": evaluator.evaluated, "failures": evaluator.failures, "twice": twice}
 
 
-@pytest.mark.distributed
 def test_attach_evaluation_to_a_plain_trainer(tmp_path):
     config = write_config(tmp_path, train_steps=4)
     (report,) = run_distributed(_attached_worker, 1, str(config), timeout=300)

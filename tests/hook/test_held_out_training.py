@@ -4,7 +4,6 @@ the hook measures on the live model equals the loss Nanotron's trainer reports f
 import json
 from pathlib import Path
 
-import pytest
 import yaml
 
 from tests.helpers.distributed import run_distributed
@@ -50,7 +49,6 @@ def _config(folder: Path, data: Path) -> Path:
     return path
 
 
-@pytest.mark.distributed
 def test_training_data_as_held_out_equals_the_trainers_loss(tmp_path):
     config = _config(tmp_path, _training_text(tmp_path / "text"))
     ranks = run_distributed(train_worker, 2, str(config), timeout=300)

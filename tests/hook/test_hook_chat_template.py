@@ -4,7 +4,6 @@ chat template during training, the settings recorded in the results."""
 import json
 import shutil
 
-import pytest
 import yaml
 
 from tests.checkpoint_eval.details_check import read_details
@@ -16,7 +15,6 @@ TASK = "lighteval|arc:easy|1"
 SYSTEM = "You are evaluated during training."
 
 
-@pytest.mark.distributed
 def test_hook_renders_prompts_with_the_chat_template(tmp_path):
     tokenizer = tmp_path / "chat_tokenizer"
     shutil.copytree(TOKENIZER, tokenizer)

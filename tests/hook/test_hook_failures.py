@@ -3,8 +3,6 @@ configs stop before the first step on every rank; a restarted run skips evaluate
 
 from pathlib import Path
 
-import pytest
-
 from tests.helpers.distributed import run_distributed
 from tests.hook import failing_tasks
 from tests.hook.training_runs import (
@@ -15,8 +13,6 @@ from tests.hook.training_runs import (
     train_worker,
     write_config,
 )
-
-pytestmark = pytest.mark.distributed
 
 CUSTOM_TASKS = str(Path(failing_tasks.__file__))
 

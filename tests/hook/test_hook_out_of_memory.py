@@ -6,7 +6,6 @@ import pytest
 from tests.helpers.distributed import run_distributed
 from tests.hook.training_runs import train_logging_worker, train_worker, write_config
 
-pytestmark = pytest.mark.distributed
 
 
 def test_an_evaluation_that_fits_no_batch_fails_and_training_is_untouched(tmp_path):

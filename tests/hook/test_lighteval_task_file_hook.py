@@ -21,7 +21,6 @@ def _train(folder: Path, custom_tasks: str, spec: str = TASK) -> dict:
     return content["results"][TASK]
 
 
-@pytest.mark.distributed
 def test_hook_with_lighteval_task_files_matches_ours(tmp_path):
     pytest.importorskip("lighteval", reason="lighteval is not installed: pip install -e '.[lighteval]'")
     from lighteval_nanotron.tasks.lighteval_adapter import installed_version

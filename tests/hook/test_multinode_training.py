@@ -6,14 +6,11 @@ another node mapping (the reporting rank moved to the other node) still finds th
 import json
 from pathlib import Path
 
-import pytest
 import yaml
 
 from tests.helpers.distributed import run_distributed
 from tests.helpers.multinode import run_torchrun_nodes
 from tests.hook.training_runs import MODEL_NAME, TASKS, assert_finite_results, train_worker, write_config
-
-pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 
 def _node_local(config: Path, name: str) -> Path:

@@ -52,7 +52,6 @@ def test_nanotron_section_is_mapped_and_logged(tmp_path, caplog):
     assert "batch_size (batches are sized by a token budget" in caplog.text
 
 
-@pytest.mark.distributed
 def test_training_with_nanotron_section_evaluates(tmp_path):
     config = _with_nanotron_section(tmp_path, keep_ours=False)
     (report,) = run_distributed(train_worker, 1, str(config), timeout=240)
@@ -77,7 +76,7 @@ def test_nanotron_main_fields_map_onto_the_hook():
 def test_hub_pushes_are_refused_before_training():
     from lighteval_nanotron.hook.nanotron_lighteval_section import evaluation_from_nanotron_section
 
-    with pytest.raises(ConfigError, match="logging.push_results_to_hub=True cannot be honoured"):
+    with pytest.raises(ConfigError, match="logging.push_results_to_hub=True"):
         evaluation_from_nanotron_section({"tasks": {"tasks": CAPITALS}, "logging": {"push_results_to_hub": True}})
 
 
@@ -107,7 +106,7 @@ def test_nanotron_section_without_slurm_settings_evaluates_in_the_loop():
 
     config = evaluation_from_nanotron_section({**NANOTRON_MAIN_DEFAULTS, "tasks": {"tasks": CAPITALS}})
     assert config.asynchronous is None and config.eval_at_checkpoints
-    with pytest.raises(ConfigError, match="eval_interval_file is read at each checkpoint by the Slurm runner"):
+    with pytest.raises(ConfigError, match="eval_interval_file .*Slurm runner"):
         evaluation_from_nanotron_section({"tasks": {"tasks": CAPITALS}, "eval_interval_file": "interval.txt"})
 
 
@@ -169,7 +168,7 @@ def test_nanotron_slurm_fields_through_the_training_config(tmp_path):
 
     content["lighteval"]["parallelism"]["tp"] = 0  # was taken as 1
     path.write_text(yaml.safe_dump(content))
-    with pytest.raises(ConfigError, match=r"lighteval: section: parallelism\.tp is 0: it is the layout of the"):
+    with pytest.raises(ConfigError, match=r"lighteval: section: parallelism\.tp is 0"):
         load_training_config(str(path))
 
 
@@ -178,6 +177,6 @@ def test_an_option_error_says_the_field_of_nanotrons_section_it_was_written_as()
     from lighteval_nanotron.hook.nanotron_lighteval_section import evaluation_from_nanotron_section
 
     section = {"tasks": {"tasks": "lighteval|arc:easy|0", "max_samples": 0}}
-    words = r"^lighteval_nanotron\.max_samples is 0: .* \(set by Nanotron's lighteval: section's tasks\.max_samples\)"
+    words = r"^lighteval_nanotron\.max_samples is 0: .*lighteval: section's tasks\.max_samples"
     with pytest.raises(ConfigError, match=words):
         evaluation_from_nanotron_section(section)

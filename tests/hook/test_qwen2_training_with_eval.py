@@ -24,7 +24,7 @@ from tests.hook.training_runs import (
     write_config,
 )
 
-pytestmark = [pytest.mark.distributed, requires_qwen2]
+pytestmark = requires_qwen2
 TOLERANCE = 1e-4
 STEPS = [0, 2, 4]
 SECTION = {"eval_at_start": True}

@@ -171,7 +171,6 @@ def test_a_training_tokenizer_that_resolves_nowhere_is_reported_before_any_proce
     assert "Set tokenizer.tokenizer_name_or_path in the training config to a folder" in line
 
 
-@pytest.mark.slow
 def test_error_raised_on_the_ranks_is_printed_once(tmp_path):
     """A task whose dataset is in no data dir fails on every spawned rank: one line, exit 2, no traceback."""
     (tmp_path / "no_data").mkdir()
@@ -194,7 +193,6 @@ def test_error_raised_on_the_ranks_is_printed_once(tmp_path):
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.slow
 def test_a_rank_killed_during_training_is_one_error_line_and_written_results_are_kept(tmp_path):
     """`train --cpu --nproc 2`: the reporting rank is SIGKILLed at the second evaluation (as the
     out-of-memory killer would): one summarized `error:` line, exit 1, no traceback; the first

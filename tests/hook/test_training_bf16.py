@@ -2,13 +2,10 @@
 results at the configured steps, and a loss curve and final weights bitwise identical to the
 same training without the hook (evaluation switches the TP linears to all-reduce form and back)."""
 
-import pytest
 import yaml
 
 from tests.helpers.distributed import run_distributed
 from tests.hook.training_runs import TASKS, assert_finite_results, results_files, train_worker, write_config
-
-pytestmark = pytest.mark.distributed
 
 
 def _bf16_sequence_parallel(path):

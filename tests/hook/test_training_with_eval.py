@@ -15,8 +15,6 @@ from tests.hook.training_runs import (
     write_config,
 )
 
-pytestmark = pytest.mark.distributed
-
 
 def _check_layout(tmp_path, tp: int, pp: int, dp: int, model_config=None) -> None:
     world = tp * pp * dp
@@ -88,7 +86,6 @@ def test_dp2_training_with_evaluation(tmp_path):
     _check_layout(tmp_path, tp=1, pp=1, dp=2)
 
 
-@pytest.mark.slow
 def test_tp2_pp2_training_with_evaluation(tmp_path):
     _check_layout(tmp_path, tp=2, pp=2, dp=1)
 

@@ -1,14 +1,10 @@
 """A model the engine cannot run stops training before step 1, on every rank, with one message
 naming the model and what is supported (not an AttributeError from inside the engine)."""
 
-import pytest
-
 from lighteval_nanotron.hook import run_train
 from tests.helpers.distributed import run_distributed
 from tests.helpers.nanotron_versions import only_on_main
 from tests.hook.training_runs import STARCODER2_MODEL_CONFIG, train_expecting_error_worker, write_config
-
-pytestmark = pytest.mark.distributed
 
 
 def test_unsupported_starcoder2_option_fails_before_the_first_step_on_every_rank(tmp_path):

@@ -13,7 +13,6 @@ from tests.helpers.wandb_records import read_run
 from tests.hook.training_runs import REPO, train_worker, write_config
 
 pytest.importorskip("wandb", reason="the test extras install wandb: Nanotron would start it")
-pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 
 def _fresh_env(home: Path) -> dict:

@@ -12,7 +12,6 @@ import pytest
 
 from tests.models.engine_cases import assert_same, engine_docs, run_engine
 
-pytestmark = pytest.mark.distributed
 BF16_RELATIVE = 3e-2  # bf16 keeps 8 mantissa bits (~0.4% per rounding), through 2 layers and a sum
 
 

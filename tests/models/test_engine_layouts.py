@@ -20,7 +20,6 @@ from tests.models.engine_cases import (
     run_engine,
 )
 
-pytestmark = pytest.mark.distributed
 TOLERANCE = 1e-4
 
 

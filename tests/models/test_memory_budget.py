@@ -8,7 +8,6 @@ import pytest
 from tests.helpers.distributed import run_distributed
 from tests.models.engine_cases import MAX_LENGTH, assert_same, engine_docs
 
-pytestmark = pytest.mark.distributed
 
 
 def _engine(checkpoint: str, tp: int, pp: int, dp: int, **config):

@@ -14,8 +14,6 @@ from tests.helpers.tiny_model import make_tiny_checkpoint
 from tests.models.failure_cases import FAILURE, OUT_OF_MEMORY, fail_on_output_stage, overflowing_logits
 from tests.models.held_out_cases import write_text_jsonl
 
-pytestmark = pytest.mark.distributed
-
 
 def _assert_same_answers(got: list, want: list) -> None:
     """Generated tokens equal; log-probs (held-out NLL sums) within 1e-4 (TP ranks add in another

@@ -23,8 +23,6 @@ from tests.helpers.tiny_model import make_tiny_checkpoint, tiny_tokenizer
 from tests.models.engine_cases import assert_same, run_engine
 from tests.models.held_out_cases import held_out_run, write_text_jsonl
 
-pytestmark = pytest.mark.distributed
-
 MODELS = {  # tiny Llama (hidden 64, 4 heads, 2 KV heads) and Starcoder2 configs
     "two_layers": lambda: tiny_llama_config(num_hidden_layers=2, intermediate_size=32),
     "three_layers": lambda: tiny_llama_config(num_hidden_layers=3),

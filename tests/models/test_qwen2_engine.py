@@ -16,7 +16,7 @@ from tests.helpers.nanotron_main import requires_qwen2
 from tests.helpers.tiny_model import tiny_tokenizer
 from tests.models.engine_cases import assert_same, run_engine
 
-pytestmark = [pytest.mark.distributed, requires_qwen2]
+pytestmark = requires_qwen2
 TOLERANCE = 1e-4
 ALL_OFF = {switch: False for switch in EngineConfig.SWITCHES}
 BUILDERS = {"dense": lambda: tiny_hf_qwen2(tie=False), "moe": tiny_hf_qwen2_moe}

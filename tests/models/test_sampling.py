@@ -11,7 +11,6 @@ from lighteval_nanotron.models.engine.sampling import sample_token, warped
 from lighteval_nanotron.requests import GenerationParameters
 from tests.models.sampling_cases import run_generate
 
-pytestmark = pytest.mark.distributed
 SAMPLING = {"temperature": 1.0, "top_k": 40, "top_p": 0.95, "num_samples": 3, "seed": 7}
 
 
@@ -112,7 +111,7 @@ def test_sampling_settings_without_a_temperature_are_refused(run, task):
 
     own = None if task is None else GenerationParameters(**task)
     doc = Doc(query="q", choices=["a"], gold_index=0, task_name="t", id="1", generation_parameters=own)
-    with pytest.raises(ConfigError, match=r"task t: top_\w=[0-9.]+ would have no effect: decoding is greedy"):
+    with pytest.raises(ConfigError, match=r"task t: top_\w=[0-9.]+ .*greedy"):
         make_request(0, doc, "q", TokenizerAdapter(tiny_tokenizer()), EngineConfig(generation=run), 32)
     off = EngineConfig(generation={"top_k": 0, "top_p": 1.0})  # their "off" values are fine
     assert make_request(0, Doc(query="q", choices=["a"], gold_index=0), "q", TokenizerAdapter(tiny_tokenizer()),
@@ -123,7 +122,7 @@ def test_task_config_and_run_configs_take_generation_parameters(tmp_path):
     from lighteval_nanotron.checkpoint_eval import CheckpointEvalConfig
     from lighteval_nanotron.hook.config import EvaluationConfig
 
-    with pytest.raises(ConfigError, match="lighteval_nanotron.generation: generation parameter top_k"):
+    with pytest.raises(ConfigError, match="lighteval_nanotron.generation: .*top_k"):
         EvaluationConfig(tasks="lighteval|gsm8k|0", generation={"top_k": -2})
     with pytest.raises(ConfigError, match="unknown generation parameter"):
         CheckpointEvalConfig(tasks="x", checkpoint=str(tmp_path), generation={"min_p": 0.1})

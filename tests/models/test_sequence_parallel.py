@@ -8,8 +8,6 @@ import pytest
 
 from tests.models.engine_cases import assert_same, run_engine
 
-pytestmark = pytest.mark.distributed
-
 LAYOUTS = {
     "tp2-sync": ((2, 1, 1), False),
     "tp2-async": ((2, 1, 1), True),

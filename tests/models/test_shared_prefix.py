@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from lighteval_nanotron.models.engine.packing import ScoredSequence
 from lighteval_nanotron.models.engine.shared_prefix import split_shared_prefixes
 from lighteval_nanotron.requests import Doc
@@ -100,7 +98,6 @@ def _run(checkpoint, tp, pp, dp, **config) -> list[dict]:
     return run_distributed(evaluate_task, tp * pp * dp, str(checkpoint), tp, pp, dp, config, timeout=180)
 
 
-@pytest.mark.distributed
 def test_prefix_positions_processed_once_per_task_with_identical_results(tiny_checkpoint):
     small_rows = dict(pack_width=24, tokens_per_batch=48)  # the docs fill several packed rows
     off = _run(tiny_checkpoint, 1, 1, 1, shared_prefix=False, **small_rows)[0]

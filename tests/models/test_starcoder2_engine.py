@@ -12,8 +12,6 @@ from tests.helpers.tiny_model import make_tiny_checkpoint
 from tests.models.engine_cases import MAX_LENGTH, engine_docs, evaluate
 from tests.models.test_engine_layouts import TOLERANCE, assert_same
 
-pytestmark = pytest.mark.distributed
-
 
 def _run(checkpoint, tp: int, pp: int, dp: int) -> list[dict]:
     return run_distributed(evaluate, tp * pp * dp, str(checkpoint), tp, pp, dp, {}, timeout=180)

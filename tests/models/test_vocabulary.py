@@ -69,9 +69,9 @@ def test_tokenizer_size_counts_added_tokens_and_special_ids_are_checked():
     assert tokenizer_size(_bigger_tokenizer().backend_tokenizer) == VOCAB_SIZE + 1  # a bare tokenizers.Tokenizer
     assert tokenizer_size(_small_tokenizer()) == SMALL
     check_tokenizer_fits(tiny_tokenizer(), {"EOS": VOCAB_SIZE - 1}, VOCAB_SIZE)
-    with pytest.raises(ConfigError, match=r"has 1025 token ids .* vocabulary has 1024 .* vocab_size is at least 1025"):
+    with pytest.raises(ConfigError, match=r"1025 token ids .*1024 .*vocab_size .*1025"):
         check_tokenizer_fits(_bigger_tokenizer(), {}, VOCAB_SIZE)
-    with pytest.raises(ConfigError, match=r"special token id\(s\) EOS 1024 are outside the model's vocabulary of 1000"):
+    with pytest.raises(ConfigError, match=r"EOS 1024 .*vocabulary of 1000"):
         check_tokenizer_fits(_small_tokenizer(), {"BOS": 511, "EOS": 1024}, 1000)
 
 
@@ -93,7 +93,6 @@ def _targets_outside(tp: int) -> list[str]:
     return messages
 
 
-@pytest.mark.distributed
 def test_a_target_no_shard_owns_is_refused_at_tp1_and_tp2():
     assert "token id 8 is outside the vocabulary of 8 ids" in _targets_outside(1)[0]
     for first, negative in run_distributed(_targets_outside, 2, 2, timeout=60):
@@ -135,7 +134,6 @@ def _engine_outcomes(checkpoint: str, tp: int) -> dict:
     return outcomes
 
 
-@pytest.mark.distributed
 def test_vocabulary_checked_at_setup_on_every_rank_and_unknown_generated_ids_flagged(tiny_checkpoint):
     single = run_distributed(_engine_outcomes, 1, str(tiny_checkpoint), 1, timeout=120)[0]
     ranks = run_distributed(_engine_outcomes, 2, str(tiny_checkpoint), 2, timeout=180)

@@ -15,8 +15,6 @@ from safetensors.torch import save_file
 from tests.helpers.distributed import parallel_context, run_distributed
 from tests.helpers.tiny_model import tiny_checkpoint, tiny_starcoder2_checkpoint  # noqa: F401  (session fixtures)
 
-pytestmark = pytest.mark.distributed
-
 
 def _fingerprint(checkpoint: str, tp: int, pp: int, dp: int, dtype: str) -> str:
     from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint

@@ -67,7 +67,6 @@ def _console(arguments: list[str], folder: Path) -> str:
     return done.stdout + done.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("verbose", [False, True])
 def test_a_librarys_warnings_reach_the_eval_console_once(verbose, tiny_checkpoint, tmp_path):  # noqa: F811
     """`eval` reads ai2_arc from an offline datasets cache entry (datasets warns that it uses it) and a
@@ -87,7 +86,6 @@ def test_a_librarys_warnings_reach_the_eval_console_once(verbose, tiny_checkpoin
     assert console.count("UserWarning: a Python warning") == (1 if verbose else 0), console[-3000:]  # quiet: off
 
 
-@pytest.mark.slow
 def test_a_librarys_warnings_reach_the_training_console_once(tmp_path):
     """In training, Nanotron's root handler prints beside `datasets`' own: each warning once."""
     from tests.hook.training_runs import write_config

@@ -80,7 +80,6 @@ def _only(results: list) -> torch.Tensor:
     return logits
 
 
-@pytest.mark.distributed
 def test_saved_at_tp2_evaluates_at_pp2_in_both_shape_forms(tiny_checkpoint, tmp_path):  # noqa: F811
     saved = tmp_path / "tp2"
     run_distributed(_resave, 2, str(tiny_checkpoint), str(saved), 2, timeout=180)

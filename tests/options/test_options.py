@@ -149,9 +149,9 @@ def test_same_defaults_and_checks_both_ways(cls, extra):
 
 
 def test_errors_name_the_option_as_each_way_in_writes_it():
-    with pytest.raises(ConfigError, match=r"^lighteval_nanotron\.max_samples is 0: set it to a positive integer"):
+    with pytest.raises(ConfigError, match=r"^lighteval_nanotron\.max_samples is 0: .*positive integer"):
         EvaluationConfig(tasks="a|b|0", max_samples=0)
-    with pytest.raises(ConfigError, match=r"^--max-samples is 0: set it to a positive integer"):
+    with pytest.raises(ConfigError, match=r"^--max-samples is 0: .*positive integer"):
         CheckpointEvalConfig(tasks="a|b|0", checkpoint="c", max_samples=0)
     with pytest.raises(ConfigError, match=r"^--data-dir is 3: give"):
         CheckpointEvalConfig(tasks="a|b|0", checkpoint="c", data_dirs=3)
@@ -177,12 +177,12 @@ def test_a_number_option_that_is_not_finite_is_refused_both_ways(tmp_path, value
     for cls, extra in classes:
         assert _number_options(cls), cls
         for name in _number_options(cls):
-            with pytest.raises(ConfigError, match=r"is (nan|inf): give a finite number"):
+            with pytest.raises(ConfigError, match=r"(nan|inf).*finite"):
                 cls(**extra, **{name: value})
     with pytest.raises(ConfigError, match=r"temperature=(nan|inf)"):
         GenerationParameters(temperature=value)
     for section in ({**tasks, "failure_timeout_s": value}, {**tasks, "asynchronous": {"status_interval_s": value}}):
-        with pytest.raises(ConfigError, match=r"is (nan|inf): give a finite number"):
+        with pytest.raises(ConfigError, match=r"(nan|inf).*finite"):
             load_training_config(_section_yaml(tmp_path, section))
     assert main(["eval", str(tmp_path), "--tasks", "a|b|0", "--failure-timeout-s", str(value)]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
@@ -213,7 +213,7 @@ def test_a_key_written_twice_is_refused_by_every_yaml_reader(tmp_path, capsys):
     with pytest.raises(ConfigError, match=twice):
         read_lighteval_config(str(lighteval_yaml))
     (tmp_path / "config.yaml").write_text("model:\n  dtype: float32\n  dtype: bfloat16\n")
-    with pytest.raises(CheckpointError, match="the key 'dtype' is written twice"):
+    with pytest.raises(CheckpointError, match="'dtype'.*twice"):
         read_training_config(tmp_path)
     anchors = "base: &base {max_samples: 5}\nsection:\n  <<: *base\n  max_samples: 7\n"  # a merge a key overrides
     (tmp_path / "config.yaml").write_text(anchors)
@@ -248,9 +248,9 @@ def test_a_leading_tilde_is_the_home_folder_in_every_path_option_both_ways(tmp_p
     assert (loaded.tasks, loaded.output_dir) == (["lighteval|arc:easy|0"], str(tmp_path / "root" / "out"))
     assert loaded.asynchronous.logs_dir == str(tmp_path / "x")
     assert CheckpointEvalConfig(tasks="${HOME}/tasks.txt", checkpoint="c").tasks == ["lighteval|arc:easy|0"]
-    with pytest.raises(ConfigError, match=r"^--output-dir is '\$UNSET_ROOT/out': \$UNSET_ROOT is not set"):
+    with pytest.raises(ConfigError, match=r"^--output-dir .*\$UNSET_ROOT is not set"):
         CheckpointEvalConfig(tasks="a|b|0", checkpoint="c", output_dir="$UNSET_ROOT/out")
-    with pytest.raises(ConfigError, match=r"^--custom-tasks is empty: give a path, or leave it out"):  # was read as `.`
+    with pytest.raises(ConfigError, match=r"^--custom-tasks is empty"):  # was read as `.`
         CheckpointEvalConfig(tasks="a|b|0", checkpoint="c", custom_tasks=" ")
 
 

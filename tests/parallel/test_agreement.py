@@ -38,7 +38,6 @@ def _one_rank_is_late():
     return "no timeout"
 
 
-@pytest.mark.distributed
 def test_failure_on_one_rank_is_known_everywhere():
     results = run_distributed(_one_rank_fails, 2, 1, timeout=60)
     for failed, failures in results:
@@ -48,7 +47,6 @@ def test_failure_on_one_rank_is_known_everywhere():
     assert run_distributed(_nobody_fails, 2, timeout=60) == [False, False]
 
 
-@pytest.mark.distributed
 def test_missing_rank_times_out_instead_of_hanging():
     on_time, late = run_distributed(_one_rank_is_late, 2, timeout=60)
     assert "not every rank reported within 1s" in on_time

@@ -4,11 +4,7 @@ buffer in part (measured: the rest of the buffer keeps whatever it held)."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.helpers.distributed import run_distributed
-
-pytestmark = pytest.mark.distributed
 
 
 def _exchange(case: str) -> str:

@@ -49,7 +49,6 @@ def _sharded(dtype_name: str) -> tuple[list[float], list[bool], list[int]]:
     return logprobs.tolist(), greedy.tolist(), greedy_tokens(shard, context.tp_pg).tolist()
 
 
-@pytest.mark.distributed
 def test_tp2_half_precision_shards_in_fp32():
     for dtype in (torch.bfloat16, torch.float16):
         logits, targets = _logits(dtype)

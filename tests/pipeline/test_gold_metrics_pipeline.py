@@ -70,7 +70,7 @@ def test_generative_gold_bpb_is_one_loglikelihood_request_per_doc(toy_data):
 
 
 def test_gold_metrics_that_need_a_wrong_choice_are_refused_on_a_generative_task(toy_data):
-    with pytest.raises(ConfigError, match="normalized_mc_prob needs at least one wrong choice"):
+    with pytest.raises(ConfigError, match="normalized_mc_prob .*wrong choice"):
         EvaluationPipeline.prepare(
             BigramLM(), "custom|gen@extra_metrics=normalized_mc_prob|0", PipelineSettings(custom_tasks=TASKS)
         )
@@ -80,8 +80,8 @@ def test_gold_metrics_that_need_a_wrong_choice_are_refused_on_a_generative_task(
     "spec, message",
     [
         ("custom|mc@extra_metrics=gold_bpp|0", "unknown metric 'gold_bpp'"),
-        ("custom|mc@extra_metrics=loglikelihood_acc|0", "already has a metric with result key 'acc'"),
-        ("custom|mc@extra_metrics=gold_bpb+gold_bpb|0", "already has a metric with result key 'gold_bpb'"),
+        ("custom|mc@extra_metrics=loglikelihood_acc|0", "result key 'acc'"),
+        ("custom|mc@extra_metrics=gold_bpb+gold_bpb|0", "result key 'gold_bpb'"),
     ],
 )
 def test_bad_extra_metrics_are_refused_when_the_spec_is_read(toy_data, spec, message):

@@ -202,9 +202,9 @@ def test_metrics_needing_a_judge_or_a_scoring_model_are_refused_by_name():
     lighteval = _lighteval()
     from lighteval_nanotron.tasks import lighteval_adapter
 
-    with pytest.raises(ConfigError, match="'bleurt' cannot run here: BLEURT downloads"):
+    with pytest.raises(ConfigError, match="'bleurt' cannot run here"):
         lighteval_adapter.adapt_metric(lighteval.metrics.Metrics.bleurt, "task x")
-    with pytest.raises(ConfigError, match="cannot run here: it asks an LLM judge"):
+    with pytest.raises(ConfigError, match="cannot run here: .*LLM judge"):
         lighteval_adapter.adapt_metric(lighteval.metrics.Metrics.simpleqa_judge, "task x")
 
 
@@ -220,7 +220,7 @@ def test_a_metric_lighteval_cannot_compute_is_refused_when_the_task_is_built():
         metric_name="mine", higher_is_better=True, category=lighteval.requests.SamplingMethod.LOGPROBS,
         sample_level_fn=lambda doc, model_response: 1.0, corpus_level_fn=sum,
     )  # fmt: skip
-    with pytest.raises(ConfigError, match=r"task x: lighteval metric 'mine': its sample_level_fn is a function"):
+    with pytest.raises(ConfigError, match=r"task x: .*'mine': .*sample_level_fn"):
         lighteval_adapter.adapt_metric(metric, "task x")
 
 
@@ -256,13 +256,13 @@ def test_a_config_only_for_inspect_ai_is_refused_and_unknown_fields_too(toy_data
 
     base = lighteval.lighteval_task.LightevalTaskConfig
     config = base(name="t", prompt_function=None, hf_repo="toy", hf_subset="mc", metrics=[])
-    with pytest.raises(ConfigError, match="has no prompt_function: it only defines lighteval's inspect-ai evaluation"):
+    with pytest.raises(ConfigError, match="no prompt_function: .*inspect-ai"):
         lighteval_adapter.adapt_task_config(config)
     later = dataclasses.make_dataclass("LightevalTaskConfig", [("new_field", int, 0)], bases=(base,))
     config = later(name="t", prompt_function=helpers_pipeline.mc_prompt, hf_repo="toy", hf_subset="mc", metrics=[])
     assert lighteval_adapter.adapt_task_config(config).name == "t"  # at its default: nothing changes
     config.new_field = 3
-    with pytest.raises(ConfigError, match=r"field\(s\) new_field of lighteval .* have no counterpart here"):
+    with pytest.raises(ConfigError, match=r"new_field .*no counterpart"):
         lighteval_adapter.adapt_task_config(config)
 
 
@@ -347,7 +347,7 @@ def test_a_doc_with_images_is_refused_naming_the_row(toy_data, tmp_path):
         "TASKS_TABLE = [LightevalTaskConfig(name='t', prompt_function=with_image, hf_repo='toy', hf_subset='mc',\n"
         "    metrics=[Metrics.loglikelihood_acc], evaluation_splits=['test'])]\n",
     )
-    with pytest.raises(PromptFunctionError, match=r"images on row 1 of split 'test': a multimodal task") as error:
+    with pytest.raises(PromptFunctionError, match=r"images on row 1 .*'test': .*multimodal") as error:
         _results(str(path), "custom|t|0")
     assert "\n" not in str(error.value)
     native = types.ModuleType("native_images")

@@ -8,8 +8,6 @@ from mesh_cases_pipeline import evaluate_builtin_tasks
 from tests.helpers.distributed import run_distributed
 from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (pytest fixture)
 
-pytestmark = [pytest.mark.slow, pytest.mark.distributed]
-
 
 def test_builtin_tasks_at_tp2_pp2_match_tp1_pp1(tiny_checkpoint):  # noqa: F811
     (reference,) = run_distributed(evaluate_builtin_tasks, 1, str(tiny_checkpoint), 1, 1, 1, timeout=300)

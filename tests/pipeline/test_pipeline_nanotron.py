@@ -11,8 +11,6 @@ from tests.helpers.distributed import run_distributed
 from tests.helpers.results_layout import results_file
 from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (pytest fixture)
 
-pytestmark = [pytest.mark.slow, pytest.mark.distributed]
-
 
 def test_evaluate_a_nanotron_model_on_one_and_two_data_parallel_ranks(tiny_checkpoint, tmp_path):  # noqa: F811
     data = str(write_datasets(tmp_path / "data"))
@@ -65,4 +63,3 @@ def test_evaluate_refuses_other_weights_at_a_written_step_before_its_forwards(ti
     assert written.read_bytes() == before
     assert run_distributed(evaluate_into_a_step, 2, str(tiny_checkpoint), data, out, "custom|toy_ppl|0") == [None, None]
     assert set(json.loads(written.read_text())["results"]) >= {"custom|toy_mc|0", "custom|toy_ppl|0"}
-

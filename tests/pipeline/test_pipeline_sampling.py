@@ -11,7 +11,6 @@ from lighteval_nanotron.requests import Doc, ModelResponse
 from tests.helpers.distributed import run_distributed
 from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (pytest fixture)
 
-pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 PASS_AT_1 = "pass@1:32_samples_with_n"
 
 

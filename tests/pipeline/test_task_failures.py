@@ -66,7 +66,7 @@ def test_a_gold_index_out_of_range_names_the_task_and_row(toy_data, task, gold):
 
 def test_a_doc_without_choices_names_the_task_and_row(toy_data):
     """No choices crashed the chance level with a ZeroDivisionError."""
-    with pytest.raises(ConfigError, match=r"custom\|toy_no_choices\|0', row 1 .*no choices, but its metrics rank"):
+    with pytest.raises(ConfigError, match=r"custom\|toy_no_choices\|0', row 1 .*no choices"):
         _prepare(f"{MC},custom|toy_no_choices|0")
 
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from tests.helpers.distributed import run_distributed
 from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (pytest fixture)
 
@@ -41,7 +39,6 @@ def _prepare_and_listen(checkpoint: str, tp: int) -> tuple:
     return heard, engine.is_reporting_rank, None if result is None else result.summary_tasks
 
 
-@pytest.mark.distributed
 def test_truncated_contexts_and_continuations_are_counted_on_the_console_once(tiny_checkpoint):  # noqa: F811
     ranks = run_distributed(_prepare_and_listen, 2, str(tiny_checkpoint), 2, timeout=180)
     (reporting,) = [rank for rank in ranks if rank[1]]

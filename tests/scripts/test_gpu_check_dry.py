@@ -64,8 +64,6 @@ def test_carried_wheels_and_image_cover_every_dependency(carry):
         assert any(tag in ("py3", "py312", "cp312") for tag in tags), (name, tags)
 
 
-@pytest.mark.slow
-@pytest.mark.distributed
 @pytest.mark.timeout(600)
 def test_dry_gpu_check_passes_and_writes_its_report(carry, tmp_path):
     site = tmp_path / "site"

@@ -5,7 +5,6 @@ checkpoint."""
 
 from pathlib import Path
 
-import pytest
 import yaml
 
 from tests.checkpoint_eval.tiny_hf import convert_tiny
@@ -57,7 +56,6 @@ def _both_ways(checkpoint: str, training_yaml: str) -> dict:
         }
 
 
-@pytest.mark.distributed
 def test_hook_and_eval_tokenize_a_checkpoint_alike(tmp_path):
     from tests.helpers.tiny_model import tiny_tokenizer
 

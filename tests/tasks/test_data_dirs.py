@@ -113,7 +113,7 @@ def test_missing_dataset_names_task_tries_and_fix(tmp_path):
 def test_missing_split_lists_available_ones(tmp_path):
     _write_jsonl(tmp_path / "org/bench/main/train.jsonl", ROWS)
     set_data_dirs([str(tmp_path)])
-    with pytest.raises(DatasetLoadError, match="split 'test' is not in dataset 'org/bench'.*available: \\['train'\\]"):
+    with pytest.raises(DatasetLoadError, match="split 'test'.*'org/bench'.*\\['train'\\]"):
         _task().eval_docs()
 
 
@@ -169,7 +169,7 @@ def test_hub_shard_names_are_split_names(tmp_path):
 
 def test_mapping_to_a_missing_folder_fails_at_once(tmp_path):
     set_data_dirs([f"org/bench={tmp_path / 'not_downloaded'}"])
-    with pytest.raises(DatasetLoadError, match="points at a folder that does not exist.*fix that path"):
+    with pytest.raises(DatasetLoadError, match="folder that does not exist"):
         _task().eval_docs()
 
 
@@ -187,7 +187,7 @@ def test_unreachable_hub_fails_at_once_without_the_cache(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     set_data_dirs([str(tmp_path)])
     started = time.perf_counter()
-    with pytest.raises(DatasetLoadError, match="in no data dir and the Hub cannot be reached") as info:
+    with pytest.raises(DatasetLoadError, match="in no data dir.*Hub") as info:
         _task(hf_repo="org/absent_bench_for_tests").eval_docs()
     assert time.perf_counter() - started < 10  # one connection attempt, not the Hub client's retries
     assert str(tmp_path / "org/absent_bench_for_tests" / "main") in str(info.value)
@@ -223,7 +223,7 @@ def test_a_mapping_entry_without_a_repo_or_a_path_is_refused(tmp_path, monkeypat
     _write_jsonl(tmp_path / "test.jsonl", ROWS)
     monkeypatch.chdir(tmp_path)
     set_data_dirs([entry.replace("DATA", str(tmp_path))])
-    with pytest.raises(DatasetLoadError, match=r"the data dir entry .* is not HF_REPO=PATH \(both parts are needed\)"):
+    with pytest.raises(DatasetLoadError, match=r"not HF_REPO=PATH"):
         _task().eval_docs()
 
 
@@ -253,8 +253,8 @@ def test_a_jsonl_field_of_two_types_is_named_with_its_lines(tmp_path, change, wo
     path = tmp_path / "org/bench" / "main" / "test.jsonl"
     _write_jsonl(path, [*ROWS[:2], {**ROWS[2], **change}, ROWS[3]])
     set_data_dirs([str(tmp_path)])
-    with pytest.raises(DatasetLoadError, match=f"test.jsonl: {words}: give it one type in every row"):
+    with pytest.raises(DatasetLoadError, match=f"test.jsonl: {words}: .*one type"):
         _task().eval_docs()
     path.write_text("[1, 2]\n")
-    with pytest.raises(DatasetLoadError, match=r"test.jsonl, line 1: '\[1, 2\]' is not a JSON object of fields"):
+    with pytest.raises(DatasetLoadError, match=r"test.jsonl, line 1: '\[1, 2\]' .*JSON object"):
         _task().eval_docs()

@@ -76,7 +76,7 @@ def test_without_a_data_dir_the_slice_is_used_with_a_warning(how, no_data_dirs, 
 
 def test_with_a_data_dir_set_the_slice_is_never_taken_instead(tmp_path, unreachable_hub):
     set_data_dirs([str(tmp_path)])
-    with pytest.raises(DatasetLoadError, match="in no data dir and the Hub cannot be reached"):
+    with pytest.raises(DatasetLoadError, match="in no data dir.*Hub"):
         _task().get_docs(max_samples=5)
 
 
@@ -88,14 +88,14 @@ def test_a_dataset_without_a_slice_still_says_what_to_add(no_data_dirs, unreacha
         hf_subset="main", metrics=[], evaluation_splits=["test"],
     )  # fmt: skip
     fix = r"Fix: point the data dirs \(.*\) at a folder holding org/absent_bench_for_tests/main/<split>.jsonl"
-    with pytest.raises(DatasetLoadError, match="in no data dir and the Hub cannot be reached.*" + fix) as error:
+    with pytest.raises(DatasetLoadError, match="in no data dir.*Hub.*" + fix) as error:
         LightevalTask(config).get_docs(max_samples=5)
     assert "=bundled" not in str(error.value)  # no slice of it ships with the package: suggesting one sent users round
 
 
 def test_a_dataset_with_a_shipped_slice_suggests_it_when_the_data_dirs_lack_it(tmp_path, unreachable_hub):
     set_data_dirs([str(tmp_path)])
-    with pytest.raises(DatasetLoadError, match=r"Fix: set LIGHTEVAL_NANOTRON_DATA_DIRS=bundled \(a slice of it ships"):
+    with pytest.raises(DatasetLoadError, match=r"LIGHTEVAL_NANOTRON_DATA_DIRS=bundled"):
         _task().get_docs(max_samples=5)
 
 

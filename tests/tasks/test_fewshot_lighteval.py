@@ -119,14 +119,14 @@ def test_per_doc_mode_is_a_task_option_and_differs_from_lighteval():
     switched = toy_task("random_sampling", "train", 3)
     switched.set_fewshot_draws("per_doc")
     assert draws(switched) == draws(per_doc)
-    with pytest.raises(ConfigError, match="fewshot_draws='lighteval-0.11' is not one of lighteval, per_doc"):
+    with pytest.raises(ConfigError, match="fewshot_draws='lighteval-0.11'.*lighteval, per_doc"):
         switched.set_fewshot_draws("lighteval-0.11")
     with pytest.raises(ConfigError, match="fewshot_draws"):
         toy_task("random_sampling", "train", 3, fewshot_draws="harness")
 
 
 def test_a_pool_too_small_for_lighteval_draws_is_refused():
-    with pytest.raises(ConfigError, match=r"'lighteval\|toy\|8'.*draws 9 few-shot examples per doc from a pool of 8"):
+    with pytest.raises(ConfigError, match=r"'lighteval\|toy\|8'.*9 few-shot .*pool of 8"):
         toy_task("random_sampling", "train", 8).get_docs()
     assert len(draws(toy_task("random_sampling_from_train", "train", 8))[0][1]) == 8
     assert len(draws(toy_task("random_sampling", "train", 8, fewshot_draws="per_doc"))[0][1]) == 8

@@ -113,7 +113,7 @@ def test_download_dataset_worker_loads_and_filters(toy_task):
     assert len(dataset["validation"]) == 8
 
 
-@pytest.mark.parametrize("processes", [1, 2])
+@pytest.mark.parametrize("processes", [1, pytest.param(2, marks=pytest.mark.distributed)])
 def test_load_datasets_keeps_task_order(load_toy, processes):
     tasks = load_toy("custom|toy_gen|0,custom|toy_mc_filtered|0,custom|toy_mc:train_fs|0")
     LightevalTask.load_datasets(tasks, dataset_loading_processes=processes)

@@ -57,22 +57,22 @@ def test_strings_and_tuples_become_lists():
         ({"evaluation_splits": []}, "evaluation_splits"),
         ({"few_shots_select": "best"}, "few_shots_select"),
         # a list of several crashed with `unhashable type: 'list'` (one, ["dev"], is that split: below)
-        ({"few_shots_split": ["dev", "train"]}, r"few_shots_split=\['dev', 'train'\] must be one split name"),
+        ({"few_shots_split": ["dev", "train"]}, r"few_shots_split=\['dev', 'train'\].*one split"),
         # the docs of a split named twice were evaluated twice: weights and standard error wrong, without a word
-        ({"evaluation_splits": ["test", "test"]}, r"evaluation_splits=\['test', 'test'\] must name each split once"),
-        ({"evaluation_splits": [1]}, "must name each split once, as a string"),
-        ({"generation_size": "32", "metrics": [Metrics.exact_match]}, "generation_size='32' must be a whole number"),
+        ({"evaluation_splits": ["test", "test"]}, r"evaluation_splits=\['test', 'test'\].*once"),
+        ({"evaluation_splits": [1]}, "evaluation_splits=\\[1\\].*string"),
+        ({"generation_size": "32", "metrics": [Metrics.exact_match]}, "generation_size='32'.*whole number"),
         ({"num_fewshots": -1}, "num_fewshots"),
         ({"hf_filter": 3}, "hf_filter"),
-        ({"generation_size": 0, "metrics": [Metrics.exact_match]}, "generation_size=0 with a generative metric"),
+        ({"generation_size": 0, "metrics": [Metrics.exact_match]}, "generation_size=0 .*generative"),
         ({"generation_size": -5, "metrics": [Metrics.exact_match]}, "generation_size=-5"),
         # an empty stop string is in every text: each generation stopped after its first token, scored as valid
-        ({"stop_sequence": ["\n", ""]}, "stop_sequence .* holds '': each stop sequence must be a non-empty string"),
+        ({"stop_sequence": ["\n", ""]}, "stop_sequence .* holds ''"),
         ({"stop_sequence": [None]}, "holds None"),  # a TypeError in the middle of generation
-        ({"must_remove_duplicate_docs": "false"}, "must_remove_duplicate_docs='false': give True or False"),  # truthy
-        ({"truncate_fewshots": 1}, "truncate_fewshots=1: give True or False"),
-        ({"num_fewshots": True}, "num_fewshots=True: give an integer"),  # was 1
-        ({"version": "1"}, "version='1': give an integer"),
+        ({"must_remove_duplicate_docs": "false"}, "must_remove_duplicate_docs='false'.*True or False"),  # truthy
+        ({"truncate_fewshots": 1}, "truncate_fewshots=1.*True or False"),
+        ({"num_fewshots": True}, "num_fewshots=True.*integer"),  # was 1
+        ({"version": "1"}, "version='1'.*integer"),
     ],
 )
 def test_invalid_configs_raise(overrides, fragment):

@@ -47,7 +47,7 @@ def test_four_part_form_is_deprecated_but_accepted():
         ("lighteval|arc|+1", "integer, got '\\+1'"),
         ("lighteval|arc|\u0663", "integer, got '\u0663'"),  # an Arabic-Indic 3, which int() reads as 3
         ("lighteval|arc|1.0", "integer, got '1.0'"),
-        ("leaderboard|arc|25|2", "truncate flag \\(4th part\\) is 0 or 1, got '2'"),  # was read as true
+        ("leaderboard|arc|25|2", "truncate flag .*got '2'"),  # was read as true
         ("lighteval||0", "empty part"),
         ("arc@k|0", "task@name=value"),
         ("unknownsuite|arc", "integer"),
@@ -70,7 +70,7 @@ def test_read_task_list_from_string_list_and_file(tmp_path):
     with pytest.raises(TaskSpecError, match="does not exist"):
         read_task_list(tmp_path / "missing.txt")
     # the command line's `--tasks tasks.txt` with no such file: named as a missing file, not an unknown task
-    with pytest.raises(TaskSpecError, match=r"Task list file 'tasks\.txt' does not exist \(in "):
+    with pytest.raises(TaskSpecError, match=r"'tasks\.txt' does not exist"):
         read_task_list("tasks.txt")
 
 

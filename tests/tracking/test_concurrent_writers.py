@@ -90,7 +90,7 @@ def test_a_writer_waits_for_the_lock_a_bounded_time_then_fails_naming_it(tmp_pat
     holder.start()
     try:
         assert ready.wait(timeout=60)
-        with pytest.raises(TrackingError, match=rf"held the write lock of .*{LOCK_NAME}\) for more than 1s"):
+        with pytest.raises(TrackingError, match=rf"write lock .*{LOCK_NAME}\) .*1s"):
             with output_lock(tmp_path, timeout_s=1.0):
                 pass
     finally:

@@ -1,13 +1,9 @@
 """The CPU synthetic training loader: the same tokens whatever the model takes beside them
 (`input_mask`, or Qwen2's `position_ids`), on the pipeline stage that reads each key."""
 
-import pytest
-
 from lighteval_nanotron.hook.training_data.synthetic import takes_position_ids
 from lighteval_nanotron.nanotron_compat.variant import has_qwen2
 from tests.helpers.distributed import parallel_context, run_distributed
-
-pytestmark = pytest.mark.distributed
 
 
 def _first_batches(position_ids: bool) -> dict:

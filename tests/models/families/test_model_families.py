@@ -42,10 +42,10 @@ def test_recorded_configs_find_their_family():
 def test_unknown_architecture_and_unsupported_option_are_refused():
     import dataclasses
 
-    with pytest.raises(UnsupportedModelError, match="describes a is_gemma_config: true model.*Supported Nanotron"):
+    with pytest.raises(UnsupportedModelError, match="is_gemma_config: true.*Supported"):
         CheckpointModel.from_fields({"is_gemma_config": True, "hidden_size": 64, "rms_norm_eps": 1e-6})
     fields = {**dataclasses.asdict(tiny_starcoder2_config()), "sliding_window_size": 4096}
-    with pytest.raises(UnsupportedModelError, match="sliding_window_size=4096 is not supported"):
+    with pytest.raises(UnsupportedModelError, match="sliding_window_size=4096"):
         CheckpointModel.from_fields(fields)
 
 

@@ -36,7 +36,7 @@ def test_recorded_moe_config_is_read_and_written_back():
     assert type(config).__name__ == "Qwen2Config" and type(config.moe_config).__name__ == "MoEConfig"
     assert config.moe_config.layers == [0, 2] and checkpoint_model.carried == {}
     assert checkpoint_model.config_fields() == dataclasses.asdict(config)
-    with pytest.raises(CheckpointError, match=r"\(moe_config\) has keys .* does not know: capacity_factor"):
+    with pytest.raises(CheckpointError, match=r"moe_config.*capacity_factor"):
         CheckpointModel.from_fields({**fields, "moe_config": {**fields["moe_config"], "capacity_factor": 1.0}})
 
 
@@ -44,9 +44,9 @@ def test_recorded_moe_config_is_read_and_written_back():
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"sliding_window_size": 64}, "sliding_window_size=64 is not supported"),
-        ({"rope_seq_len_interpolation_factor": 2.0}, "rope_seq_len_interpolation_factor=2.0 is not supported"),
-        ({"_use_qkv_packed": False}, "_use_qkv_packed: false is not supported"),
+        ({"sliding_window_size": 64}, "sliding_window_size=64"),
+        ({"rope_seq_len_interpolation_factor": 2.0}, "rope_seq_len_interpolation_factor=2.0"),
+        ({"_use_qkv_packed": False}, "_use_qkv_packed: false"),
     ],
     ids=["sliding-window", "interpolation", "unpacked-qkv"],
 )
@@ -76,7 +76,6 @@ def engine_setup_with_expert_parallelism(fields: dict) -> str:
 
 
 @requires_qwen2
-@pytest.mark.distributed
 def test_expert_parallel_model_is_refused_at_engine_setup():
     (message,) = run_distributed(engine_setup_with_expert_parallelism, 1, _moe_fields(), timeout=120)
     assert "expert_parallel_size=2 is not supported" in message

@@ -110,10 +110,10 @@ def test_mapped_experts_compute_what_transformers_computes(tmp_path, source):
 @pytest.mark.parametrize(
     ("build", "overrides", "message"),
     [
-        (tiny_hf_qwen2_moe, {"norm_topk_prob": True}, "norm_topk_prob: true is not supported"),
+        (tiny_hf_qwen2_moe, {"norm_topk_prob": True}, "norm_topk_prob: true"),
         (tiny_hf_qwen2, {"use_sliding_window": True, "sliding_window": 64, "max_window_layers": 0}, "window=64"),
         (tiny_hf_qwen2_moe, {"use_sliding_window": True, "sliding_window": 64, "max_window_layers": 3}, "< max_pos"),
-        (tiny_hf_qwen2_moe, {"hidden_act": "gelu"}, "hidden_act='gelu' is not supported"),
+        (tiny_hf_qwen2_moe, {"hidden_act": "gelu"}, "hidden_act='gelu'"),
     ],
     ids=["norm-topk", "sliding-window", "moe-sliding-window", "activation"],
 )
@@ -127,7 +127,7 @@ def test_options_the_target_cannot_represent_are_refused(build, overrides, messa
 @needs_nanotron_04
 def test_converting_qwen2_under_nanotron_04_is_refused_before_writing(tmp_path):
     tiny_hf_qwen2().save_pretrained(tmp_path / "hf")
-    with pytest.raises(UnsupportedModelError, match="has no Qwen2; Qwen2 .dense and MoE. needs current Nanotron"):
+    with pytest.raises(UnsupportedModelError, match="Qwen2.*current Nanotron"):
         convert_hf_to_nanotron(tmp_path / "hf", tmp_path / "nanotron")
     assert not (tmp_path / "nanotron").exists()
 
