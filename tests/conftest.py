@@ -44,8 +44,13 @@ import pytest  # noqa: E402
 from lighteval_nanotron.tasks import set_data_dirs  # noqa: E402
 from tests.helpers.tiers import guard_unit_test, mark_tiers  # noqa: E402
 
-with contextlib.suppress(ImportError):  # GitPython, which lighteval imports, runs `git version` on first import:
-    import git  # noqa: F401  once here, not inside whichever unit test imports lighteval first
+# Libraries that start a process on their first import, once here, not inside whichever unit test
+# imports them first: GitPython (lighteval imports it) runs `git version`; matplotlib's font manager
+# runs `fc-list` to build its font cache (in the run's fresh HOME).
+with contextlib.suppress(ImportError):
+    import git  # noqa: F401
+with contextlib.suppress(ImportError):
+    import matplotlib.font_manager  # noqa: F401
 
 
 def pytest_collection_modifyitems(items: list) -> None:
