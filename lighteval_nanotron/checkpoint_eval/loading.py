@@ -15,11 +15,11 @@ import torch
 from lighteval_nanotron.errors import CheckpointError, ConfigError
 from lighteval_nanotron.models.checkpoint.format import (
     ROPE_INTERLEAVED_KEY,
-    ROPE_THETA_KEY,
     CheckpointModel,
     read_checkpoint_dtype,
     training_config_section,
 )
+from lighteval_nanotron.models.families.base import ROPE_THETA_KEY
 
 logger = logging.getLogger(__name__)
 
