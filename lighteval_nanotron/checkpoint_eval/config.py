@@ -5,13 +5,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-from lighteval_nanotron.checkpoint_eval.loading import DTYPES
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.options import EvaluationOptions
 from lighteval_nanotron.options.base import choices, path
 from lighteval_nanotron.options.flags import flag_name
 
 MAX_POLL_INTERVAL_S = 3600.0
+DTYPE_NAMES = ("float32", "bfloat16", "float16")
+"""The `dtype` choices, torch's names (declared here, without torch, so that the options stay light)."""
 
 
 @dataclass(kw_only=True)
@@ -38,7 +39,7 @@ class CheckpointEvalConfig(EvaluationOptions):
     cpu: bool = False
     """Run on CPU with gloo (Nanotron patched by `enable_cpu_support()`); default: CUDA with NCCL."""
 
-    dtype: Optional[str] = field(default=None, metadata=choices(tuple(DTYPES)))
+    dtype: Optional[str] = field(default=None, metadata=choices(DTYPE_NAMES))
     """Model dtype. Unset: the checkpoint's `model.dtype`, else float32."""
 
     tokenizer: Optional[str] = field(default=None, metadata=path())

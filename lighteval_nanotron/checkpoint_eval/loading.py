@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from lighteval_nanotron.checkpoint_eval.config import DTYPE_NAMES
 from lighteval_nanotron.errors import CheckpointError, ConfigError
 from lighteval_nanotron.models.checkpoint.format import (
     ROPE_INTERLEAVED_KEY,
@@ -23,7 +24,7 @@ from lighteval_nanotron.models.families.base import ROPE_THETA_KEY
 
 logger = logging.getLogger(__name__)
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
