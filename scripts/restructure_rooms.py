@@ -1,0 +1,439 @@
+"""Move the package's rooms so that a parameter crosses each room once, downward (issue 36, item 4).
+
+    python scripts/restructure_rooms.py            # from the repository root, on a clean work tree
+    python scripts/restructure_rooms.py --dry-run  # print what it would do, change nothing
+
+What it does, in this order, printing each step:
+1. `tests/test_layering.py` and `docs/architecture.md` become the versions kept in
+   `scripts/restructure_rooms/` (the new rooms, their order and the checks for cycles and imports
+   inside functions), merged three-way with any change made to them since (`git merge-file`);
+2. `git mv` of every module or package of `MOVES` (old module path -> new), creating the new
+   rooms' `__init__.py` (`NEW_PACKAGES`);
+3. every reference to a moved module is rewritten in every file git tracks (code, tests, scripts,
+   examples, docs, configs, Makefile, pyproject): dotted module paths (`from x.y import`,
+   `import x.y`, lazy-export strings, `python -m x.y`, `monkeypatch` strings), file paths
+   (`lighteval_nanotron/x/y.py`, and room-relative ones such as `hook/config.py`), and module
+   paths in backticks relative to the package (`hook.config_check.check_training_config`);
+4. imports of the package's own modules inside functions move to module level where that loads
+   nothing more and creates no cycle (`hoist`): the imported module is already loaded by the
+   module's own module-level imports.
+
+It rewrites by module path, not by line, so it runs on files changed since it was written. Run a
+second time it finds nothing to move and nothing to rewrite, and says so. Delete this script and
+`scripts/restructure_rooms/` once it has run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = "lighteval_nanotron"
+
+MOVES: list[tuple[str, str]] = [
+    # lighteval and Nanotron-`lighteval:` compatibility: one room, above the options it maps onto
+    (f"{ROOT}.lighteval_options", f"{ROOT}.lighteval_compat.fields"),
+    (f"{ROOT}.hook.nanotron_lighteval_section", f"{ROOT}.lighteval_compat.nanotron_section"),
+    (f"{ROOT}.checkpoint_eval.lighteval_config", f"{ROOT}.lighteval_compat.eval_config"),
+    # the settings of each way in, declared beside the shared options
+    (f"{ROOT}.hook.config", f"{ROOT}.options.hook"),
+    (f"{ROOT}.checkpoint_eval.config", f"{ROOT}.options.checkpoint_eval"),
+    (f"{ROOT}.checkpoint_eval.launch.settings", f"{ROOT}.options.launch"),
+    # job launching (local, Slurm): its own room, for the hook and any other way in
+    (f"{ROOT}.checkpoint_eval.launch", f"{ROOT}.launch"),
+    # the seed data layer inside the engine that uses it
+    (f"{ROOT}.data", f"{ROOT}.models.engine.data"),
+    # checkpoint files apart from the engine
+    (f"{ROOT}.models.checkpoint", f"{ROOT}.checkpoints"),
+    # the training launcher apart from the trainer callback
+    (f"{ROOT}.hook.run_train", f"{ROOT}.training.run_train"),
+    (f"{ROOT}.hook.preflight", f"{ROOT}.training.preflight"),
+    (f"{ROOT}.hook.config_check", f"{ROOT}.training.config_check"),
+    (f"{ROOT}.hook.training_data", f"{ROOT}.training.data"),
+]
+"""Old module path -> new, a more specific path before the package that holds it."""
+
+NEW_PACKAGES: dict[str, str] = {
+    f"{ROOT}.lighteval_compat": (
+        "lighteval's eval YAML and Nanotron's `lighteval:` training-config section, mapped onto our options:\n"
+        "one table for both (`fields`), the hook's section from Nanotron's (`nanotron_section`), and `eval\n"
+        "--lighteval-config-path` (`eval_config`). Read as plain data: no lighteval or Nanotron import.\n"
+    ),
+    f"{ROOT}.training": (
+        "`lighteval-nanotron train`: a Nanotron training with the evaluation hook (`run_train`), the checks\n"
+        "made before any process starts (`config_check`, `preflight`) and the training data loaders (`data`).\n"
+    ),
+}
+"""New packages that no move brings an `__init__.py` to -> their docstring."""
+
+KEPT = Path(__file__).resolve().parent / "restructure_rooms"
+REPLACED = {
+    "tests/test_layering.py": ("test_layering.base.py", "test_layering.py"),
+    "docs/architecture.md": ("architecture.base.md", "architecture.md"),
+}
+"""File -> (the version the new one was written from, the new one), both in `KEPT`."""
+
+SKIPPED = ("scripts/restructure_rooms.py", "scripts/restructure_rooms/")
+
+
+def git(*args: str, capture: bool = True) -> str:
+    done = subprocess.run(["git", *args], capture_output=capture, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"error: git {' '.join(args)} failed: {(done.stderr or '').strip()}")
+    return done.stdout if capture else ""
+
+
+def module_path(module: str) -> tuple[Path, bool] | None:
+    """(file or folder, is a package) of `module` in the work tree, None when absent."""
+    location = Path(*module.split("."))
+    if (location / "__init__.py").is_file():
+        return location, True
+    if location.with_suffix(".py").is_file():
+        return location.with_suffix(".py"), False
+    return None
+
+
+# 1. the layering test and the architecture doc ---------------------------------------------------
+
+
+def replace_kept_files(dry_run: bool) -> list[str]:
+    conflicts = []
+    for target, (base_name, new_name) in REPLACED.items():
+        current, base, new = Path(target), KEPT / base_name, KEPT / new_name
+        if current.read_text() == new.read_text():
+            print(f"  {target}: already the new version")
+            continue
+        if current.read_text() == base.read_text():
+            print(f"  {target}: replaced by {new}")
+            if not dry_run:
+                shutil.copyfile(new, current)
+            continue
+        merged = subprocess.run(
+            ["git", "merge-file", "-p", "-L", "current", "-L", "base", "-L", "restructure", str(current), str(base),
+             str(new)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if merged.returncode < 0 or merged.returncode > 127:
+            sys.exit(f"error: git merge-file failed on {target}: {merged.stderr.strip()}")
+        print(f"  {target}: changed since; merged three-way" + (" WITH CONFLICTS" if merged.returncode else ""))
+        if merged.returncode:
+            conflicts.append(target)
+        if not dry_run:
+            current.write_text(merged.stdout)
+    return conflicts
+
+
+# 2. moves -----------------------------------------------------------------------------------------
+
+
+def move_rooms(dry_run: bool) -> list[tuple[str, str]]:
+    """`git mv` each move still to do; the moves done (now or before) for the rewriting."""
+    done = []
+    for old, new in MOVES:
+        source, target = module_path(old), module_path(new)
+        if source and target:
+            sys.exit(f"error: both {source[0]} and {target[0]} exist: move {old} by hand, then run this again.")
+        if target:
+            print(f"  {old} -> {new}: already moved")
+            done.append((old, new))
+            continue
+        if source is None:
+            print(f"  {old}: not found (removed since?), nothing moved; references are still rewritten")
+            done.append((old, new))
+            continue
+        path, package = source
+        destination = Path(*new.split(".")) if package else Path(*new.split(".")).with_suffix(".py")
+        print(f"  git mv {path} {destination}")
+        if not dry_run:
+            ensure_package(destination.parent)
+            git("mv", str(path), str(destination))
+            remove_if_untracked(path)
+        done.append((old, new))
+    return done
+
+
+def ensure_package(folder: Path) -> None:
+    """`folder` and the packages above it exist, each with its `__init__.py`."""
+    if folder == Path(ROOT) or (folder / "__init__.py").is_file():
+        return
+    ensure_package(folder.parent)
+    module = ".".join(folder.parts)
+    if module not in NEW_PACKAGES:
+        sys.exit(f"error: {folder} is a new package with no docstring in NEW_PACKAGES: add one.")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "__init__.py").write_text(f'"""{NEW_PACKAGES[module]}"""\n')
+    git("add", str(folder / "__init__.py"))
+    print(f"  created {folder / '__init__.py'}")
+
+
+def remove_if_untracked(path: Path) -> None:
+    """A moved package's old folder when only untracked files (`__pycache__`) are left in it."""
+    if path.is_dir() and not git("ls-files", str(path)).strip():
+        shutil.rmtree(path)
+
+
+# 3. references ------------------------------------------------------------------------------------
+
+
+def rewrite_rules(moves: list[tuple[str, str]]) -> list[tuple[re.Pattern[str], dict[str, str]]]:
+    """(pattern, old text -> new text) pairs; each pattern is one alternation, longest first."""
+    dotted, slashed, relative_dotted, relative_slashed = {}, {}, {}, {}
+    for old, new in moves:
+        dotted[old] = new
+        old_parts, new_parts = old.split("."), new.split(".")
+        slashed["/".join(old_parts)] = "/".join(new_parts)
+        if len(old_parts) > 2:  # room-relative forms: hook/config.py, `hook.config_check.check_training_config`
+            relative_dotted[".".join(old_parts[1:])] = ".".join(new_parts[1:])
+            relative_slashed["/".join(old_parts[1:])] = "/".join(new_parts[1:])
+    relative_dotted["lighteval_options"] = "lighteval_compat.fields"  # the top-level module named bare in prose
+    relative_slashed["lighteval_options"] = "lighteval_compat/fields"
+
+    def alternation(table: dict[str, str]) -> str:
+        return "|".join(re.escape(key) for key in sorted(table, key=len, reverse=True))
+
+    return [
+        (re.compile(rf"(?<![\w.])({alternation(dotted)})(?![\w])"), dotted),
+        (re.compile(rf"(?<![\w./-])({alternation(slashed)})(?=\.py\b|/)"), slashed),
+        (re.compile(rf"(?<![\w./-])({alternation(relative_slashed)})(?=\.py\b|/)"), relative_slashed),
+        (re.compile(rf"(?<=`)({alternation(relative_dotted)})(?=[`.(])"), relative_dotted),
+    ]
+
+
+def rewrite_references(moves: list[tuple[str, str]], dry_run: bool) -> list[str]:
+    """The files rewritten."""
+    rules = rewrite_rules(moves)
+    changed = []
+    for name in git("ls-files").splitlines():
+        path = Path(name)
+        if name.startswith(SKIPPED) or not path.is_file() or path.stat().st_size > 2_000_000:
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        new_text = text
+        for pattern, table in rules:
+            new_text = pattern.sub(lambda match, table=table: table[match.group(1)], new_text)
+        if new_text != text:
+            count = sum(1 for a, b in zip(text.splitlines(), new_text.splitlines()) if a != b)
+            print(f"  {name}: {count} line(s)")
+            changed.append(name)
+            if not dry_run:
+                path.write_text(new_text)
+    return changed
+
+
+# 4. imports inside functions ----------------------------------------------------------------------
+
+
+def module_name(path: Path) -> str:
+    parts = path.with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def own_modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(Path(ROOT).rglob("*.py"))}
+
+
+def imported_modules(node: ast.Import | ast.ImportFrom, modules: dict[str, Path]) -> set[str]:
+    """The package's modules an absolute import statement loads, parent packages included."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        base = node.module or ""
+        names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+    loaded = set()
+    for name in names:
+        parts = name.split(".")
+        loaded.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
+    return {name for name in loaded if name in modules}
+
+
+def is_type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def module_level_imports(tree: ast.Module, modules: dict[str, Path]) -> set[str]:
+    """What the module's top-level statements import (not under `if TYPE_CHECKING:`, not in
+    functions or classes)."""
+    found: set[str] = set()
+
+    def visit(statements: list[ast.stmt]) -> None:
+        for statement in statements:
+            if isinstance(statement, (ast.Import, ast.ImportFrom)) and not getattr(statement, "level", 0):
+                found.update(imported_modules(statement, modules))
+            elif isinstance(statement, ast.If) and not is_type_checking(statement):
+                visit(statement.body + statement.orelse)
+            elif isinstance(statement, ast.Try):
+                visit(statement.body)
+
+    visit(tree.body)
+    return found
+
+
+def closure(start: str, edges: dict[str, set[str]]) -> set[str]:
+    """Every module loaded by importing `start` (its parent packages included)."""
+    parts = start.split(".")
+    seen, todo = set(), [".".join(parts[:end]) for end in range(1, len(parts) + 1)]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(edges.get(module, ()))
+    return seen
+
+
+def module_level_names(tree: ast.Module) -> set[str]:
+    names = set()
+    for statement in tree.body:
+        for node in ast.walk(statement) if not isinstance(statement, (ast.FunctionDef, ast.ClassDef)) else [statement]:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return names
+
+
+def hoistable(tree: ast.Module) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.ImportFrom]]:
+    """(function, `from lighteval_nanotron... import` statement directly in its body) pairs."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for statement in node.body:
+                if (
+                    isinstance(statement, ast.ImportFrom)
+                    and not statement.level
+                    and (statement.module or "").split(".")[0] == ROOT
+                ):
+                    found.append((node, statement))
+    return found
+
+
+def hoist_imports(dry_run: bool) -> list[str]:
+    """Move to module level each import inside a function whose modules the file's module-level
+    imports already load (so it loads nothing more, earlier or later, and adds no cycle), unless a
+    name it binds is bound otherwise at module level. The files changed."""
+    modules = own_modules()
+    trees = {name: ast.parse(path.read_text()) for name, path in modules.items()}
+    edges = {name: module_level_imports(tree, modules) for name, tree in trees.items()}
+    hoisted = []
+    for name, path in modules.items():
+        tree = trees[name]
+        loaded = set().union(*(closure(target, edges) for target in edges[name])) if edges[name] else set()
+        taken = module_level_names(tree)
+        existing = {ast.unparse(statement) for statement in tree.body if isinstance(statement, ast.ImportFrom)}
+        remove: list[ast.ImportFrom] = []
+        add: list[str] = []
+        for function, statement in hoistable(tree):
+            needed = imported_modules(statement, modules)
+            if not needed <= loaded or name in needed:
+                continue
+            text = ast.unparse(statement)
+            bound = {alias.asname or alias.name for alias in statement.names}
+            if text not in existing and bound & taken:
+                continue
+            if len([s for s in function.body if not is_docstring(s)]) == 1:
+                continue  # the function would be left empty
+            remove.append(statement)
+            if text not in existing and text not in add:
+                add.append(text)
+                taken |= bound
+        if not remove or import_block_end(tree) is None:
+            continue
+        print(f"  {path}: {len(remove)} import(s) to module level")
+        hoisted.append(str(path))
+        if not dry_run:
+            path.write_text(edited(path.read_text(), tree, remove, add))
+    return hoisted
+
+
+def import_block_end(tree: ast.Module) -> int | None:
+    """The last line of the module-level imports of the package (else of any module), None when none."""
+    imports = [s for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))]
+    own = [s for s in imports if ROOT in ast.unparse(s)]
+    return max((s.end_lineno for s in own or imports), default=None)
+
+
+def sort_imports(files: list[str]) -> None:
+    """Import blocks in ruff's order (`ruff check --select I --fix`), where ruff is installed."""
+    if not files:
+        return
+    if shutil.which("ruff"):
+        command = ["ruff"]
+    elif importlib.util.find_spec("ruff") is not None:
+        command = [sys.executable, "-m", "ruff"]
+    else:
+        print(f"   ruff not found: run `ruff check --select I --fix` on these {len(files)} file(s): {' '.join(files)}")
+        return
+    subprocess.run([*command, "check", "--select", "I", "--fix", "--quiet", *files], check=False)
+    print(f"   import blocks sorted by ruff (--select I --fix) in {len(files)} file(s)")
+
+
+def is_docstring(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+
+
+def edited(text: str, tree: ast.Module, remove: list[ast.ImportFrom], add: list[str]) -> str:
+    """`text` without the `remove` statements (and the blank line after one that ends an import
+    block), with the `add` imports after the last module-level import of the package."""
+    lines = text.splitlines(keepends=True)
+    drop: set[int] = set()
+    for statement in remove:
+        span = range(statement.lineno - 1, statement.end_lineno)
+        drop.update(span)
+        after = statement.end_lineno
+        before = statement.lineno - 2
+        if (
+            after < len(lines)
+            and not lines[after].strip()
+            and (before < 0 or lines[before].rstrip().endswith((":", '"""')) or before in drop)
+        ):
+            drop.add(after)  # the blank line that separated the function's imports from its code
+    anchor = import_block_end(tree)
+    result = []
+    for index, line in enumerate(lines):
+        if index not in drop:
+            result.append(line)
+        if index == anchor - 1:
+            result.extend(f"{statement}\n" for statement in add)
+    return "".join(result)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="print what would be done, change nothing")
+    parser.add_argument("--no-hoist", action="store_true", help="leave the imports inside functions where they are")
+    args = parser.parse_args()
+    if not Path(ROOT, "__init__.py").is_file():
+        sys.exit(f"error: run from the repository root (the folder holding {ROOT}/).")
+    if git("status", "--porcelain", "--untracked-files=no").strip() and not args.dry_run:
+        sys.exit("error: the work tree has uncommitted changes: commit or stash them first.")
+    print("1. the layering test and the architecture doc")
+    conflicts = replace_kept_files(args.dry_run)
+    print("2. moves")
+    moves = move_rooms(args.dry_run)
+    print("3. references")
+    changed = rewrite_references(moves, args.dry_run)
+    print(f"   {len(changed)} file(s) rewritten" if changed else "   nothing to rewrite")
+    hoisted: list[str] = []
+    if not args.no_hoist and not args.dry_run:
+        print("4. imports inside functions")
+        hoisted = hoist_imports(args.dry_run)
+        print(f"   imports moved to module level in {len(hoisted)} file(s)" if hoisted else "   nothing to hoist")
+    if not args.dry_run:
+        sort_imports(sorted({name for name in [*changed, *hoisted] if name.endswith(".py")}))
+    if conflicts:
+        sys.exit(f"error: resolve the merge conflicts in {', '.join(conflicts)} (markers 'current'/'restructure').")
+    print("done: check `git status`, run tests/test_layering.py, then commit.")
+
+
+if __name__ == "__main__":
+    main()
