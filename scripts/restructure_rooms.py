@@ -242,17 +242,19 @@ def own_modules() -> dict[str, Path]:
 
 
 def imported_modules(node: ast.Import | ast.ImportFrom, modules: dict[str, Path]) -> set[str]:
-    """The package's modules an absolute import statement loads, parent packages included."""
+    """The package's modules an absolute import statement names (a name taken from a package that is
+    one of its modules counts as that module; parent packages are `ancestors`)."""
     if isinstance(node, ast.Import):
         names = [alias.name for alias in node.names]
     else:
         base = node.module or ""
         names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
-    loaded = set()
-    for name in names:
-        parts = name.split(".")
-        loaded.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
-    return {name for name in loaded if name in modules}
+    return {name for name in names if name in modules}
+
+
+def ancestors(module: str) -> set[str]:
+    parts = module.split(".")
+    return {".".join(parts[:end]) for end in range(1, len(parts))}
 
 
 def is_type_checking(node: ast.AST) -> bool:
@@ -277,15 +279,19 @@ def module_level_imports(tree: ast.Module, modules: dict[str, Path]) -> set[str]
     return found
 
 
-def closure(start: str, edges: dict[str, set[str]]) -> set[str]:
-    """Every module loaded by importing `start` (its parent packages included)."""
-    parts = start.split(".")
-    seen, todo = set(), [".".join(parts[:end]) for end in range(1, len(parts) + 1)]
+def closure(starts: set[str], edges: dict[str, set[str]], in_progress: frozenset[str] = frozenset()) -> set[str]:
+    """Every module that importing `starts` loads (parent packages first), none of `in_progress`:
+    the packages whose import is under way when the importing module runs (its own parents) load
+    nothing more then."""
+    seen: set[str] = set()
+    todo = list(starts)
     while todo:
         module = todo.pop()
-        if module not in seen:
-            seen.add(module)
-            todo.extend(edges.get(module, ()))
+        if module in seen or module in in_progress:
+            continue
+        seen.add(module)
+        todo.extend(edges.get(module, ()))
+        todo.extend(ancestors(module))
     return seen
 
 
@@ -327,15 +333,16 @@ def hoist_imports(dry_run: bool) -> list[str]:
     hoisted = []
     for name, path in modules.items():
         tree = trees[name]
-        loaded = set().union(*(closure(target, edges) for target in edges[name])) if edges[name] else set()
+        in_progress = frozenset(ancestors(name) | {name})
+        loaded = closure(edges[name], edges, in_progress)
         taken = module_level_names(tree)
         existing = {ast.unparse(statement) for statement in tree.body if isinstance(statement, ast.ImportFrom)}
         remove: list[ast.ImportFrom] = []
         add: list[str] = []
         for function, statement in hoistable(tree):
             needed = imported_modules(statement, modules)
-            if not needed <= loaded or name in needed:
-                continue
+            if not needed <= loaded or name in closure(needed, edges):
+                continue  # it would load more, or import this module back
             text = ast.unparse(statement)
             bound = {alias.asname or alias.name for alias in statement.names}
             if text not in existing and bound & taken:
