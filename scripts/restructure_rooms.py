@@ -218,6 +218,36 @@ def rewrite_rules(moves: list[tuple[str, str]]) -> list[tuple[re.Pattern[str], d
     ]
 
 
+def moved_submodule_imports(text: str, moves: dict[str, str]) -> str:
+    """`from P import c` where `P.c` moved and `P` did not, as `from Q import d as c` (`Q.d` the new
+    path; `as c` only where the name changed); other names of the statement stay where they are."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text
+    lines = text.splitlines(keepends=True)
+    nodes = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and not node.level
+        and node.module not in moves
+        and any(f"{node.module}.{alias.name}" in moves for alias in node.names)
+    ]
+    for node in sorted(nodes, key=lambda node: node.lineno, reverse=True):
+        indent = " " * node.col_offset
+        kept = [alias for alias in node.names if f"{node.module}.{alias.name}" not in moves]
+        statements = [f"from {node.module} import {', '.join(ast.unparse(alias) for alias in kept)}"] if kept else []
+        for alias in node.names:
+            if alias in kept:
+                continue
+            package, _, child = moves[f"{node.module}.{alias.name}"].rpartition(".")
+            bound = alias.asname or alias.name
+            statements.append(f"from {package} import {child}" + (f" as {bound}" if bound != child else ""))
+        lines[node.lineno - 1 : node.end_lineno] = [f"{indent}{statement}\n" for statement in statements]
+    return "".join(lines)
+
+
 def rewrite_references(moves: list[tuple[str, str]], dry_run: bool) -> list[str]:
     """The files rewritten."""
     rules = rewrite_rules(moves)
@@ -230,7 +260,7 @@ def rewrite_references(moves: list[tuple[str, str]], dry_run: bool) -> list[str]
             text = path.read_text()
         except UnicodeDecodeError:
             continue
-        new_text = text
+        new_text = moved_submodule_imports(text, dict(moves)) if name.endswith(".py") else text
         for pattern, table in rules:
             new_text = pattern.sub(lambda match, table=table: table[match.group(1)], new_text)
         if new_text != text:
@@ -389,19 +419,42 @@ def import_block_end(tree: ast.Module) -> int | None:
     return max((s.end_lineno for s in own or imports), default=None)
 
 
-def sort_imports(files: list[str]) -> None:
-    """Import blocks in ruff's order (`ruff check --select I --fix`), where ruff is installed."""
+def ruff() -> list[str] | None:
+    if shutil.which("ruff"):
+        return ["ruff"]
+    return [sys.executable, "-m", "ruff"] if importlib.util.find_spec("ruff") is not None else None
+
+
+def unformatted() -> set[str]:
+    """The Python files `ruff format` would change (none known without ruff)."""
+    command = ruff()
+    if command is None:
+        return set()
+    done = subprocess.run([*command, "format", "--check", "."], capture_output=True, text=True, check=False)
+    named = re.compile(r"^(?:Would reformat: (\S+)|\s*--> (\S+?):\d+:\d+)$")  # older ruff, newer ruff
+    return {next(filter(None, m.groups())) for m in map(named.match, done.stdout.splitlines()) if m}
+
+
+def tidy(files: list[str], unformatted_before: set[str]) -> None:
+    """Import blocks in ruff's order and, in the files ruff's format held before, its format (longer
+    module paths rewrap); the lines still too long are printed."""
+    command = ruff()
     if not files:
         return
-    if shutil.which("ruff"):
-        command = ["ruff"]
-    elif importlib.util.find_spec("ruff") is not None:
-        command = [sys.executable, "-m", "ruff"]
-    else:
-        print(f"   ruff not found: run `ruff check --select I --fix` on these {len(files)} file(s): {' '.join(files)}")
+    if command is None:
+        print(f"   ruff not found: run `ruff check --select I --fix` and `ruff format` on: {' '.join(files)}")
         return
     subprocess.run([*command, "check", "--select", "I", "--fix", "--quiet", *files], check=False)
-    print(f"   import blocks sorted by ruff (--select I --fix) in {len(files)} file(s)")
+    formatted = [name for name in files if name not in unformatted_before]
+    subprocess.run([*command, "format", "--quiet", *formatted], check=False)
+    print(f"   ruff: import blocks sorted in {len(files)} file(s), {len(formatted)} of them formatted")
+    long_lines = subprocess.run(
+        [*command, "check", "--select", "E501", "--output-format", "concise", *files],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    for line in long_lines.stdout.splitlines():
+        if ": E501" in line:
+            print(f"   fix by hand: {line}")
 
 
 def is_docstring(statement: ast.stmt) -> bool:
@@ -421,7 +474,12 @@ def edited(text: str, tree: ast.Module, remove: list[ast.ImportFrom], add: list[
         if (
             after < len(lines)
             and not lines[after].strip()
-            and (before < 0 or lines[before].rstrip().endswith((":", '"""')) or before in drop)
+            and (
+                before < 0
+                or not lines[before].strip()
+                or lines[before].rstrip().endswith((":", '"""'))
+                or before in drop
+            )
         ):
             drop.add(after)  # the blank line that separated the function's imports from its code
     anchor = import_block_end(tree)
@@ -461,6 +519,7 @@ def main() -> None:
         sys.exit("error: the work tree has uncommitted changes: commit or stash them first.")
     print("1. the layering test and the architecture doc")
     conflicts = replace_kept_files(args.dry_run)
+    unformatted_before = unformatted()
     print("2. moves")
     moves = move_rooms(args.dry_run)
     print("3. references")
@@ -472,7 +531,9 @@ def main() -> None:
         hoisted = hoist_imports(args.dry_run)
         print(f"   imports moved to module level in {len(hoisted)} file(s)" if hoisted else "   nothing to hoist")
     if not args.dry_run:
-        sort_imports(sorted({name for name in [*changed, *hoisted] if name.endswith(".py")}))
+        renamed = rewrite_rules(moves)[1]
+        before = {renamed[0].sub(lambda match: renamed[1][match.group(1)], name) for name in unformatted_before}
+        tidy(sorted({name for name in [*changed, *hoisted] if name.endswith(".py")}), before)
         print("5. the budget of imports inside functions")
         set_deferred_budget(args.dry_run)
     if conflicts:
