@@ -115,11 +115,16 @@ def module_path(module: str) -> tuple[Path, bool] | None:
 # 1. the layering test and the architecture doc ---------------------------------------------------
 
 
+def unbudgeted(text: str) -> str:
+    """`text` with the layering test's budget, which step 5 sets, left out."""
+    return re.sub(r"^DEFERRED_BUDGET = \d+$", "DEFERRED_BUDGET = 0", text, flags=re.M)
+
+
 def replace_kept_files(dry_run: bool) -> list[str]:
     conflicts = []
     for target, (base_name, new_name) in REPLACED.items():
         current, base, new = Path(target), KEPT / base_name, KEPT / new_name
-        if current.read_text() == new.read_text():
+        if unbudgeted(current.read_text()) == unbudgeted(new.read_text()):
             print(f"  {target}: already the new version")
             continue
         if current.read_text() == base.read_text():
