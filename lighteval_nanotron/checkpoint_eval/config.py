@@ -11,7 +11,7 @@ from lighteval_nanotron.options.base import choices, path
 from lighteval_nanotron.options.flags import flag_name
 
 MAX_POLL_INTERVAL_S = 3600.0
-DTYPE_NAMES = ("float32", "bfloat16", "float16")
+DTYPES = ("float32", "bfloat16", "float16")
 """The `dtype` choices, torch's names (declared here, without torch, so that the options stay light)."""
 
 
@@ -39,7 +39,7 @@ class CheckpointEvalConfig(EvaluationOptions):
     cpu: bool = False
     """Run on CPU with gloo (Nanotron patched by `enable_cpu_support()`); default: CUDA with NCCL."""
 
-    dtype: Optional[str] = field(default=None, metadata=choices(DTYPE_NAMES))
+    dtype: Optional[str] = field(default=None, metadata=choices(tuple(DTYPES)))
     """Model dtype. Unset: the checkpoint's `model.dtype`, else float32."""
 
     tokenizer: Optional[str] = field(default=None, metadata=path())

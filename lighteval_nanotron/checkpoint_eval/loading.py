@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from lighteval_nanotron.checkpoint_eval.config import DTYPE_NAMES
+from lighteval_nanotron.checkpoint_eval.config import DTYPES as DTYPE_NAMES
 from lighteval_nanotron.errors import CheckpointError, ConfigError
 from lighteval_nanotron.models.checkpoint.format import (
     ROPE_INTERLEAVED_KEY,

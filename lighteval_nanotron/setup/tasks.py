@@ -4,17 +4,14 @@ task fails here, before any model work), then prompts, tokens and batch plans on
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
 
 from lighteval_nanotron.options import EvaluationOptions
 
 if TYPE_CHECKING:
-    from lighteval_nanotron.models.interface import LightevalModel
-    from lighteval_nanotron.pipeline import EvaluationPipeline
     from lighteval_nanotron.requests.held_out import HeldOutSet
-    from lighteval_nanotron.tasks import LightevalTask
 
 
 def use_data_dirs(options: EvaluationOptions) -> None:
@@ -25,7 +22,7 @@ def use_data_dirs(options: EvaluationOptions) -> None:
         set_data_dirs(list(dict.fromkeys([*options.data_dirs, *get_data_dirs()])))
 
 
-def load_tasks(options: EvaluationOptions) -> dict[str, LightevalTask]:
+def load_tasks(options: EvaluationOptions) -> dict[str, Any]:
     """`{name: task}` of the options' tasks, after setting their data dirs (every rank; no collective)."""
     from lighteval_nanotron.pipeline import load_tasks as load
 
@@ -33,7 +30,7 @@ def load_tasks(options: EvaluationOptions) -> dict[str, LightevalTask]:
     return load(options.tasks, options.custom_tasks, options.fewshot_draws) if options.tasks else {}
 
 
-def result_names(options: EvaluationOptions, tasks: Mapping[str, LightevalTask]) -> list[str]:
+def result_names(options: EvaluationOptions, tasks: Mapping[str, Any]) -> list[str]:
     """The results keys an evaluation of every task (`load_tasks`) and held-out domain writes."""
     from lighteval_nanotron.requests.held_out import held_out_key
 
@@ -41,15 +38,15 @@ def result_names(options: EvaluationOptions, tasks: Mapping[str, LightevalTask])
 
 
 def prepare_pipeline(
-    engine: LightevalModel,
-    tasks: dict[str, LightevalTask],
+    engine: Any,
+    tasks: dict[str, Any],
     options: EvaluationOptions,
     model_name: str,
     docs: Mapping | None = None,
     sequence_length: int | None = None,
     held_out: list[HeldOutSet] | None = None,
     progress_log: Callable[[str], None] | None = None,
-) -> EvaluationPipeline:
+) -> Any:
     """The `EvaluationPipeline` of `tasks` and the options' held-out domains (collective: the
     datasets are opened, the prompts and held-out text tokenized once, then broadcast; `docs` when
     they were already built). Held-out windows are `held_out_sequence_length` long, else

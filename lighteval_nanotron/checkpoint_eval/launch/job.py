@@ -16,8 +16,8 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig
 from lighteval_nanotron.options import EvaluationOptions
 from lighteval_nanotron.options.flags import as_arguments, flag_name
 from lighteval_nanotron.tracking.paths import safe_relative_path
@@ -76,7 +76,7 @@ def eval_arguments(
     section: EvaluationOptions,
     checkpoint: Path,
     model_name: str,
-    layout: AsyncEvaluationConfig,
+    layout: Any,
     tokenizer: str | None,
     wandb: Mapping[str, str] | None = None,
 ) -> list[str]:
@@ -106,7 +106,7 @@ def quoted(command: list[str]) -> str:
 
 def build_job(
     section: EvaluationOptions,
-    settings: AsyncEvaluationConfig,
+    settings: Any,
     step: int,
     checkpoint: Path,
     model_name: str,
