@@ -41,7 +41,6 @@ from lighteval_nanotron.models.checkpoint.nanotron_builder import (
 from lighteval_nanotron.models.weights_fingerprint import weights_fingerprint
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron_trainer
 from lighteval_nanotron.parallel.once import computed_once
-from lighteval_nanotron.pipeline.pipeline import EvaluationPipeline
 from lighteval_nanotron.pipeline.result import WEIGHTS_KEY, EvaluationResult, raise_for_failed_tasks
 from lighteval_nanotron.requests.held_out import HeldOutSet, window_digests
 from lighteval_nanotron.setup.finished_steps import check_step_settings
@@ -218,12 +217,12 @@ class CheckpointEvaluator:
             lambda: build_engine(self.model, parallel_context, setup.tokenizer, config, setup.prompts),
         )
         self.setup = setup
-        self.pipelines: dict[tuple[str, ...], EvaluationPipeline] = {}
+        self.pipelines: dict[tuple[str, ...], Any] = {}
         self.loggers = collectively(self.world, "opening the results loggers", self._build_loggers)
         self.signal = collectively(self.world, "reading the run's results so far", self._open_signal)
         """The run's signal analysis (`analysis.LiveSignal`) on the reporting rank, None elsewhere."""
 
-    def pipeline_for(self, step: int | None) -> EvaluationPipeline:
+    def pipeline_for(self, step: int | None) -> Any:
         """The pipeline of the tasks still to evaluate at `step`, prepared once per task set."""
         from lighteval_nanotron.setup.tasks import prepare_pipeline
 
@@ -282,7 +281,7 @@ class CheckpointEvaluator:
             self.world, f"evaluating {what}", lambda: self._run(pipeline, info, load_s, weights, on_result)
         )
 
-    def _check_step(self, info: CheckpointInfo, pipeline: EvaluationPipeline, settings: dict[str, Any]) -> None:
+    def _check_step(self, info: CheckpointInfo, pipeline: Any, settings: dict[str, Any]) -> None:
         """Refuse (every rank) a run the step's results file could not take (`check_step_settings`)."""
         if info.step is not None and "json" in self.config.loggers:
             check_step_settings(
@@ -291,7 +290,7 @@ class CheckpointEvaluator:
 
     def _run(
         self,
-        pipeline: EvaluationPipeline,
+        pipeline: Any,
         info: CheckpointInfo,
         load_s: float,
         weights: str,
