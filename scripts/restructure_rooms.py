@@ -92,6 +92,19 @@ REPLACED = {
 }
 """File -> (the version the new one was written from, the new one), both in `KEPT`."""
 
+MOVED_DEFINITIONS: list[tuple[str, str, tuple[str, ...]]] = [
+    # The key check reads any YAML mapping against a dataclass; the reader of the training config
+    # (hook) uses it, and the launcher's check of that config (training) imports the reader: the
+    # check moves down to the reader, so that the two modules no longer import each other.
+    (
+        f"{ROOT}.training.config_check",
+        f"{ROOT}.hook.training_config",
+        ("check_known_keys", "_unknown_keys", "_dataclass_of"),
+    ),
+]
+"""(module, module, top-level definitions moved from the first to the second), new paths; done
+after the references are rewritten, on the definitions as they are then."""
+
 TEXT_EDITS: list[tuple[str, str, str]] = [
     (
         "docs/hook.md",
@@ -292,6 +305,107 @@ def rewrite_references(moves: list[tuple[str, str]], dry_run: bool) -> list[str]
             if not dry_run:
                 path.write_text(new_text)
     return changed
+
+
+def move_definitions(dry_run: bool) -> list[str]:
+    """Each of `MOVED_DEFINITIONS`: the definitions cut from one module and appended to the other,
+    with the imports they use; importers of them (the target aside) import them from their new
+    module. The files changed."""
+    changed: list[str] = []
+    for source_module, target_module, names in MOVED_DEFINITIONS:
+        source, target = module_path(source_module), module_path(target_module)
+        if source is None or target is None:
+            print(f"  {source_module} or {target_module} not found: move {', '.join(names)} by hand")
+            continue
+        source_path = source[0] / "__init__.py" if source[1] else source[0]
+        target_path = target[0] / "__init__.py" if target[1] else target[0]
+        source_text, target_text = source_path.read_text(), target_path.read_text()
+        source_tree, target_tree = ast.parse(source_text), ast.parse(target_text)
+        found = [node for node in source_tree.body if getattr(node, "name", None) in names]
+        if not found:
+            print(f"  {', '.join(names)}: not in {source_module} (moved already?)")
+            continue
+        lines = source_text.splitlines(keepends=True)
+        cut = set()
+        for node in found:
+            first = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)]) - 1
+            cut.update(range(first, node.end_lineno))
+            after = node.end_lineno
+            while after < len(lines) and not lines[after].strip():
+                cut.add(after)
+                after += 1
+        spans = [(min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1, node.end_lineno) for node in found]
+        moved_code = "\n\n".join("".join(lines[start:end]) for start, end in spans)
+        kept_source = "".join(line for index, line in enumerate(lines) if index not in cut).rstrip("\n") + "\n"
+        used = {node.id for node in ast.walk(ast.parse(moved_code)) if isinstance(node, ast.Name)}
+        bound_in_target = module_level_names(target_tree)
+        imports = []
+        for statement in source_tree.body:
+            if isinstance(statement, ast.Import):
+                aliases = [a for a in statement.names if (a.asname or a.name.split(".")[0]) in used - bound_in_target]
+                imports += [f"import {ast.unparse(a)}" for a in aliases]
+            elif isinstance(statement, ast.ImportFrom) and not statement.level:
+                aliases = [a for a in statement.names if (a.asname or a.name) in used - bound_in_target]
+                if aliases:
+                    imports.append(f"from {statement.module} import {', '.join(ast.unparse(a) for a in aliases)}")
+        target_text = drop_imported_names(target_text, source_module, set(names))
+        anchor = import_block_end(ast.parse(target_text)) or 0
+        target_lines = target_text.splitlines(keepends=True)
+        target_lines[anchor:anchor] = [f"{line}\n" for line in imports]
+        target_text = "".join(target_lines).rstrip("\n") + "\n\n\n" + moved_code.rstrip("\n") + "\n"
+        public = sorted(name for name in names if not name.startswith("_"))
+        still_used = {n.id for n in ast.walk(ast.parse(kept_source)) if isinstance(n, ast.Name)} & set(public)
+        if still_used:
+            source_lines = kept_source.splitlines(keepends=True)
+            anchor = import_block_end(ast.parse(kept_source)) or 0
+            source_lines.insert(anchor, f"from {target_module} import {', '.join(sorted(still_used))}\n")
+            kept_source = "".join(source_lines)
+        print(f"  {', '.join(names)}: {source_module} -> {target_module}")
+        if not dry_run:
+            source_path.write_text(kept_source)
+            target_path.write_text(target_text)
+            changed += [str(source_path), str(target_path)]
+            command = ruff()
+            if command is None:
+                print(f"   ruff not found: remove the imports {source_path} no longer uses")
+            else:  # the imports only the moved definitions used
+                subprocess.run(
+                    [*command, "check", "--select", "F401", "--fix", "--quiet", str(source_path)], check=False
+                )
+            for name in git("ls-files", "*.py").splitlines():
+                if name not in (str(source_path), str(target_path)) and Path(name).is_file():
+                    text = Path(name).read_text()
+                    new_text = redirect_imported_names(text, source_module, target_module, set(public))
+                    if new_text != text:
+                        Path(name).write_text(new_text)
+                        changed.append(name)
+    return changed
+
+
+def drop_imported_names(text: str, module: str, names: set[str]) -> str:
+    """`text` without `names` in its `from module import ...` statements (a statement left empty goes)."""
+    return redirect_imported_names(text, module, None, names)
+
+
+def redirect_imported_names(text: str, module: str, target: str | None, names: set[str]) -> str:
+    """`from module import a, b` with `names` among them: those imported from `target` instead (or
+    dropped with no target)."""
+    tree = ast.parse(text)
+    lines = text.splitlines(keepends=True)
+    nodes = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == module and {a.name for a in node.names} & names
+    ]
+    for node in sorted(nodes, key=lambda node: node.lineno, reverse=True):
+        indent = " " * node.col_offset
+        kept = [a for a in node.names if a.name not in names]
+        moved = [a for a in node.names if a.name in names]
+        statements = [f"from {module} import {', '.join(ast.unparse(a) for a in kept)}"] if kept else []
+        if target is not None:
+            statements.append(f"from {target} import {', '.join(ast.unparse(a) for a in moved)}")
+        lines[node.lineno - 1 : node.end_lineno] = [f"{indent}{statement}\n" for statement in statements]
+    return "".join(lines)
 
 
 # 4. imports inside functions ----------------------------------------------------------------------
@@ -547,6 +661,8 @@ def main() -> None:
     print("3. references")
     changed = rewrite_references(moves, args.dry_run)
     print(f"   {len(changed)} file(s) rewritten" if changed else "   nothing to rewrite")
+    print("3b. definitions")
+    changed += move_definitions(args.dry_run)
     hoisted: list[str] = []
     if not args.no_hoist and not args.dry_run:
         print("4. imports inside functions")
