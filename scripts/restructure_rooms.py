@@ -34,6 +34,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = "lighteval_nanotron"
@@ -143,30 +144,84 @@ def unbudgeted(text: str) -> str:
     return re.sub(r"^DEFERRED_BUDGET = \d+$", "DEFERRED_BUDGET = 0", text, flags=re.M)
 
 
+TABLE_ROW = re.compile(r"^\| (\d+) \| (.+?) \| (.*) \|$")
+"""A row of docs/architecture.md's table of rooms: layer, rooms, what they hold."""
+
+
+def split_table(text: str) -> tuple[str, dict[str, str], str]:
+    """(the text before the rooms table's rows, {rooms: what they hold}, the text after)."""
+    lines = text.splitlines(keepends=True)
+    rows = [index for index, line in enumerate(lines) if TABLE_ROW.match(line.rstrip("\n"))]
+    if not rows:
+        return text, {}, ""
+    table = {}
+    for index in rows:
+        match = TABLE_ROW.match(lines[index].rstrip("\n"))
+        table[match.group(2)] = match.group(3)
+    return "".join(lines[: rows[0]]), table, "".join(lines[rows[-1] + 1 :])
+
+
+def merged_table(current: str, base: str, new: str) -> tuple[tuple[str, str, str, list[str]], str]:
+    """The three texts with the rooms table's rows replaced by one marker line each, the new table
+    (a row the restructure left as it was takes its current text: changes made since are kept),
+    and the rows changed both since and by the restructure (to carry over by hand)."""
+    current_head, current_rows, current_tail = split_table(current)
+    base_head, base_rows, base_tail = split_table(base)
+    new_head, new_rows, new_tail = split_table(new)
+    marker = "@@ rooms table @@\n"
+    rows, by_hand = [], []
+    for layer, (rooms, holds) in enumerate(new_rows.items()):
+        if base_rows.get(rooms) == holds:
+            holds = current_rows.get(rooms, holds)
+        elif rooms in base_rows and current_rows.get(rooms, base_rows[rooms]) != base_rows[rooms]:
+            by_hand.append(f"{rooms}: {current_rows[rooms]}")
+        rows.append(f"| {layer} | {rooms} | {holds} |\n")
+    if not new_rows:
+        return (current, base, new, []), ""
+    merged = (current_head + marker + current_tail, base_head + marker + base_tail, new_head + marker + new_tail)
+    return (*merged, by_hand), "".join(rows)
+
+
+def merge_three_way(current: str, base: str, new: str) -> tuple[str, bool]:
+    """`git merge-file` of the three texts: (the merge, whether it has conflicts)."""
+    with tempfile.TemporaryDirectory() as folder:
+        paths = []
+        for name, text in (("current", current), ("base", base), ("new", new)):
+            paths.append(Path(folder, name))
+            paths[-1].write_text(text)
+        merged = subprocess.run(
+            ["git", "merge-file", "-p", "-L", "current", "-L", "base", "-L", "restructure", *map(str, paths)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+    if merged.returncode < 0 or merged.returncode > 127:
+        sys.exit(f"error: git merge-file failed: {merged.stderr.strip()}")
+    return merged.stdout, merged.returncode > 0
+
+
 def replace_kept_files(dry_run: bool) -> list[str]:
     conflicts = []
     for target, (base_name, new_name) in REPLACED.items():
-        current, base, new = Path(target), KEPT / base_name, KEPT / new_name
-        if unbudgeted(current.read_text()) == unbudgeted(new.read_text()):
+        current, base, new = (path.read_text() for path in (Path(target), KEPT / base_name, KEPT / new_name))
+        if unbudgeted(current) == unbudgeted(new):
             print(f"  {target}: already the new version")
             continue
-        if current.read_text() == base.read_text():
-            print(f"  {target}: replaced by {new}")
+        if current == base:
+            print(f"  {target}: replaced by {KEPT / new_name}")
             if not dry_run:
-                shutil.copyfile(new, current)
+                Path(target).write_text(new)
             continue
-        merged = subprocess.run(
-            ["git", "merge-file", "-p", "-L", "current", "-L", "base", "-L", "restructure", str(current), str(base),
-             str(new)],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        if merged.returncode < 0 or merged.returncode > 127:
-            sys.exit(f"error: git merge-file failed on {target}: {merged.stderr.strip()}")
-        print(f"  {target}: changed since; merged three-way" + (" WITH CONFLICTS" if merged.returncode else ""))
-        if merged.returncode:
+        (current, base, new, by_hand), table = (
+            merged_table(current, base, new) if target.endswith(".md") else ((current, base, new, []), "")
+        )
+        merged, conflicted = merge_three_way(current, base, new)
+        merged = merged.replace("@@ rooms table @@\n", table)
+        print(f"  {target}: changed since; merged three-way" + (" WITH CONFLICTS" if conflicted else ""))
+        for row in by_hand:
+            print(f"   by hand: the row of {row!r} changed since; carry that change into its new row")
+        if conflicted:
             conflicts.append(target)
         if not dry_run:
-            current.write_text(merged.stdout)
+            Path(target).write_text(merged)
     return conflicts
 
 
