@@ -6,21 +6,24 @@
 What it does, in this order, printing each step:
 1. `tests/test_layering.py` and `docs/architecture.md` become the versions kept in
    `scripts/restructure_rooms/` (the new rooms, their order and the checks for cycles and imports
-   inside functions), merged three-way with any change made to them since (`git merge-file`);
+   inside functions), merged three-way with any change made to them since (`git merge-file`; the
+   table of rooms row by row: a row the restructure left as it was keeps its text of today);
 2. `git mv` of every module or package of `MOVES` (old module path -> new), creating the new
    rooms' `__init__.py` (`NEW_PACKAGES`);
 3. every reference to a moved module is rewritten in every file git tracks (code, tests, scripts,
    examples, docs, configs, Makefile, pyproject): dotted module paths (`from x.y import`,
-   `import x.y`, lazy-export strings, `python -m x.y`, `monkeypatch` strings), file paths
-   (`lighteval_nanotron/x/y.py`, and room-relative ones such as `hook/config.py`), and module
-   paths in backticks relative to the package (`hook.config_check.check_training_config`);
+   `import x.y`, `from x import y`, lazy-export strings, `python -m x.y`, `monkeypatch` strings),
+   file paths (`lighteval_nanotron/x/y.py`, and relative ones such as `hook/config.py`), module
+   paths in backticks relative to the package (`hook.config_check.check_training_config`), and
+   `TEXT_EDITS`; then the definitions of `MOVED_DEFINITIONS` move between modules;
 4. imports of the package's own modules inside functions move to module level where that loads
    nothing more and creates no cycle (`hoist_imports`): the imported module is already loaded by
-   the module's own module-level imports (or it is light, `ALSO_HOISTED`); import blocks are then
-   sorted with ruff where it is installed;
+   the module's own module-level imports (or it is light, `ALSO_HOISTED`); with ruff installed,
+   import blocks are then sorted and the files its format held are formatted again;
 5. the layering test's `DEFERRED_BUDGET` becomes the number of such imports left.
 
-It rewrites by module path, not by line, so it runs on files changed since it was written. Run a
+Anything left to the lead is printed as `by hand:` or `fix by hand:` (and a merge conflict makes
+the exit status 1). It rewrites by module path, not by line, so it runs on files changed since it was written. Run a
 second time it finds nothing to move and nothing to rewrite, and says so. Delete this script and
 `scripts/restructure_rooms/` once it has run.
 """
