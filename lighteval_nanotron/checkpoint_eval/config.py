@@ -6,13 +6,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-from lighteval_nanotron.checkpoint_eval.loading import DTYPES
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.options import EvaluationOptions, LayoutOptions
 from lighteval_nanotron.options.base import choices, path, scores
 from lighteval_nanotron.options.flags import flag_name
 
 MAX_POLL_INTERVAL_S = 3600.0
+DTYPES = ("float32", "bfloat16", "float16")
+"""The `dtype` choices, torch's names (declared here, without torch, so that the options stay light)."""
 
 
 @dataclass(kw_only=True)

@@ -12,18 +12,19 @@ from pathlib import Path
 
 import torch
 
+from lighteval_nanotron.checkpoint_eval.config import DTYPES as DTYPE_NAMES
 from lighteval_nanotron.errors import CheckpointError, ConfigError
 from lighteval_nanotron.models.checkpoint.format import (
     ROPE_INTERLEAVED_KEY,
-    ROPE_THETA_KEY,
     CheckpointModel,
     read_checkpoint_dtype,
     training_config_section,
 )
+from lighteval_nanotron.models.families.base import ROPE_THETA_KEY
 
 logger = logging.getLogger(__name__)
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 

@@ -75,9 +75,9 @@ def _refuse_unknown_flags(parser: argparse.ArgumentParser, command: str, unknown
     verb.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
 
 
-def command_names() -> list[str]:
+def _verbs(parser: argparse.ArgumentParser) -> list[str]:
     """The verbs of `lighteval-nanotron` (eval, train, ...)."""
-    (verbs,) = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)]
+    (verbs,) = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
     return list(verbs.choices)
 
 
@@ -90,6 +90,7 @@ def _run_verb(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if args.command == "torchrun":  # everything after the verb is torchrun's and the command's, in order
         args.torchrun_args = argv[argv.index("torchrun") + 1 :]
+        args.commands = [verb for verb in _verbs(parser) if verb != "torchrun"]
     elif unknown:
         _refuse_unknown_flags(parser, args.command, unknown)
     if args.verbose:

@@ -23,6 +23,7 @@ import sys
 from typing import Any
 
 from lighteval_nanotron.console_errors import INTERNAL_ERROR, print_error
+from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.nanotron_compat.console import is_verbose
 
 AGENT_LOGGERS = ("torch.distributed.elastic", "torch.distributed.run", "torch.distributed.launcher")
@@ -58,11 +59,8 @@ def run(args: argparse.Namespace) -> int:
     from torch.distributed import run as torchrun
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-    from lighteval_nanotron.cli.main import command_names
-    from lighteval_nanotron.errors import ConfigError
-
     try:
-        options, command = split_command(list(args.torchrun_args), set(command_names()) - {"torchrun"})
+        options, command = split_command(list(args.torchrun_args), set(args.commands))
     except ValueError as error:
         raise ConfigError(f"lighteval-nanotron torchrun: {error}.") from error
     torchrun_args = torchrun.parse_args([*options, "--module", "lighteval_nanotron", *command])

@@ -17,7 +17,7 @@ import torch
 from gguf import quants
 
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint.format import DEFAULT_ROPE_THETA
+from lighteval_nanotron.models.families.base import DEFAULT_ROPE_THETA
 from lighteval_nanotron.models.families.llama.conversion import deinterleave_rotary
 
 _GLOBAL_NAMES = {

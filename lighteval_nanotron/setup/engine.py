@@ -42,7 +42,9 @@ def build_engine(
     )
 
 
-def training_engine(training_config: Any, model: Any, parallel_context: Any, options: EvaluationOptions) -> Any:
+def training_engine(
+    training_config: Any, model: Any, parallel_context: Any, options: EvaluationOptions
+) -> NanotronLightevalModel:
     """The hook's engine: the training config's tokenizer over the trainer's own model and mesh.
     A chat template asked of a tokenizer without one fails here, before step 1."""
     from lighteval_nanotron.setup.tokenizer import training_tokenizer

@@ -16,12 +16,14 @@ import signal
 import subprocess
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Protocol, Union
 
 from lighteval_nanotron.checkpoint_eval.launch.job import EvalJob
 from lighteval_nanotron.checkpoint_eval.launch.script import KILL_AFTER_S, local_script, slurm_script
+from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig
 
 COMMAND_TIMEOUT_S = 60
 """The longest a Slurm command (sbatch, scontrol) may take before it counts as failed."""
@@ -81,7 +83,9 @@ def _write(path: Path, text: str) -> Path:
 class LocalLaunch:
     """One local evaluation: a process group led by `bash eval.sh`."""
 
-    def __init__(self, job: EvalJob, process: subprocess.Popen, log: IO[str], deadline: float, release: Any) -> None:
+    def __init__(
+        self, job: EvalJob, process: subprocess.Popen, log: IO[str], deadline: float, release: Callable[[], None]
+    ) -> None:
         self.job = job
         self.process = process
         self.where = f"pid {process.pid}"
@@ -121,7 +125,7 @@ class LocalLaunch:
 class LocalLauncher:
     """Evaluations as process groups on this machine, each on its own group of `devices` (or CPU)."""
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: AsyncEvaluationConfig) -> None:
         self.settings = settings
         devices, size = settings.device_list, settings.world_size
         groups = [devices[i : i + size] for i in range(0, len(devices), size)]
@@ -185,7 +189,7 @@ class SlurmLauncher:
 
     command_timeout_s: float = COMMAND_TIMEOUT_S
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: AsyncEvaluationConfig) -> None:
         self.settings = settings
 
     def script(self, job: EvalJob) -> str:
@@ -251,5 +255,9 @@ def launch_history(job: EvalJob) -> str | None:
     return QUEUED if (job.scripts_dir / QUEUED_MARKER).is_file() else None
 
 
-def launcher_for(settings: Any) -> LocalLauncher | SlurmLauncher:
+Launcher = Union[LocalLauncher, SlurmLauncher]
+"""What starts evaluations: process groups on this machine or Slurm jobs."""
+
+
+def launcher_for(settings: AsyncEvaluationConfig) -> Launcher:
     return SlurmLauncher(settings) if settings.launcher == "slurm" else LocalLauncher(settings)

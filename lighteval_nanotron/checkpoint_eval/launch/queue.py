@@ -18,10 +18,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from lighteval_nanotron.checkpoint_eval.launch.job import EvalJob
-from lighteval_nanotron.checkpoint_eval.launch.launchers import Outcome, mark_queued
+from lighteval_nanotron.checkpoint_eval.launch.launchers import Launch, Launcher, Outcome, mark_queued
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ class LaunchQueue:
 
     def __init__(
         self,
-        launcher: Any,
+        launcher: Launcher,
         max_in_flight: int,
         status_interval_s: float,
         has_results: Callable[[int], bool],
@@ -57,7 +56,7 @@ class LaunchQueue:
         self.has_results = has_results
         self.on_outcome = on_outcome
         self.pending: deque[EvalJob] = deque()
-        self.running: list[tuple[Any, LaunchRecord]] = []
+        self.running: list[tuple[Launch, LaunchRecord]] = []
         self.records: list[LaunchRecord] = []
         self._last_poll = float("-inf")
         self._lock = threading.Lock()
@@ -154,7 +153,7 @@ class LaunchQueue:
         logger.info("[lighteval_nanotron] step %d: evaluation launched (%s)", job.step, launch.where)
 
     def _poll(self) -> None:
-        still: list[tuple[Any, LaunchRecord]] = []
+        still: list[tuple[Launch, LaunchRecord]] = []
         for launch, record in self.running:
             try:
                 outcome = launch.poll()

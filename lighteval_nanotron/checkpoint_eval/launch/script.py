@@ -24,9 +24,9 @@ import math
 import re
 import string
 from pathlib import Path
-from typing import Any
 
 from lighteval_nanotron.checkpoint_eval.launch.job import EvalJob, quoted
+from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig
 from lighteval_nanotron.errors import ConfigError
 
 DEFAULT_TEMPLATE = "#!/bin/bash\n${sbatch}\n${setup}\n${command}\n"
@@ -57,7 +57,7 @@ def _setup_lines(job: EvalJob, env_setup: list[str]) -> list[str]:
     return lines
 
 
-def local_script(job: EvalJob, settings: Any) -> str:
+def local_script(job: EvalJob, settings: AsyncEvaluationConfig) -> str:
     """`bash` runs it in its own session; `exec` makes the evaluation the session leader's process."""
     command = job.eval_command()
     if settings.world_size > 1:
@@ -70,7 +70,7 @@ def local_script(job: EvalJob, settings: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-def sbatch_options(job: EvalJob, settings: Any) -> list[str]:
+def sbatch_options(job: EvalJob, settings: AsyncEvaluationConfig) -> list[str]:
     """The `#SBATCH` options: one task per evaluation process, on as many nodes as the GPUs need."""
     slurm = settings.slurm
     world = settings.world_size
@@ -111,7 +111,7 @@ def _output_pattern(logs_dir: Path) -> str:
     return sbatch_value(folder.replace("%", "%%") + "/slurm-%j.out", "--output")
 
 
-def slurm_script(job: EvalJob, settings: Any) -> str:
+def slurm_script(job: EvalJob, settings: AsyncEvaluationConfig) -> str:
     slurm = settings.slurm
     values = {
         "sbatch": "\n".join(f"#SBATCH {option}" for option in sbatch_options(job, settings)),

@@ -35,6 +35,7 @@ import yaml
 from lighteval_nanotron.errors import CheckpointError
 from lighteval_nanotron.models.checkpoint.path_hints import checkpoint_path_hint
 from lighteval_nanotron.models.families import ModelFamily, family_of_config, family_of_fields
+from lighteval_nanotron.models.families.base import DEFAULT_ROPE_THETA, ROPE_THETA_KEY
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron
 from lighteval_nanotron.options.base import matches_type
 from lighteval_nanotron.yaml_keys import UniqueKeyLoader
@@ -43,13 +44,10 @@ MODEL_CONFIG_FILE = "model_config.json"
 TRAINING_CONFIG_FILE = "config.yaml"
 METADATA_FILE = "checkpoint_metadata.json"
 WEIGHTS_FOLDER = "model"
-ROPE_THETA_KEY = "rope_theta"
 ROPE_INTERLEAVED_KEY = "rope_interleaved"
-DEFAULT_ROPE_THETA = 10000.0
 CONVERTED_STAGE = "converted"
 """The one data stage in the `checkpoint_metadata.json` of weights not produced by training (current
 Nanotron's metadata needs a step and stages: they are written as step 0 of this stage)."""
-"""The RoPE base Nanotron 0.4's Llama always uses; its model config records `rope_theta` only when it differs."""
 
 _WEIGHT_FILE = re.compile(
     r"model_(?P<param>.+?)(?:_pp-rank-\d+-of-\d+_tp-rank-\d+-of-\d+(?P<expert>_exp-rank-\d+-of-\d+)?)?\.safetensors"

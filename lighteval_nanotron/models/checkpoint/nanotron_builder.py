@@ -25,10 +25,8 @@ from lighteval_nanotron.errors import CheckpointError, LayoutError, UnsupportedM
 from lighteval_nanotron.models.checkpoint.content import check_weight_content
 from lighteval_nanotron.models.checkpoint.format import (
     CONVERTED_STAGE,
-    DEFAULT_ROPE_THETA,
     MODEL_CONFIG_FILE,
     ROPE_INTERLEAVED_KEY,
-    ROPE_THETA_KEY,
     TRAINING_CONFIG_FILE,
     CheckpointModel,
     check_complete_checkpoint,
@@ -39,6 +37,7 @@ from lighteval_nanotron.models.checkpoint.format import (
 from lighteval_nanotron.models.checkpoint.integrity import check_checkpoint_integrity, model_weight_shapes
 from lighteval_nanotron.models.checkpoint.no_init import random_init_skipped
 from lighteval_nanotron.models.families import family_of_config
+from lighteval_nanotron.models.families.base import DEFAULT_ROPE_THETA, ROPE_THETA_KEY
 from lighteval_nanotron.nanotron_compat.console import quiet_nanotron
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron, import_nanotron_models
 from lighteval_nanotron.nanotron_compat.variant import installed_nanotron

@@ -34,6 +34,10 @@ from lighteval_nanotron.options.base import describe_type, matches_type
 if TYPE_CHECKING:
     from lighteval_nanotron.models.families.hf_conversion import HfConversion
 
+ROPE_THETA_KEY = "rope_theta"
+DEFAULT_ROPE_THETA = 10000.0
+"""The RoPE base Nanotron 0.4's Llama always uses; its model config records `rope_theta` only when it differs."""
+
 
 @dataclass(frozen=True)
 class Rotary:

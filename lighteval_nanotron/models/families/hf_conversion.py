@@ -11,7 +11,7 @@ from typing import Any, ClassVar, List, Optional, Union
 import torch
 
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint.format import DEFAULT_ROPE_THETA
+from lighteval_nanotron.models.families.base import DEFAULT_ROPE_THETA
 from lighteval_nanotron.options.base import describe_type, matches_type
 
 _IDS = Optional[Union[int, List[int]]]

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint.format import DEFAULT_ROPE_THETA, ROPE_THETA_KEY
+from lighteval_nanotron.models.families.base import DEFAULT_ROPE_THETA, ROPE_THETA_KEY
 from lighteval_nanotron.models.families.hf_conversion import HfConversion, first_id, rope_theta_from_hf
 
 # Nanotron 0.4 parameter names (LlamaForTraining.state_dict()).
