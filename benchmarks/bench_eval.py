@@ -243,7 +243,7 @@ def _tiny_fields() -> dict:
 def _load_model(args: dict, context: Any, device: Any) -> tuple[Any, Any, dict, str]:
     import torch
 
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import build_nanotron_model, load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import build_nanotron_model, load_nanotron_checkpoint
 
     checkpoint = args["checkpoint"]
     dtype = getattr(torch, args["dtype"])

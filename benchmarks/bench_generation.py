@@ -129,7 +129,7 @@ def _engine_run(job: dict) -> dict | None:
     import torch.distributed as dist
     from transformers import AutoTokenizer
 
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from lighteval_nanotron.parallel.distributed import build_parallel_context
 

@@ -42,7 +42,7 @@ def _setup(tiny: bool) -> tuple[Any, Any, dict]:
     enable_cpu_support()
     from nanotron.config import LlamaConfig
 
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import build_nanotron_model
+    from lighteval_nanotron.checkpoints.nanotron_builder import build_nanotron_model
 
     context = build_parallel_context(1, 1, 1)
     fields = dict(_tiny_fields() if tiny else SMOLLM2_SHAPE)

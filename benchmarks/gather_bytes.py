@@ -64,8 +64,8 @@ def _rank(rank: int, dp: int, port: int, max_samples: int, results) -> None:
     import torch.distributed as dist
 
     torch.set_num_threads(1)
+    from lighteval_nanotron.checkpoints.nanotron_builder import build_nanotron_llama
     from lighteval_nanotron.cpu import enable_cpu_support
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import build_nanotron_llama
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from lighteval_nanotron.models.engine.scoring_plan import ScoringPlan
     from lighteval_nanotron.parallel.distributed import build_parallel_context

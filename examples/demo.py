@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-    from lighteval_nanotron.hook.run_train import launch_cpu
+    from lighteval_nanotron.training.run_train import launch_cpu
 
     run_dir = args.run_dir.resolve()
     if run_dir.exists():

@@ -20,9 +20,10 @@ from types import ModuleType
 from typing import Any
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.models.engine import EngineConfig
+from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
 from lighteval_nanotron.models.interface import LightevalModel
 from lighteval_nanotron.options import EvaluationOptions
+from lighteval_nanotron.pipeline import load_tasks
 from lighteval_nanotron.pipeline.pipeline import TaskSelection
 from lighteval_nanotron.pipeline.result import EvaluationResult
 
@@ -54,7 +55,6 @@ def as_engine(
             f"{type(model).__name__} is not a LightevalModel: pass the Nanotron model with its "
             "parallel_context and tokenizer, so that the Nanotron engine can drive it."
         )
-    from lighteval_nanotron.models.engine import NanotronLightevalModel
     from lighteval_nanotron.setup.engine import engine_config as options_engine_config
     from lighteval_nanotron.setup.engine import prompt_manager
 
@@ -109,7 +109,6 @@ def evaluate(
     (`max_samples`, `model_name`, `bootstrap_iters`, `use_chat_template`, `pairwise_tokenization`,
     ...: docs/options.md). Failed tasks raise `EvaluationError` once the others are written, on
     every rank of a Nanotron model's mesh."""
-    from lighteval_nanotron.pipeline import load_tasks
     from lighteval_nanotron.setup.loggers import open_loggers
     from lighteval_nanotron.setup.step import StepEvaluator
     from lighteval_nanotron.setup.tasks import prepare_pipeline, use_data_dirs

@@ -74,7 +74,7 @@ def train(run_dir: Path, args: argparse.Namespace) -> dict[str, Path]:
     """Train every run not finished yet; returns `{name: its eval output folder}`."""
     from real_text import write_splits
 
-    from lighteval_nanotron.hook.run_train import launch_cpu
+    from lighteval_nanotron.training.run_train import launch_cpu
 
     write_splits(fractions=TEXT_SPLITS)
     outputs = {}

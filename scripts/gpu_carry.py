@@ -73,7 +73,7 @@ def counting_llama(dst: Path, text: Path) -> None:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     env["WANDB_MODE"] = "disabled"
     env["HF_DATASETS_CACHE"] = str(work / "datasets_cache")  # removed with `work`: the machine's cache is left alone
-    command = [sys.executable, "-m", "lighteval_nanotron.hook.run_train", "--config-file", str(config_file)]
+    command = [sys.executable, "-m", "lighteval_nanotron.training.run_train", "--config-file", str(config_file)]
     subprocess.run([*command, "--cpu", "--nproc", "1"], cwd=REPO, env=env, check=True)
     checkpoint = work / "checkpoints" / str(TRAIN_STEPS)
     partial = dst.with_name(dst.name + ".partial")

@@ -7,7 +7,7 @@ import io
 import pytest
 
 from lighteval_nanotron.cli import main as cli
-from lighteval_nanotron.hook import run_train
+from lighteval_nanotron.training import run_train
 
 
 def _help(parser_main, argv) -> str:

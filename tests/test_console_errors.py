@@ -12,7 +12,7 @@ import torch.multiprocessing as mp
 
 from lighteval_nanotron.console_errors import TRACEBACK_ENV, report_exception
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.hook.run_train import _exit_summary, _raised_summary
+from lighteval_nanotron.training.run_train import _exit_summary, _raised_summary
 
 
 def _raise(error: BaseException) -> BaseException:
@@ -58,7 +58,7 @@ def test_other_errors_name_rank_type_and_place_with_the_traceback_only_when_aske
 def test_a_command_line_of_the_wrong_form_is_one_error_line_printed_once(argv, words, capsys, monkeypatch):
     """argparse printed the whole usage block (30 lines for `eval`) then its own error, on every rank."""
     from lighteval_nanotron.cli.main import main
-    from lighteval_nanotron.hook.run_train import build_parser
+    from lighteval_nanotron.training.run_train import build_parser
 
     monkeypatch.setenv("RANK", "0")
     with pytest.raises(SystemExit) as info:
@@ -68,7 +68,9 @@ def test_a_command_line_of_the_wrong_form_is_one_error_line_printed_once(argv, w
     assert "--help` lists the options" in err
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--config-file", "x.yaml", "--nproc", "two"])
-    assert capsys.readouterr().err.startswith("error: python -m lighteval_nanotron.hook.run_train: argument --nproc")
+    assert capsys.readouterr().err.startswith(
+        "error: python -m lighteval_nanotron.training.run_train: argument --nproc"
+    )
     monkeypatch.setenv("RANK", "1")  # the other ranks of a job started by hand say nothing: rank 0 says it
     with pytest.raises(SystemExit):
         main(argv)

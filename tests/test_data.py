@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from lighteval_nanotron.data import (
+from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.models.engine.data import (
     DynamicBatchDataset,
     GenDistributedSampler,
     GenerativeTaskDataset,
@@ -14,7 +15,6 @@ from lighteval_nanotron.data import (
     LoglikelihoodDataset,
     token_balanced_owners,
 )
-from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.requests import Doc
 
 

@@ -3,10 +3,10 @@
 import pytest
 import yaml
 
-from lighteval_nanotron.checkpoint_eval.lighteval_config import EVAL
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.hook.nanotron_lighteval_section import HOOK
-from lighteval_nanotron.lighteval_options import FIELDS, OPTIONS, map_lighteval_options
+from lighteval_nanotron.lighteval_compat.eval_config import EVAL
+from lighteval_nanotron.lighteval_compat.fields import FIELDS, OPTIONS, map_lighteval_options
+from lighteval_nanotron.lighteval_compat.nanotron_section import HOOK
 
 # lighteval 0.10's examples/nanotron/lighteval_config_override_template.yaml, fields as shipped
 LIGHTEVAL_TEMPLATE = """
@@ -217,9 +217,9 @@ def test_every_mapped_option_is_an_option_of_a_way_in():
     or one way in's own; each way in takes exactly its config's fields."""
     import dataclasses
 
-    from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
-    from lighteval_nanotron.hook.config import EvaluationConfig
     from lighteval_nanotron.options import EvaluationOptions
+    from lighteval_nanotron.options.checkpoint_eval import CheckpointEvalConfig
+    from lighteval_nanotron.options.hook import EvaluationConfig
 
     def names(cls):
         return {field.name for field in dataclasses.fields(cls)}

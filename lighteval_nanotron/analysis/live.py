@@ -11,7 +11,12 @@ from lighteval_nanotron.analysis.history import RunHistory, load_runs
 from lighteval_nanotron.analysis.signal import DEFAULT_SETTINGS, SignalSettings, analyze
 from lighteval_nanotron.pipeline.result import EvaluationResult
 from lighteval_nanotron.tracking.paths import results_dir, results_file_content, results_files_by_step
-from lighteval_nanotron.tracking.results_file import evaluated_names, merge_results, recorded_identity, settings_conflict
+from lighteval_nanotron.tracking.results_file import (
+    evaluated_names,
+    merge_results,
+    recorded_identity,
+    settings_conflict,
+)
 
 logger = logging.getLogger(__name__)
 

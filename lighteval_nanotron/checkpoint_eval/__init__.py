@@ -4,10 +4,10 @@ training run in step order (backfill), or a running training's folder as it fill
 `watch_checkpoints`; `launch/` starts such an evaluation elsewhere (the hook's asynchronous mode).
 See docs/eval.md."""
 
-from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.checkpoint_eval.discovery import CheckpointInfo, checkpoint_info, find_checkpoints
 from lighteval_nanotron.checkpoint_eval.runner import CheckpointEvalReport, evaluate_checkpoints
 from lighteval_nanotron.checkpoint_eval.watch import WatchReport, watch_checkpoints
+from lighteval_nanotron.options.checkpoint_eval import CheckpointEvalConfig
 
 __all__ = [
     "CheckpointEvalConfig",

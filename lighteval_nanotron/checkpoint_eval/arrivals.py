@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lighteval_nanotron.checkpoint_eval.discovery import CheckpointInfo, step_folders
+from lighteval_nanotron.checkpoints.format import is_complete_checkpoint, read_training_config
+from lighteval_nanotron.checkpoints.path_hints import checkpoint_path_hint
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint.format import is_complete_checkpoint, read_training_config
-from lighteval_nanotron.models.checkpoint.path_hints import checkpoint_path_hint
 from lighteval_nanotron.steps import numbered_folders
 
 Fingerprint = tuple[tuple[str, int, int], ...]

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint.format import (
+from lighteval_nanotron.checkpoints.format import (
     CONVERTED_STAGE,
     METADATA_FILE,
     TRAINING_CONFIG_FILE,
@@ -24,8 +23,10 @@ from lighteval_nanotron.models.checkpoint.format import (
     is_complete_checkpoint,
     training_config_section,
 )
-from lighteval_nanotron.models.checkpoint.path_hints import checkpoint_path_hint
+from lighteval_nanotron.checkpoints.path_hints import checkpoint_path_hint
+from lighteval_nanotron.errors import CheckpointError
 from lighteval_nanotron.setup.finished_steps import Done, is_done
+from lighteval_nanotron.setup.naming import model_name
 from lighteval_nanotron.steps import numbered_folders, step_number
 
 logger = logging.getLogger(__name__)
@@ -169,8 +170,6 @@ def default_model_name(path: str | Path) -> str:
     """The name the training hook gives this run's results, so both write to the same place
     (`setup.naming.model_name`): config.yaml's `lighteval_nanotron.model_name`, else
     `general.project/general.run`; a folder without a training config is named after itself."""
-    from lighteval_nanotron.setup.naming import model_name
-
     general = training_config_section(path, "general")
     option, project, run = (
         _name(training_config_section(path, "lighteval_nanotron"), "lighteval_nanotron.model_name", path),

@@ -1,8 +1,8 @@
 """Read what a checkpoint evaluation needs before any weight moves, beyond the model itself:
 the dtype, where the tokenizer is (loaded by `setup.tokenizer`, as the hook's), and that every
 checkpoint of a run has one architecture (the model is built once). The model description, the
-build and the weight loading are `lighteval_nanotron.models.checkpoint.format` and
-`lighteval_nanotron.models.checkpoint.nanotron_builder`.
+build and the weight loading are `lighteval_nanotron.checkpoints.format` and
+`lighteval_nanotron.checkpoints.nanotron_builder`.
 """
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from pathlib import Path
 
 import torch
 
-from lighteval_nanotron.checkpoint_eval.config import DTYPES as DTYPE_NAMES
-from lighteval_nanotron.errors import CheckpointError, ConfigError
-from lighteval_nanotron.models.checkpoint.format import (
+from lighteval_nanotron.checkpoints.format import (
     ROPE_INTERLEAVED_KEY,
     CheckpointModel,
     read_checkpoint_dtype,
     training_config_section,
 )
+from lighteval_nanotron.errors import CheckpointError, ConfigError
 from lighteval_nanotron.models.families.base import ROPE_THETA_KEY
+from lighteval_nanotron.options.checkpoint_eval import DTYPES as DTYPE_NAMES
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,6 @@ from typing import Any
 
 import torch.distributed as dist
 
-from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.checkpoint_eval.discovery import (
     CheckpointInfo,
     checkpoint_info,
@@ -32,19 +31,24 @@ from lighteval_nanotron.checkpoint_eval.discovery import (
 )
 from lighteval_nanotron.checkpoint_eval.loading import check_same_model, resolve_dtype, tokenizer_source
 from lighteval_nanotron.checkpoint_eval.mesh_setup import collectively, parallel_context_for
-from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model, read_training_config
-from lighteval_nanotron.models.checkpoint.nanotron_builder import (
+from lighteval_nanotron.checkpoints.format import CheckpointModel, read_checkpoint_model, read_training_config
+from lighteval_nanotron.checkpoints.nanotron_builder import (
     build_nanotron_model,
     check_model_layout,
     load_checkpoint_weights,
 )
+from lighteval_nanotron.heldout import build_held_out_set
+from lighteval_nanotron.models.families import family_of_config
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron_trainer
+from lighteval_nanotron.options.checkpoint_eval import CheckpointEvalConfig
 from lighteval_nanotron.parallel.once import computed_once
+from lighteval_nanotron.pipeline.pipeline import build_docs
 from lighteval_nanotron.pipeline.result import EvaluationResult
 from lighteval_nanotron.requests.doc import docs_digest
 from lighteval_nanotron.requests.held_out import HeldOutSet, window_digests
-from lighteval_nanotron.setup.step import StepEvaluator
-from lighteval_nanotron.setup.tasks import result_names
+from lighteval_nanotron.setup.finished_steps import finished_tasks_by_step
+from lighteval_nanotron.setup.step import StepEvaluator, run_identity
+from lighteval_nanotron.setup.tasks import load_tasks, prepare_pipeline, result_names
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +89,6 @@ class EvaluationPlan:
         """The identity of this evaluation's steps, as far as it is known before a model is built
         (`setup.step.run_identity`: no decoding settings, no weights)."""
         from lighteval_nanotron.setup.engine import engine_config
-        from lighteval_nanotron.setup.step import run_identity
 
         return run_identity(config, engine_config(config), self.prompts.settings(), self.dtype)
 
@@ -108,17 +111,12 @@ def read_models(checkpoints: list[CheckpointInfo], config: CheckpointEvalConfig)
 def _load_docs(config: CheckpointEvalConfig, tasks: dict[str, Any], world: Any) -> dict[str, Any]:
     """The tasks' docs: datasets and prompts load now, so that a bad task fails before the model is
     built, and on world rank 0 only (broadcast), so that no dataset is opened by every rank."""
-    from lighteval_nanotron.pipeline.pipeline import build_docs
-
     first = dist.get_global_rank(world, 0)
     return computed_once(lambda: build_docs(tasks, config.max_samples), world, src=first)
 
 
 def plan_evaluation(config: CheckpointEvalConfig, parallel_context: Any) -> EvaluationPlan:
     """Everything that can fail before a model is built, checked on every rank together."""
-    from lighteval_nanotron.setup.finished_steps import finished_tasks_by_step
-    from lighteval_nanotron.setup.tasks import load_tasks
-
     world = parallel_context.world_pg
     # Listed on world rank 0 only and broadcast: a folder listed by each rank on its own can change
     # in between (a live run saving a checkpoint), and every rank must work on one list.
@@ -144,8 +142,6 @@ def with_inputs(config: CheckpointEvalConfig, world: Any, plan: EvaluationPlan) 
     """`plan` with its tokenizer, prompt settings and dtype, every held-out domain (checked against
     the checkpoint's model as the engine checks them: its vocabulary and positions) and every task's
     docs: their digests decide whether a step is done."""
-    from lighteval_nanotron.heldout import build_held_out_set
-    from lighteval_nanotron.models.families import family_of_config
     from lighteval_nanotron.setup.engine import engine_config, prompt_manager
     from lighteval_nanotron.setup.tokenizer import load_tokenizer
 
@@ -212,8 +208,6 @@ class CheckpointEvaluator:
     def step_for(self, step: int | None) -> StepEvaluator:
         """The step path (`setup.step`) of the tasks still to evaluate at `step`, its pipeline
         prepared once per task set."""
-        from lighteval_nanotron.setup.tasks import prepare_pipeline
-
         names = tuple(self.setup.tasks_by_step.get(step, result_names(self.config, self.setup.tasks)))
         tasks = [name for name in names if name in self.setup.tasks]
         if names not in self.steps:

@@ -32,7 +32,6 @@ from typing import Any
 import torch.distributed as dist
 
 from lighteval_nanotron.checkpoint_eval.arrivals import ArrivalScanner, Scan
-from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.checkpoint_eval.discovery import (
     CheckpointInfo,
     checkpoint_info,
@@ -48,11 +47,13 @@ from lighteval_nanotron.checkpoint_eval.runner import (
     with_inputs,
 )
 from lighteval_nanotron.checkpoint_eval.stop_signals import stop_signals
+from lighteval_nanotron.checkpoints.format import read_checkpoint_model
 from lighteval_nanotron.errors import EvaluationError, LightevalNanotronError
-from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
+from lighteval_nanotron.options.checkpoint_eval import CheckpointEvalConfig
 from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.pipeline.result import EvaluationResult
-from lighteval_nanotron.setup.tasks import result_names
+from lighteval_nanotron.setup.finished_steps import finished_tasks_by_step
+from lighteval_nanotron.setup.tasks import load_tasks, result_names
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,6 @@ class _Watch:
         self.world = parallel_context.world_pg
         self.on_result = on_result
         self.notify = notify
-        from lighteval_nanotron.setup.tasks import load_tasks
 
         self.tasks = collectively(self.world, "loading the tasks", lambda: load_tasks(config))
         self.evaluator: CheckpointEvaluator | None = None
@@ -164,7 +164,6 @@ class _Watch:
             )
             plan = EvaluationPlan([info], [], checkpoint_model, model_name, None, None, self.tasks)
             self.plan = with_inputs(self.config, self.world, plan)
-        from lighteval_nanotron.setup.finished_steps import finished_tasks_by_step
 
         identity = self.plan.identity(self.config)
         done = finished_tasks_by_step(self.config.output_dir, self.plan.model_name, self.world, identity)

@@ -39,8 +39,8 @@ SOURCE = ("checkpoint", "checkpoints_dir")
 
 def _groups() -> dict[str, list[str]]:
     """`{group title: option names}`: the options of `CheckpointEvalConfig` by the class that declares them."""
-    from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
     from lighteval_nanotron.options.base import declaring_class, first_sentence
+    from lighteval_nanotron.options.checkpoint_eval import CheckpointEvalConfig
 
     groups: dict[str, list[str]] = {}
     for owner in CheckpointEvalConfig.__mro__:  # eval's own options first, then the shared ones
@@ -56,7 +56,7 @@ def _groups() -> dict[str, list[str]]:
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the `eval` verb to the `lighteval-nanotron` parser."""
-    from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
+    from lighteval_nanotron.options.checkpoint_eval import CheckpointEvalConfig
     from lighteval_nanotron.options.flags import add_flags
 
     parser = subparsers.add_parser(
@@ -84,7 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from lighteval_nanotron.checkpoint_eval import CheckpointEvalConfig, evaluate_checkpoints
-    from lighteval_nanotron.checkpoint_eval.lighteval_config import eval_config
+    from lighteval_nanotron.lighteval_compat.eval_config import eval_config
     from lighteval_nanotron.options.flags import given_options
     from lighteval_nanotron.tracking import format_results_table, results_path
 

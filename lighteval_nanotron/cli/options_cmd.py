@@ -85,9 +85,6 @@ def _table(cls: type, owner: type, flags: bool, key: str = "option") -> list[str
 
 def reference() -> str:
     """docs/options.md: one table per dataclass, shared options first."""
-    from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
-    from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig, SlurmSettings
-    from lighteval_nanotron.hook.config import EvaluationConfig
     from lighteval_nanotron.options import (
         BatchingOptions,
         EvaluationOptions,
@@ -96,6 +93,9 @@ def reference() -> str:
         TrackingOptions,
     )
     from lighteval_nanotron.options.base import first_sentence
+    from lighteval_nanotron.options.checkpoint_eval import CheckpointEvalConfig
+    from lighteval_nanotron.options.hook import EvaluationConfig
+    from lighteval_nanotron.options.launch import AsyncEvaluationConfig, SlurmSettings
 
     sections = [
         (CheckpointEvalConfig, EvaluationOptions, SHARED, True),

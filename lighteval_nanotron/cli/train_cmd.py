@@ -4,7 +4,7 @@ Usage:
     torchrun --nproc_per_node 8 -m lighteval_nanotron train --config-file configs/llama_1b_train_with_eval.yaml
     OMP_NUM_THREADS=1 lighteval-nanotron train --config-file configs/tiny_cpu_train.yaml --cpu --nproc 4
 
-Same as `python -m lighteval_nanotron.hook.run_train`; the YAML's `lighteval_nanotron:` section
+Same as `python -m lighteval_nanotron.training.run_train`; the YAML's `lighteval_nanotron:` section
 says what to evaluate and when (docs/hook.md).
 """
 
@@ -15,7 +15,7 @@ import argparse
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the `train` verb to the `lighteval-nanotron` parser."""
-    from lighteval_nanotron.hook.run_train import build_parser, run
+    from lighteval_nanotron.training.run_train import build_parser, run
 
     parser = subparsers.add_parser(
         "train",

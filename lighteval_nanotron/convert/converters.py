@@ -14,13 +14,13 @@ from typing import Any
 
 import torch
 
+from lighteval_nanotron.checkpoints.format import CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.convert.gguf_source import GGUFWeights, hf_config_from_gguf, open_gguf
 from lighteval_nanotron.convert.gguf_tokenizer import tokenizer_from_gguf
 from lighteval_nanotron.convert.hf_source import SafetensorsWeights, read_hf_config, tokenizer_files
 from lighteval_nanotron.convert.nanotron_files import read_nanotron_weights
 from lighteval_nanotron.convert.nanotron_writer import write_nanotron_checkpoint
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.models.families import family_of_hf_config, refuse_untrainable_config
 from lighteval_nanotron.models.families.hf_conversion import HfConversion, check_hf_config
 from lighteval_nanotron.models.families.llama.conversion import (

@@ -1,6 +1,6 @@
 """The files of a Nanotron 0.4 checkpoint folder that do not need a model: writing its configs,
 reading its raw weights. What the folder holds, and reading its model config, belong to
-`lighteval_nanotron.models.checkpoint.format`.
+`lighteval_nanotron.checkpoints.format`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 import yaml
 from safetensors import safe_open
 
-from lighteval_nanotron.models.checkpoint.format import (
+from lighteval_nanotron.checkpoints.format import (
     MODEL_CONFIG_FILE,
     TRAINING_CONFIG_FILE,
     CheckpointModel,

@@ -15,11 +15,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from lighteval_nanotron.checkpoints.format import CheckpointModel
+from lighteval_nanotron.checkpoints.nanotron_builder import build_nanotron_model, save_checkpoint_metadata
 from lighteval_nanotron.convert.nanotron_files import write_configs
 from lighteval_nanotron.cpu import enable_cpu_support
 from lighteval_nanotron.errors import CheckpointError, LayoutError
-from lighteval_nanotron.models.checkpoint.format import CheckpointModel
-from lighteval_nanotron.models.checkpoint.nanotron_builder import build_nanotron_model, save_checkpoint_metadata
 
 _RANK_ENV = {"WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0"}
 

@@ -1,6 +1,6 @@
 """Token streams cut into windows, the bytes each token stands for, and the fixed subset.
 
-Text sources are tokenized as the training's text loaders do (`hook.training_data.token_chunks`,
+Text sources are tokenized as the training's text loaders do (`training.data.token_chunks`,
 Nanotron's `clm_process`): each document with the tokenizer's special tokens, then the
 end-of-text token, all concatenated; windows of `sequence_length + 1` tokens start every
 `sequence_length` tokens (consecutive windows share one token), so every token of the stream but

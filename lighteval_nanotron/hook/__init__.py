@@ -10,9 +10,9 @@
 
 from typing import Any
 
-from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
 from lighteval_nanotron.hook.schedule import EvalSchedule, Moment
+from lighteval_nanotron.options.hook import EvaluationConfig
 
 _NANOTRON_EXPORTS = {
     "EvaluatingTrainer": "lighteval_nanotron.hook.trainer",

@@ -1,5 +1,5 @@
 """The hook's asynchronous mode: each saved checkpoint is evaluated by a launched `eval` process
-(local or Slurm, `checkpoint_eval.launch`), while training goes on.
+(local or Slurm, `launch`), while training goes on.
 
 The hook decides *when*: a checkpoint is wanted when `eval_at_checkpoints` is set, when its step is
 a multiple of `eval_interval` (re-read from `eval_interval_file` at each save), or when it is the
@@ -26,19 +26,20 @@ from typing import Any, Optional
 
 import torch.distributed as dist
 
-from lighteval_nanotron.checkpoint_eval.launch.job import EvalJob, build_job
-from lighteval_nanotron.checkpoint_eval.launch.launchers import LAUNCHED, QUEUED, launch_history, launcher_for
-from lighteval_nanotron.checkpoint_eval.launch.queue import LaunchQueue, LaunchRecord
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator, agreed_setup
 from lighteval_nanotron.hook.schedule import Moment
+from lighteval_nanotron.hook.trainer_state import start_step
+from lighteval_nanotron.launch.job import EvalJob, build_job
+from lighteval_nanotron.launch.launchers import LAUNCHED, QUEUED, launch_history, launcher_for
+from lighteval_nanotron.launch.queue import LaunchQueue, LaunchRecord
+from lighteval_nanotron.options.hook import EvaluationConfig
 from lighteval_nanotron.parallel.deadline import bounded_collectives
 from lighteval_nanotron.setup.engine import engine_config
 from lighteval_nanotron.setup.finished_steps import finished_steps
 from lighteval_nanotron.setup.naming import model_name
 from lighteval_nanotron.setup.step import run_identity
-from lighteval_nanotron.steps import step_number
+from lighteval_nanotron.steps import numbered_folders, step_number
 from lighteval_nanotron.tracking.log_table import format_results_table
 from lighteval_nanotron.tracking.paths import evaluated_tasks_by_step, results_file_content, step_results_file
 from lighteval_nanotron.tracking.results_file import evaluated_tasks
@@ -151,8 +152,6 @@ class Launched:
         """A resumed training's checkpoints up to its start step without results: queued again when the
         earlier run queued them and ended before launching them, named in the log when it launched
         them (running still, or failed: never twice at once)."""
-        from lighteval_nanotron.steps import numbered_folders
-
         start = self._start_step(trainer)
         for step, _ in numbered_folders(Path(trainer.config.checkpoints.checkpoints_path)):
             if not 1 <= step <= start or step in self.run.schedule.seen_steps:
@@ -180,14 +179,16 @@ class Launched:
         first = (int(self._start_step(trainer)) // interval + 1) * interval
         steps = [s for s in range(first, train_steps + 1, interval) if self._wanted(s, train_steps)]
         text = f"the checkpoints at steps {steps}" if steps else "no checkpoint"
-        if self.run.config.eval_at_end and train_steps % interval and not getattr(checkpoints, "save_final_state", False):
+        if (
+            self.run.config.eval_at_end
+            and train_steps % interval
+            and not getattr(checkpoints, "save_final_state", False)
+        ):
             text += f" (step {train_steps} has no checkpoint: eval_at_end cannot evaluate it)"
         return text
 
     @staticmethod
     def _start_step(trainer: Any) -> int:
-        from lighteval_nanotron.hook.trainer_state import start_step
-
         return start_step(trainer)
 
     # Decisions -------------------------------------------------------------------------------------

@@ -15,17 +15,19 @@ from typing import Any, Optional, Protocol
 import torch
 import torch.distributed as dist
 
+from lighteval_nanotron.analysis import LiveSignal
 from lighteval_nanotron.analysis.report_table import signal_summary
 from lighteval_nanotron.console_errors import wants_traceback
 from lighteval_nanotron.errors import EvaluationError, LightevalNanotronError
-from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.schedule import EvalSchedule, Moment
 from lighteval_nanotron.hook.state_guard import preserve_training_state
 from lighteval_nanotron.hook.step_times import StepTimes
 from lighteval_nanotron.hook.trainer_state import consumed_train_samples, start_step
 from lighteval_nanotron.nanotron_compat.console import is_verbose
+from lighteval_nanotron.options.hook import EvaluationConfig
 from lighteval_nanotron.parallel.agreement import Verdict, agree, collectively
 from lighteval_nanotron.parallel.deadline import bounded_collectives, is_timeout
+from lighteval_nanotron.setup.finished_steps import finished_steps, finished_tasks_by_step
 from lighteval_nanotron.setup.step import StepEvaluator
 from lighteval_nanotron.tracking.log_table import format_cost_table, format_results_line, format_results_table
 from lighteval_nanotron.tracking.scalars import COST_TRAIN_STEPS_KEY
@@ -164,7 +166,6 @@ class InLoop:
         """Through `lighteval_nanotron.setup`, as `eval` does: tokenizer, engine and tasks; prompts,
         tokens and batch plans; loggers and the steps already evaluated. Each phase is agreed on."""
         from lighteval_nanotron.setup.engine import training_engine
-        from lighteval_nanotron.setup.finished_steps import finished_steps, finished_tasks_by_step
         from lighteval_nanotron.setup.loggers import open_loggers
         from lighteval_nanotron.setup.naming import model_name
         from lighteval_nanotron.setup.tasks import load_tasks, prepare_pipeline
@@ -181,8 +182,6 @@ class InLoop:
         def open_outputs() -> None:
             self.loggers = open_loggers(self.pipeline.model, self.run.config, self.run.wandb_run)
             if self.loggers is not None:  # the reporting rank
-                from lighteval_nanotron.analysis import LiveSignal
-
                 self.signal = LiveSignal(self.run.config.output_dir, self.run.model_name)
             if self.loggers is not None and "json" in self.run.config.loggers:
                 from lighteval_nanotron.tracking.training_loss import TrainingLossLog
@@ -198,7 +197,12 @@ class InLoop:
             self.pipeline = agreed_setup(
                 world,
                 lambda: prepare_pipeline(
-                    engine, tasks, self.run.config, self.run.model_name, sequence_length=length, progress_log=progress_log
+                    engine,
+                    tasks,
+                    self.run.config,
+                    self.run.model_name,
+                    sequence_length=length,
+                    progress_log=progress_log,
                 ),
             )
             agreed_setup(world, open_outputs)
@@ -288,7 +292,11 @@ class InLoop:
             if error is not None and is_timeout(error):
                 raise _stalled_peer_error(step, self.run.config.failure_timeout_s) from error
             verdict = agree(
-                error, world, self.run.config.failure_timeout_s, f"evaluation at step {step}", timeout_hint=_TIMEOUT_HINT
+                error,
+                world,
+                self.run.config.failure_timeout_s,
+                f"evaluation at step {step}",
+                timeout_hint=_TIMEOUT_HINT,
             )
         wall = time.perf_counter() - started
         if verdict.failed:

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Optional, Set
 
-from lighteval_nanotron.hook.config import EvaluationConfig
+from lighteval_nanotron.options.hook import EvaluationConfig
 
 
 class Moment(str, Enum):

@@ -23,12 +23,12 @@ from typing import Any, Callable, Optional, Type
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.asynchronous import evaluator_for
-from lighteval_nanotron.hook.config import SECTION, EvaluationConfig
 from lighteval_nanotron.hook.evaluator import TrainingEvaluator
 from lighteval_nanotron.hook.training_config import TrainingConfigWithEvaluation
 from lighteval_nanotron.hook.wandb_run import training_wandb
 from lighteval_nanotron.nanotron_compat.console import print_each_record_once, quiet_loggers, quiet_nanotron
 from lighteval_nanotron.nanotron_compat.imports import ensure_cuda_extensions
+from lighteval_nanotron.options.hook import SECTION, EvaluationConfig
 from lighteval_nanotron.tracking import details_logger, json_logger
 
 ensure_cuda_extensions()  # Nanotron's models import flash-attn (main: grouped_gemm too): stand-ins on CPU only

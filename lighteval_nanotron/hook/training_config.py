@@ -4,18 +4,20 @@ Pass `TrainingConfigWithEvaluation` as `config_class` to `DistributedTrainer` (N
 of adding config sections); `EvaluatingTrainer` does it for you.
 """
 
+import dataclasses
+import difflib
 import logging
+import typing
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Iterator, Optional
 
 import yaml
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.hook.config import SECTION, EvaluationConfig
-from lighteval_nanotron.hook.config_check import check_known_keys
-from lighteval_nanotron.hook.nanotron_lighteval_section import merge_sections
+from lighteval_nanotron.lighteval_compat.nanotron_section import merge_sections
 from lighteval_nanotron.models.families import refuse_untrainable_config
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron
+from lighteval_nanotron.options.hook import SECTION, EvaluationConfig
 from lighteval_nanotron.yaml_keys import UniqueKeyLoader
 
 import_nanotron()
@@ -56,3 +58,40 @@ def load_training_config(path: str) -> TrainingConfigWithEvaluation:
             # without evaluation hold it too, so it is said, not refused
             logger.warning("%s: the %s: section is empty: this run trains without evaluation.", path, SECTION)
     return get_config_from_file(path, config_class=TrainingConfigWithEvaluation)
+
+
+def check_known_keys(path: str, content: dict, cls: type) -> None:
+    """ConfigError naming the first key of `content` that no field of dataclass `cls` (or of the
+    dataclasses it nests) matches, with its full path and the closest known key (an option's
+    former name: its new one, from its `renamed_from` metadata)."""
+    for key_path, known in _unknown_keys(content, cls):
+        name = key_path.rsplit(".", 1)[-1]
+        renamed = [field.name for field in known if field.metadata.get("renamed_from") == name]
+        if renamed:
+            raise ConfigError(f"{path}: unknown key {key_path!r}: it is renamed {renamed[0]!r}; write that.")
+        names = [field.name for field in known]
+        close = difflib.get_close_matches(str(name), names, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known keys there: {', '.join(sorted(names))}."
+        raise ConfigError(f"{path}: unknown key {key_path!r}: {hint}")
+
+
+def _unknown_keys(content: dict, cls: type, prefix: str = "") -> Iterator[tuple[str, list[dataclasses.Field]]]:
+    """(dotted key path, the dataclass fields at that level) of every key no dataclass field matches."""
+    hints = typing.get_type_hints(cls)
+    fields = {field.name: hints.get(field.name) for field in dataclasses.fields(cls)}
+    for key, value in content.items():
+        key_path = f"{prefix}{key}"
+        if key not in fields:
+            yield key_path, list(dataclasses.fields(cls))
+            continue
+        nested = _dataclass_of(fields[key])
+        if nested is not None and isinstance(value, dict):
+            yield from _unknown_keys(value, nested, key_path + ".")
+
+
+def _dataclass_of(hint: Any) -> Optional[type]:
+    """The one dataclass a field's type names (through Optional), else None (unions stay unchecked)."""
+    if dataclasses.is_dataclass(hint):
+        return hint
+    candidates = [arg for arg in typing.get_args(hint) if dataclasses.is_dataclass(arg)]
+    return candidates[0] if len(candidates) == 1 else None

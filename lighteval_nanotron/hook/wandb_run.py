@@ -17,8 +17,9 @@ from typing import Any, Iterator, Optional
 
 import torch.distributed as dist
 
-from lighteval_nanotron.hook.config import EvaluationConfig
-from lighteval_nanotron.tracking.wandb_logger import NANOTRON_STEP_KEY
+from lighteval_nanotron.errors import TrackingError
+from lighteval_nanotron.options.hook import EvaluationConfig
+from lighteval_nanotron.tracking.wandb_logger import NANOTRON_STEP_KEY, open_run
 
 NANOTRON_SCALARS = (
     "consumed_tokens",
@@ -66,7 +67,6 @@ def training_wandb(trainer: Any, config: Optional[EvaluationConfig]) -> Iterator
 def _agreed_run(trainer: Any, config: EvaluationConfig) -> Any:
     """`_open_run` on every rank, agreed: if W&B fails on the logging rank, every rank raises its
     TrackingError together (the others would otherwise wait for it in their next collective)."""
-    from lighteval_nanotron.errors import TrackingError
     from lighteval_nanotron.parallel.agreement import agree
 
     run, error = None, None
@@ -86,7 +86,6 @@ def _open_run(trainer: Any, config: EvaluationConfig) -> Any:
     """On Nanotron's logging rank (where the reporting rank is too): the run, with the axes declared."""
     if dist.get_rank(trainer.parallel_context.world_pg) != int(trainer.logger_ranks[0]):
         return None
-    from lighteval_nanotron.tracking.wandb_logger import open_run
 
     general = trainer.config.general
     name = f"{general.project}_{general.run}" if general.run else None

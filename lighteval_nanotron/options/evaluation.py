@@ -4,7 +4,7 @@ Each option is declared once, here (or in the groups it includes: `TokenizationO
 `TrackingOptions`), with its docstring and its check. The hook's `EvaluationConfig` and `eval`'s
 `CheckpointEvalConfig` include it and add only their own fields; the `eval` flags
 (`options.flags`), the engine and tracking settings (`lighteval_nanotron.setup`), the lighteval
-field mapping (`lighteval_options`, checked against these fields by a test) and docs/options.md
+field mapping (`lighteval_compat.fields`, checked against these fields by a test) and docs/options.md
 (`options.reference`) are derived from it.
 """
 
@@ -13,8 +13,8 @@ from typing import Any, Dict, List, Optional, Union
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.heldout import DEFAULT_HELD_OUT_TOKENS, HeldOutSpec, held_out_specs
-from lighteval_nanotron.options.batching import BatchingOptions
 from lighteval_nanotron.options.base import as_list, choices, path, same_scores, scores
+from lighteval_nanotron.options.batching import BatchingOptions
 from lighteval_nanotron.options.tokenization import TokenizationOptions
 from lighteval_nanotron.options.tracking import TrackingOptions
 from lighteval_nanotron.requests import GenerationParameters

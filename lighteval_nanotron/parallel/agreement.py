@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 
 from lighteval_nanotron.errors import EvaluationError, LightevalNanotronError
+from lighteval_nanotron.parallel.deadline import current_timeout_s, is_timeout
 
 T = TypeVar("T")
 
@@ -126,8 +127,6 @@ def collectively(
     its own error or None)` together: no rank is left waiting in a collective. The wait is
     `timeout_s`, else the deadline of the enclosing `bounded_collectives`. A peer that timed out is
     not waited for again (the group is broken): the rank raises an `EvaluationError` at once."""
-    from lighteval_nanotron.parallel.deadline import current_timeout_s, is_timeout
-
     error: Optional[BaseException] = None
     value: Any = None
     try:

@@ -17,6 +17,9 @@ import torch
 import torch.distributed as dist
 
 from lighteval_nanotron.errors import ConfigError, LayoutError
+from lighteval_nanotron.nanotron_compat.imports import import_nanotron
+from lighteval_nanotron.nanotron_compat.variant import installed_nanotron
+from lighteval_nanotron.parallel.device import is_cpu_support_enabled
 from lighteval_nanotron.parallel.launch_env import apply_launcher_env
 
 if TYPE_CHECKING:
@@ -79,8 +82,6 @@ def check_nodes_fit_nanotron(world_size: int) -> None:
     that group, so such a world fails there with "Local rank mismatch" on the later nodes only. With
     `enable_cpu_support()` main's ParallelContext is patched to take the launcher's LOCAL_WORLD_SIZE, and
     this check is not needed."""
-    from lighteval_nanotron.nanotron_compat.variant import installed_nanotron
-
     local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     if world_size > MAIN_ONE_NODE_WORLD or local_world_size == world_size or installed_nanotron().name != "main":
         return
@@ -111,9 +112,6 @@ def build_parallel_context(
     TP1/PP1/DP1 in a process that no launcher started (no torchrun or SLURM variables) is a world of
     one on 127.0.0.1: a plain `python script.py` needs no launcher.
     """
-    from lighteval_nanotron.nanotron_compat.imports import import_nanotron
-    from lighteval_nanotron.parallel.device import is_cpu_support_enabled
-
     if not torch.cuda.is_available() and not is_cpu_support_enabled():
         raise ConfigError(
             "No CUDA device: call lighteval_nanotron.cpu.enable_cpu_support() before building "

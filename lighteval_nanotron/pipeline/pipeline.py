@@ -36,6 +36,7 @@ from lighteval_nanotron.pipeline.task_costs import task_costs
 from lighteval_nanotron.requests import Doc, GenerationParameters, SamplingMethod
 from lighteval_nanotron.requests.doc import DOCS_DIGEST, docs_digest
 from lighteval_nanotron.tasks import LightevalTask, PromptManager, Registry
+from lighteval_nanotron.tasks.data_origin import KINDS
 
 logger = logging.getLogger(__name__)
 
@@ -103,8 +104,6 @@ def build_docs(tasks: Mapping[str, LightevalTask], max_samples: int | None) -> d
 
 def cap_note(task_name: str, source: Mapping[str, Any]) -> str:
     """One line: the cap was not met, and what the docs are a part of."""
-    from lighteval_nanotron.tasks.data_origin import KINDS
-
     where = KINDS.get(source.get("kind", ""), "its dataset")
     rows = ", ".join(f"{count} rows of {split}" for split, count in source["rows"].items())
     part = "; a slice of the benchmark, not the full split" if source["slice"] else ""

@@ -9,6 +9,7 @@ from typing import Any
 
 from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
 from lighteval_nanotron.options import BatchingOptions, EvaluationOptions, TokenizationOptions
+from lighteval_nanotron.setup.tokenizer import training_tokenizer
 from lighteval_nanotron.tasks import PromptManager
 
 
@@ -47,7 +48,5 @@ def training_engine(
 ) -> NanotronLightevalModel:
     """The hook's engine: the training config's tokenizer over the trainer's own model and mesh.
     A chat template asked of a tokenizer without one fails here, before step 1."""
-    from lighteval_nanotron.setup.tokenizer import training_tokenizer
-
     tokenizer = training_tokenizer(training_config, options.use_chat_template)
     return build_engine(model, parallel_context, tokenizer, options)

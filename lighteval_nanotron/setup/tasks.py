@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from lighteval_nanotron.options import EvaluationOptions
+from lighteval_nanotron.requests.held_out import held_out_key
+from lighteval_nanotron.tasks import get_data_dirs, set_data_dirs
 
 if TYPE_CHECKING:
     from lighteval_nanotron.models.interface import LightevalModel
@@ -18,8 +20,6 @@ if TYPE_CHECKING:
 
 def use_data_dirs(options: EvaluationOptions) -> None:
     """The options' data dirs, searched before those already in effect (`$LIGHTEVAL_NANOTRON_DATA_DIRS`)."""
-    from lighteval_nanotron.tasks import get_data_dirs, set_data_dirs
-
     if options.data_dirs:
         set_data_dirs(list(dict.fromkeys([*options.data_dirs, *get_data_dirs()])))
 
@@ -34,8 +34,6 @@ def load_tasks(options: EvaluationOptions) -> dict[str, Any]:
 
 def result_names(options: EvaluationOptions, tasks: Mapping[str, Any]) -> list[str]:
     """The results keys an evaluation of every task (`load_tasks`) and held-out domain writes."""
-    from lighteval_nanotron.requests.held_out import held_out_key
-
     return [*tasks, *(held_out_key(spec.name) for spec in options.held_out_specs)]
 
 

@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from lighteval_nanotron.errors import CustomTasksError, LightevalNanotronError, TaskSpecError, UnknownTaskError
+from lighteval_nanotron.metrics import Metrics
 from lighteval_nanotron.tasks import tables
 from lighteval_nanotron.tasks.config import LightevalTaskConfig
 from lighteval_nanotron.tasks.early_signal import BUILTIN_TASK_GROUPS
@@ -77,7 +78,6 @@ def extra_metrics(names: Any, metrics: Iterable[Any], where: str) -> list[Any]:
     task already has is refused (the results would collide)."""
     if names is None:
         return []
-    from lighteval_nanotron.metrics import Metrics
 
     keys = {name for metric in metrics for name in getattr(metric, "metric_names", [])}
     added = []

@@ -49,8 +49,8 @@ def eval_worker(job_file: str) -> None:
 
         enable_cpu_support()
     from lighteval_nanotron.checkpoint_eval.loading import tokenizer_source
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.evaluate_once import evaluate
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.parallel.distributed import build_parallel_context
     from lighteval_nanotron.setup.tokenizer import load_tokenizer
 

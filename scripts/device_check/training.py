@@ -79,7 +79,7 @@ def train_worker(config: str, report: str, cpu: bool) -> None:
         enable_cpu_support()
         init_process_group_from_env(backend="gloo", timeout=timedelta(seconds=300))
     from lighteval_nanotron.hook.trainer import EvaluatingTrainer
-    from lighteval_nanotron.hook.training_data.dataloader import build_dataloader
+    from lighteval_nanotron.training.data.dataloader import build_dataloader
 
     losses: list[float | None] = []
 

@@ -20,7 +20,7 @@ def _save_at_tp2(source: str, target: str) -> None:
     """run_distributed worker (2 ranks): load a TP1 checkpoint at TP2 and save it there (sharded files)."""
     import torch.distributed as dist
 
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint, save_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint, save_nanotron_checkpoint
     from tests.helpers.distributed import parallel_context
 
     context = parallel_context(2, 1, 1)

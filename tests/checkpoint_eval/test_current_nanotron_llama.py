@@ -14,10 +14,10 @@ import pytest
 import torch
 import yaml
 
+from lighteval_nanotron.checkpoints.format import CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.convert import nanotron_to_hf
 from lighteval_nanotron.convert.nanotron_writer import write_nanotron_checkpoint
 from lighteval_nanotron.errors import UnsupportedModelError
-from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.models.families.llama.conversion import (
     LlamaShape,
     deinterleave_rotary,

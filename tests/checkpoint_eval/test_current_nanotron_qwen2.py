@@ -3,7 +3,7 @@
 `model_config.json` as its trainer writes it) evaluates with `lighteval-nanotron eval` at TP1, PP2
 and TP2 with the same results, and the engine equals Nanotron's own Qwen2 forward; so does a tiny
 MoE Qwen2 trained 2 steps and saved by main's `DistributedTrainer` (from its random init, on the
-synthetic batches of `hook.training_data.synthetic`, with the `position_ids` Qwen2 takes). Needs GitHub main."""
+synthetic batches of `training.data.synthetic`, with the `position_ids` Qwen2 takes). Needs GitHub main."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def save_with_nanotron(folder: str, moe: bool, overrides: dict) -> None:
 def train_with_nanotron(folder: str) -> str:
     """Rank function (world 1): an MoE Qwen2 from main's random init, 2 steps of main's trainer."""
     from lighteval_nanotron.cpu.training import build_training_config
-    from lighteval_nanotron.hook.training_data.synthetic import synthetic_dataloader_for
+    from lighteval_nanotron.training.data.synthetic import synthetic_dataloader_for
     from tests.helpers.tiny_model import tiny_tokenizer
 
     root = Path(folder)
@@ -97,7 +97,7 @@ def engine_and_nanotron_forward(checkpoint: str) -> list[tuple[list[float], list
     own `Qwen2Model.forward` (`[batch * seq]` ids with position ids, flash varlen attention)."""
     import torch
 
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter, encode_pair, score_window
     from lighteval_nanotron.tasks.prompt_manager import PromptManager
@@ -140,7 +140,7 @@ def nanotron_checkpoint(request, tmp_path_factory) -> Path:
 
 
 def test_checkpoint_is_read_as_qwen2(nanotron_checkpoint):
-    from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
+    from lighteval_nanotron.checkpoints.format import read_checkpoint_model
 
     checkpoint_model = read_checkpoint_model(nanotron_checkpoint)
     assert checkpoint_model.family.name == "qwen2" and checkpoint_model.carried == {}

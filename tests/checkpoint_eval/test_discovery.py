@@ -8,7 +8,6 @@ import pytest
 import torch
 import yaml
 
-from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.checkpoint_eval.discovery import (
     CheckpointInfo,
     checkpoint_info,
@@ -18,10 +17,11 @@ from lighteval_nanotron.checkpoint_eval.discovery import (
 )
 from lighteval_nanotron.checkpoint_eval.loading import check_same_model, resolve_dtype, tokenizer_source
 from lighteval_nanotron.checkpoint_eval.mesh_setup import check_world
+from lighteval_nanotron.checkpoints.format import CheckpointModel
+from lighteval_nanotron.checkpoints.nanotron_builder import check_model_layout
 from lighteval_nanotron.cli.main import build_parser
 from lighteval_nanotron.errors import CheckpointError, ConfigError, LayoutError
-from lighteval_nanotron.models.checkpoint.format import CheckpointModel
-from lighteval_nanotron.models.checkpoint.nanotron_builder import check_model_layout
+from lighteval_nanotron.options.checkpoint_eval import CheckpointEvalConfig
 
 
 def _checkpoint(folder: Path, metas: dict | None = None, config: dict | None = None) -> Path:
@@ -236,7 +236,7 @@ def test_config_and_cli_validation(capsys):
 
 def test_damaged_metadata_and_config_sections_are_named(tmp_path):
     """Files of the right syntax and the wrong content: one CheckpointError naming the file and key."""
-    from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
+    from lighteval_nanotron.checkpoints.format import read_checkpoint_model
 
     with pytest.raises(CheckpointError, match=r"last_train_step is 'ten'"):
         checkpoint_info(_checkpoint(tmp_path / "a", metas={"last_train_step": "ten"}))

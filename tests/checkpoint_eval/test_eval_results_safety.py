@@ -187,7 +187,10 @@ def test_a_step_scored_with_other_settings_is_not_merged_into_on_every_rank(tiny
     assert written["config_general"]["generation_parameters"] == {}  # TriviaQA's, kept through the PIQA runs
     assert [written["config_tasks"][task]["generative"] for task in (ARC, piqa, trivia)] == [False, False, True]
     general = written["config_general"]
-    earlier = {**written, "config_general": {**general, "identity": {**general["identity"], "system_prompt": "Be brief."}}}
+    earlier = {
+        **written,
+        "config_general": {**general, "identity": {**general["identity"], "system_prompt": "Be brief."}},
+    }
     with pytest.raises(TrackingError, match="system_prompt 'Be brief.' there, None now"):  # the hook's writes
         merge_results(earlier, {"config_general": written["config_general"], "results": {ARC: {"acc": 1.0}}})
 

@@ -12,20 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
-from lighteval_nanotron.checkpoint_eval.launch.job import EvalJob, cleaned_environment, eval_arguments
-from lighteval_nanotron.checkpoint_eval.launch.launchers import (
+from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.launch.job import EvalJob, cleaned_environment, eval_arguments
+from lighteval_nanotron.launch.launchers import (
     LocalLauncher,
     SlurmLaunch,
     SlurmLauncher,
     launch_history,
     slurm_job_state,
 )
-from lighteval_nanotron.checkpoint_eval.launch.queue import LaunchQueue
-from lighteval_nanotron.checkpoint_eval.launch.script import local_script, read_template, sbatch_options, slurm_script
-from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig, SlurmSettings
-from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.hook.config import EvaluationConfig
+from lighteval_nanotron.launch.queue import LaunchQueue
+from lighteval_nanotron.launch.script import local_script, read_template, sbatch_options, slurm_script
+from lighteval_nanotron.options.checkpoint_eval import CheckpointEvalConfig
+from lighteval_nanotron.options.hook import EvaluationConfig
+from lighteval_nanotron.options.launch import AsyncEvaluationConfig, SlurmSettings
 from lighteval_nanotron.tracking import results_files_by_step
 from tests.helpers.slurm_cluster import SLURM_MISSING, missing_binaries, slurm_cluster, wait_for_job
 from tests.helpers.tiers import reaches
@@ -97,8 +97,8 @@ def test_settings_are_checked():
 
 
 def test_the_launched_command_carries_every_option_of_the_section(tmp_path):
-    from lighteval_nanotron.checkpoint_eval.lighteval_config import eval_config
     from lighteval_nanotron.cli.main import build_parser
+    from lighteval_nanotron.lighteval_compat.eval_config import eval_config
     from lighteval_nanotron.options import EvaluationOptions, LayoutOptions
     from lighteval_nanotron.options.flags import given_options
 

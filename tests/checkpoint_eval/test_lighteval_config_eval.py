@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lighteval_nanotron.checkpoint_eval.lighteval_config import eval_config
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.lighteval_compat.eval_config import eval_config
 from lighteval_nanotron.parallel.distributed import free_loopback_port
 from tests.checkpoint_eval.details_check import read_details
 from tests.checkpoint_eval.test_eval_cli import REPO, _env

@@ -26,10 +26,10 @@ TASKS = "lighteval|arc:easy|0,leaderboard|mmlu:abstract_algebra|0"
 
 def _train_with_mains_trainer(folder: str) -> str:
     """run_distributed worker (1 process): random init checkpoint, then 2 steps of main's trainer."""
+    from lighteval_nanotron.checkpoints.nanotron_builder import build_nanotron_model, save_nanotron_checkpoint
     from lighteval_nanotron.cpu.training import build_training_config
-    from lighteval_nanotron.hook.training_data.synthetic import synthetic_dataloader_for
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import build_nanotron_model, save_nanotron_checkpoint
     from lighteval_nanotron.models.families.llama.tiny import tiny_llama_config
+    from lighteval_nanotron.training.data.synthetic import synthetic_dataloader_for
     from tests.helpers.distributed import parallel_context
     from tests.helpers.tiny_model import randomize_, tiny_tokenizer
 

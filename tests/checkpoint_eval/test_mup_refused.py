@@ -8,8 +8,8 @@ import shutil
 import pytest
 import yaml
 
+from lighteval_nanotron.checkpoints.format import read_checkpoint_model
 from lighteval_nanotron.errors import UnsupportedModelError
-from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
 from lighteval_nanotron.models.families import family_of_config
 from tests.checkpoint_eval.tiny_hf import convert_tiny
 

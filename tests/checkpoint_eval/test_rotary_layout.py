@@ -12,8 +12,8 @@ import json
 import pytest
 import torch
 
+from lighteval_nanotron.checkpoints.format import CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.errors import UnsupportedModelError
-from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.models.families.llama.conversion import nanotron_config_from_hf
 from tests.checkpoint_eval.tiny_hf import ROPE_THETA, convert_tiny, tiny_hf_llama
 from tests.helpers.distributed import parallel_context, run_distributed
@@ -44,7 +44,7 @@ def test_converted_checkpoint_records_the_layout_of_its_weights(converted):
 def _logits_and_refusal(folder) -> tuple[torch.Tensor, str]:
     """TP1 logits of the converted checkpoint, and the refusal of the same built model checked
     against a record of the other pair layout."""
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import check_built_rotary, load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import check_built_rotary, load_nanotron_checkpoint
     from tests.helpers.forward import full_logits
 
     context = parallel_context(1, 1, 1)

@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 from lighteval_nanotron.checkpoint_eval.arrivals import ArrivalScanner, Scan, fingerprint, last_saved_step
-from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.checkpoint_eval.discovery import CheckpointInfo
 from lighteval_nanotron.checkpoint_eval.stop_signals import stop_signals
 from lighteval_nanotron.checkpoint_eval.watch import decide
 from lighteval_nanotron.cli.main import main
 from lighteval_nanotron.errors import CheckpointError, ConfigError
+from lighteval_nanotron.options.checkpoint_eval import CheckpointEvalConfig
 
 
 def _write_checkpoint(folder: Path, metadata: bool = True, train_steps: int = 30, interval: int = 10) -> Path:

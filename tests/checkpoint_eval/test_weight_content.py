@@ -14,10 +14,10 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from lighteval_nanotron.checkpoints.content import check_weight_content
+from lighteval_nanotron.checkpoints.format import saved_weight_shapes
+from lighteval_nanotron.checkpoints.integrity import integrity_problems
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint.content import check_weight_content
-from lighteval_nanotron.models.checkpoint.format import saved_weight_shapes
-from lighteval_nanotron.models.checkpoint.integrity import integrity_problems
 from tests.checkpoint_eval.test_eval_errors import _evaluate_each
 from tests.helpers.distributed import run_distributed
 
@@ -99,8 +99,8 @@ def _fresh_model_content(model_config_json: str, path: str) -> str:
     saved, then checked."""
     import json
 
-    from lighteval_nanotron.models.checkpoint.format import CheckpointModel
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import build_nanotron_model, save_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.format import CheckpointModel
+    from lighteval_nanotron.checkpoints.nanotron_builder import build_nanotron_model, save_nanotron_checkpoint
     from tests.helpers.distributed import parallel_context
 
     model_config = CheckpointModel.from_fields(json.loads(model_config_json)).model_config

@@ -7,9 +7,9 @@ import torch
 import yaml
 from safetensors import safe_open
 
+from lighteval_nanotron.checkpoints.format import read_checkpoint_model
 from lighteval_nanotron.convert import convert_hf_to_nanotron, nanotron_to_hf
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
 from tests.convert.tiny_llama import VOCAB, nanotron_logits, tiny_hf_llama
 from tests.helpers.distributed import parallel_context, run_distributed
 from tests.helpers.nanotron_versions import ON_MAIN
@@ -42,7 +42,7 @@ def test_logits_equal_transformers_at_tp1(converted):
 def _tp2_logits(folder, input_ids):
     import torch.distributed as dist
 
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
 
     context = parallel_context(2, 1, 1)
     model, _ = load_nanotron_checkpoint(folder, context)

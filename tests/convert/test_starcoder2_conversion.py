@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from lighteval_nanotron.checkpoints.format import read_checkpoint_model
 from lighteval_nanotron.convert import convert_hf_to_nanotron
 from lighteval_nanotron.errors import CheckpointError, UnsupportedModelError
-from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
 from lighteval_nanotron.models.families import Starcoder2Family
 from lighteval_nanotron.models.families.starcoder2.tiny import tiny_hf_starcoder2
 from tests.checkpoint_eval.details_check import max_logprob_difference, read_details

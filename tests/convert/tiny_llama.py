@@ -158,8 +158,8 @@ def write_tiny_gguf(path: Path, model, tokenizer, qtype_name: str = "F32", pre: 
 
 def nanotron_logits(folder: Path, input_ids: torch.Tensor) -> torch.Tensor:
     """Load a converted checkpoint with Nanotron at TP1/PP1 in this process; logits [batch, seq, vocab]."""
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.convert.nanotron_writer import single_process_context
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
 
     with single_process_context() as parallel_context:
         model, _ = load_nanotron_checkpoint(folder, parallel_context)

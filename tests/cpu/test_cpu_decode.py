@@ -29,7 +29,7 @@ def _decode(checkpoint: str, tp: int, pp: int, max_micro_batch_size: int):
     from nanotron.generation.decode import decode_tokenized
     from nanotron.parallel.pipeline_parallel.tensor_pointer import TensorPointer
 
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
 
     context = parallel_context(tp, pp, 1)
     model, _ = load_nanotron_checkpoint(checkpoint, context)

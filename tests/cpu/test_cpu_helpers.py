@@ -40,7 +40,7 @@ def _sleep(seconds: float):
 
 
 def _load_at(checkpoint: str, tp: int, pp: int, dp: int):
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
 
     load_nanotron_checkpoint(checkpoint, parallel_context(tp, pp, dp))
 
@@ -72,7 +72,7 @@ def test_cpu_support_is_off_until_enabled_and_enabling_is_idempotent():
     script = """
 import sys, torch
 import lighteval_nanotron, lighteval_nanotron.cpu as cpu
-import lighteval_nanotron.parallel.distributed, lighteval_nanotron.models.checkpoint.nanotron_builder
+import lighteval_nanotron.parallel.distributed, lighteval_nanotron.checkpoints.nanotron_builder
 from lighteval_nanotron.nanotron_compat.variant import installed_nanotron
 assert "flash_attn" not in sys.modules and "nanotron.models.llama" not in sys.modules
 assert not cpu.is_cpu_support_enabled()
@@ -97,7 +97,7 @@ print("ok")
 
 
 def test_layout_checks():
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import check_model_layout
+    from lighteval_nanotron.checkpoints.nanotron_builder import check_model_layout
 
     config = tiny_llama_config()
     check_model_layout(config, tp=2, pp=4)
@@ -119,8 +119,8 @@ def test_missing_torchrun_variables_raise_config_error(monkeypatch):
 
 
 def test_checkpoint_errors(tmp_path, tiny_checkpoint):
-    from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.format import read_checkpoint_model
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
 
     with pytest.raises(CheckpointError, match="does not exist"):
         read_checkpoint_model(tmp_path / "nope")
@@ -149,7 +149,7 @@ def test_checkpoint_errors(tmp_path, tiny_checkpoint):
     "its model config always records it, in the config, never as a carried field"
 )
 def test_checkpoint_model_reads_rope_theta_and_records_it_only_when_not_the_default(tiny_checkpoint, tmp_path):
-    from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model
+    from lighteval_nanotron.checkpoints.format import CheckpointModel, read_checkpoint_model
 
     tiny = read_checkpoint_model(tiny_checkpoint)
     assert tiny.rope_theta == 10000.0 and "rope_theta" not in tiny.config_fields()
@@ -159,7 +159,7 @@ def test_checkpoint_model_reads_rope_theta_and_records_it_only_when_not_the_defa
 
 
 def test_checkpoint_dtype(tiny_checkpoint, tmp_path):
-    from lighteval_nanotron.models.checkpoint.format import read_checkpoint_dtype
+    from lighteval_nanotron.checkpoints.format import read_checkpoint_dtype
 
     assert read_checkpoint_dtype(tmp_path) is None
     (tmp_path / "config.yaml").write_text("model:\n  dtype: torch.bfloat16\n")
@@ -182,7 +182,7 @@ def test_weights_that_do_not_match_the_model_config_raise_checkpoint_error(tiny_
 def test_checkpoint_config_yaml_is_enough_and_keeps_the_tokenizer(tiny_checkpoint, tmp_path):
     from transformers import AutoTokenizer
 
-    from lighteval_nanotron.models.checkpoint.format import read_checkpoint_dtype, read_checkpoint_model
+    from lighteval_nanotron.checkpoints.format import read_checkpoint_dtype, read_checkpoint_model
 
     (tmp_path / "config.yaml").write_text((tiny_checkpoint / "config.yaml").read_text())
     assert read_checkpoint_model(tmp_path) == read_checkpoint_model(tiny_checkpoint)

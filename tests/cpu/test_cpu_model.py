@@ -14,7 +14,7 @@ def _input_ids() -> torch.Tensor:
 
 
 def _load_and_forward(checkpoint: str, tp: int, pp: int, dp: int):
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
 
     context = parallel_context(tp, pp, dp)
     model, _ = load_nanotron_checkpoint(checkpoint, context)

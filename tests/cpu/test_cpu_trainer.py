@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from lighteval_nanotron.models.checkpoint.format import read_checkpoint_model
+from lighteval_nanotron.checkpoints.format import read_checkpoint_model
 from tests.helpers.distributed import run_distributed
 from tests.helpers.tiny_model import tiny_checkpoint  # noqa: F401  (session fixture)
 from tests.helpers.training_config import write_tiny_training_yaml
@@ -17,7 +17,7 @@ def _train(config_file: str):
     """Train from a YAML config with the synthetic loader; return (losses on output ranks, step, seconds)."""
     from nanotron.trainer import DistributedTrainer
 
-    from lighteval_nanotron.hook.training_data.dataloader import (
+    from lighteval_nanotron.training.data.dataloader import (
         build_dataloader,  # the synthetic loader, per data stage under main
     )
 

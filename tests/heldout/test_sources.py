@@ -10,7 +10,7 @@ from datasets import Dataset
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.heldout import HeldOutSpec, build_held_out_set, held_out_specs, parse_held_out_option
 from lighteval_nanotron.heldout.windows import text_stream, token_bytes
-from lighteval_nanotron.hook.training_data.dataloader import token_chunks
+from lighteval_nanotron.training.data.dataloader import token_chunks
 from tests.helpers.tiny_model import VOCAB_SIZE, tiny_tokenizer
 from tests.models.held_out_cases import text_token_documents, write_nanoset, write_text_jsonl
 

@@ -85,8 +85,8 @@ def _save_random_checkpoint(path: str, model_config_json: str) -> None:
     """run_distributed worker (1 process): build at TP1/PP1, randomise, save with tokenizer."""
     import torch.distributed as dist
 
-    from lighteval_nanotron.models.checkpoint.format import CheckpointModel
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import build_nanotron_model, save_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.format import CheckpointModel
+    from lighteval_nanotron.checkpoints.nanotron_builder import build_nanotron_model, save_nanotron_checkpoint
     from lighteval_nanotron.models.families import family_of_config
     from tests.helpers.distributed import parallel_context
     from tests.helpers.training_config import tiny_training_config

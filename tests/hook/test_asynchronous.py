@@ -214,7 +214,7 @@ def _evaluate_once(checkpoint: str, output_dir: str) -> None:
     from transformers import AutoTokenizer
 
     from lighteval_nanotron import evaluate
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from tests.helpers.distributed import parallel_context
     from tests.hook.training_runs import TOKENIZER
 

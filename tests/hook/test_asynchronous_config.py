@@ -4,9 +4,9 @@ trains): what a launched evaluation of a saved checkpoint cannot do is refused w
 import pytest
 import yaml
 
-from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.hook.config import EvaluationConfig
+from lighteval_nanotron.options.hook import EvaluationConfig
+from lighteval_nanotron.options.launch import AsyncEvaluationConfig
 from tests.hook.training_runs import write_config
 
 LOCAL_CPU = {"launcher": "local", "cpu": True}
@@ -50,7 +50,7 @@ def test_an_interval_file_is_read_in_the_digits_0_to_9_only(tmp_path, caplog):
 
 
 def _check(tmp_path, **changes):
-    from lighteval_nanotron.hook.config_check import check_training_config
+    from lighteval_nanotron.training.config_check import check_training_config
 
     path = write_config(tmp_path, train_steps=4, checkpoint_interval=2, section={"asynchronous": LOCAL_CPU})
     content = yaml.safe_load(path.read_text())

@@ -13,7 +13,7 @@ def _attached_worker(config_path: str) -> dict:
     from lighteval_nanotron.errors import ConfigError
     from lighteval_nanotron.hook.trainer import DistributedTrainer, attach_evaluation  # Nanotron's, after the stand-ins
     from lighteval_nanotron.hook.training_config import TrainingConfigWithEvaluation
-    from lighteval_nanotron.hook.training_data.dataloader import build_dataloader
+    from lighteval_nanotron.training.data.dataloader import build_dataloader
 
     trainer = DistributedTrainer(config_path, config_class=TrainingConfigWithEvaluation)
     evaluator = attach_evaluation(trainer)

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from lighteval_nanotron.hook import run_train
+from lighteval_nanotron.training import run_train
 from tests.hook.training_runs import REPO, write_config
 from tests.models.held_out_cases import write_nanoset
 

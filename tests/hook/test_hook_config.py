@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.nanotron_compat.variant import CONFIG_FOLDERS, shipped_config
+from lighteval_nanotron.options.hook import EvaluationConfig
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = ("tiny_cpu_train.yaml", "llama_1b_train_with_eval.yaml", "demo_train.yaml")
@@ -135,7 +135,7 @@ def test_shipped_configs_of_both_nanotrons_differ_only_in_schema(name):
 
 def test_data_stage_steps_left_counts_to_the_next_stage_or_the_end():
     from lighteval_nanotron.hook.training_config import load_training_config
-    from lighteval_nanotron.hook.training_data.dataloader import stage_steps_left
+    from lighteval_nanotron.training.data.dataloader import stage_steps_left
 
     config = load_training_config(str(shipped_config("demo_train.yaml")))
     stages = getattr(config, "data_stages", None)
@@ -162,7 +162,7 @@ def test_data_stage_steps_left_counts_to_the_next_stage_or_the_end():
 )
 def test_a_value_of_another_type_is_named_as_the_yaml_wrote_it(tmp_path, update, words):
     """dacite's message showed a list given a string as `<generator object ...>`."""
-    from lighteval_nanotron.hook.config_check import check_training_config
+    from lighteval_nanotron.training.config_check import check_training_config
 
     content = yaml.safe_load(TINY_CONFIG.read_text())
     for section, values in update.items():
@@ -176,8 +176,8 @@ def test_a_value_of_another_type_is_named_as_the_yaml_wrote_it(tmp_path, update,
 def test_a_typo_is_named_with_the_closest_key_both_ways_in(tmp_path):
     """`train` (check_training_config) and `EvaluatingTrainer(config_file)` (load_training_config) alike:
     Nanotron's reader said only 'can not match "train_step" to any data class field'."""
-    from lighteval_nanotron.hook.config_check import check_training_config
     from lighteval_nanotron.hook.training_config import load_training_config
+    from lighteval_nanotron.training.config_check import check_training_config
 
     typos = [("lighteval_nanotron", "max_sample", "max_samples"), ("tokens", "train_step", "train_steps")]
     for section, key, closest in typos:

@@ -7,7 +7,6 @@ from tests.helpers.distributed import run_distributed
 from tests.hook.training_runs import train_logging_worker, train_worker, write_config
 
 
-
 def test_an_evaluation_that_fits_no_batch_fails_and_training_is_untouched(tmp_path):
     section = {"memory_budget_gb": 1e-6}  # about a kilobyte: not one row of any task fits
     with_hook = write_config(tmp_path, dp=2, train_steps=4, section=section, name="hook.yaml")

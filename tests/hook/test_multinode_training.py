@@ -51,7 +51,7 @@ def test_two_nodes_tp2_dp2_equal_one_node_and_a_restart_on_another_mapping_skips
     shared = write_config(tmp_path / "shared", tp=2, dp=2, train_steps=2, checkpoint_interval=2, section=section)
     config = _node_local(shared, "nodes.yaml")
     nodes = [tmp_path / "node0", tmp_path / "node1"]
-    argv = ["-m", "lighteval_nanotron.hook.run_train", "--cpu", "--config-file"]
+    argv = ["-m", "lighteval_nanotron.training.run_train", "--cpu", "--config-file"]
     run_torchrun_nodes(nodes, 2, [*argv, str(config)], timeout=300)
     per_node = [_results(node / "eval") for node in nodes]
     assert sorted(len(found) for found in per_node) == [0, 1]  # written once, by the reporting rank's node

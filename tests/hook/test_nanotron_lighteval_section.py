@@ -63,7 +63,7 @@ def test_training_with_nanotron_section_evaluates(tmp_path):
 
 
 def test_nanotron_main_fields_map_onto_the_hook():
-    from lighteval_nanotron.hook.nanotron_lighteval_section import evaluation_from_nanotron_section
+    from lighteval_nanotron.lighteval_compat.nanotron_section import evaluation_from_nanotron_section
 
     section = {"tasks": {"tasks": CAPITALS}, "eval_interval": 10, "upload_to_wandb": True, "wandb_project": "p",
                "logging": {"push_results_to_tensorboard": True, "tensorboard_metric_prefix": "lighteval"}}  # fmt: skip
@@ -74,7 +74,7 @@ def test_nanotron_main_fields_map_onto_the_hook():
 
 
 def test_hub_pushes_are_refused_before_training():
-    from lighteval_nanotron.hook.nanotron_lighteval_section import evaluation_from_nanotron_section
+    from lighteval_nanotron.lighteval_compat.nanotron_section import evaluation_from_nanotron_section
 
     with pytest.raises(ConfigError, match="logging.push_results_to_hub=True"):
         evaluation_from_nanotron_section({"tasks": {"tasks": CAPITALS}, "logging": {"push_results_to_hub": True}})
@@ -83,8 +83,8 @@ def test_hub_pushes_are_refused_before_training():
 def test_nanotron_sampler_maps_onto_the_hook_generation():
     import dataclasses
 
-    from lighteval_nanotron.hook.config import EvaluationConfig
-    from lighteval_nanotron.hook.nanotron_lighteval_section import evaluation_from_nanotron_section
+    from lighteval_nanotron.lighteval_compat.nanotron_section import evaluation_from_nanotron_section
+    from lighteval_nanotron.options.hook import EvaluationConfig
 
     if "generation" not in {f.name for f in dataclasses.fields(EvaluationConfig)}:
         pytest.skip("sampling generation is not in this tree (it comes with the generation settings)")
@@ -102,7 +102,7 @@ NANOTRON_MAIN_DEFAULTS = {  # what current Nanotron's parser fills in when the Y
 
 
 def test_nanotron_section_without_slurm_settings_evaluates_in_the_loop():
-    from lighteval_nanotron.hook.nanotron_lighteval_section import evaluation_from_nanotron_section
+    from lighteval_nanotron.lighteval_compat.nanotron_section import evaluation_from_nanotron_section
 
     config = evaluation_from_nanotron_section({**NANOTRON_MAIN_DEFAULTS, "tasks": {"tasks": CAPITALS}})
     assert config.asynchronous is None and config.eval_at_checkpoints
@@ -111,9 +111,9 @@ def test_nanotron_section_without_slurm_settings_evaluates_in_the_loop():
 
 
 def test_nanotron_slurm_settings_become_slurm_jobs(tmp_path):
-    from lighteval_nanotron.checkpoint_eval.launch.job import build_job
-    from lighteval_nanotron.checkpoint_eval.launch.script import slurm_script
-    from lighteval_nanotron.hook.nanotron_lighteval_section import evaluation_from_nanotron_section
+    from lighteval_nanotron.launch.job import build_job
+    from lighteval_nanotron.launch.script import slurm_script
+    from lighteval_nanotron.lighteval_compat.nanotron_section import evaluation_from_nanotron_section
 
     section = {
         **NANOTRON_MAIN_DEFAULTS,
@@ -174,7 +174,7 @@ def test_nanotron_slurm_fields_through_the_training_config(tmp_path):
 
 def test_an_option_error_says_the_field_of_nanotrons_section_it_was_written_as():
     """It named only `lighteval_nanotron.max_samples`, a key the YAML did not have."""
-    from lighteval_nanotron.hook.nanotron_lighteval_section import evaluation_from_nanotron_section
+    from lighteval_nanotron.lighteval_compat.nanotron_section import evaluation_from_nanotron_section
 
     section = {"tasks": {"tasks": "lighteval|arc:easy|0", "max_samples": 0}}
     words = r"^lighteval_nanotron\.max_samples is 0: .*lighteval: section's tasks\.max_samples"

@@ -63,7 +63,7 @@ class Runs:
 
 @pytest.fixture(scope="module", params=sorted(MODEL_CONFIGS))
 def runs(request, tmp_path_factory) -> Runs:
-    from lighteval_nanotron.models.checkpoint.format import CheckpointModel
+    from lighteval_nanotron.checkpoints.format import CheckpointModel
     from tests.helpers.tiny_model import make_tiny_checkpoint
 
     model_config = MODEL_CONFIGS[request.param]

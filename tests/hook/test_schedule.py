@@ -1,7 +1,7 @@
 """When the hook evaluates: intervals, checkpoints, start and end, never a step twice."""
 
-from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.hook.schedule import EvalSchedule, Moment
+from lighteval_nanotron.options.hook import EvaluationConfig
 
 
 def _walk(schedule: EvalSchedule, start: int, train_steps: int, checkpoint_interval: int) -> list[tuple[str, int]]:

@@ -1,9 +1,9 @@
-"""`lighteval-nanotron train` and `python -m lighteval_nanotron.hook.run_train` parse the same arguments."""
+"""`lighteval-nanotron train` and `python -m lighteval_nanotron.training.run_train` parse the same arguments."""
 
 import argparse
 
 from lighteval_nanotron.cli import train_cmd
-from lighteval_nanotron.hook import run_train
+from lighteval_nanotron.training import run_train
 
 
 def test_train_verb_registers_run_train_arguments():

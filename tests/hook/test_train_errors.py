@@ -10,8 +10,8 @@ import pytest
 import torch
 import yaml
 
-from lighteval_nanotron.hook import run_train
 from lighteval_nanotron.nanotron_compat.variant import CONFIG_FOLDERS, installed_nanotron
+from lighteval_nanotron.training import run_train
 from tests.hook.training_runs import REPO, write_config
 
 

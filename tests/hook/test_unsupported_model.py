@@ -1,7 +1,7 @@
 """A model the engine cannot run stops training before step 1, on every rank, with one message
 naming the model and what is supported (not an AttributeError from inside the engine)."""
 
-from lighteval_nanotron.hook import run_train
+from lighteval_nanotron.training import run_train
 from tests.helpers.distributed import run_distributed
 from tests.helpers.nanotron_versions import only_on_main
 from tests.hook.training_runs import STARCODER2_MODEL_CONFIG, train_expecting_error_worker, write_config

@@ -145,7 +145,7 @@ def train_worker(config_path: str, wandb_mode: Optional[str] = "disabled") -> Di
     if wandb_mode is not None:
         os.environ["WANDB_MODE"] = wandb_mode
     from lighteval_nanotron.hook.trainer import EvaluatingTrainer
-    from lighteval_nanotron.hook.training_data.dataloader import build_dataloader
+    from lighteval_nanotron.training.data.dataloader import build_dataloader
     from tests.helpers.setup_counts import count_setup_work
 
     setup_counts = count_setup_work()
@@ -255,7 +255,7 @@ def train_expecting_error_worker(config_paths: List[str]) -> List[Dict[str, Any]
     """Train from each config in turn; report the exception each raised and the step it got to."""
     os.environ["WANDB_MODE"] = "disabled"
     from lighteval_nanotron.hook.trainer import EvaluatingTrainer
-    from lighteval_nanotron.hook.training_data.dataloader import build_dataloader
+    from lighteval_nanotron.training.data.dataloader import build_dataloader
 
     reports = []
     for path in config_paths:

@@ -97,7 +97,7 @@ def evaluate(checkpoint: str, tp: int, pp: int, dp: int, config: dict, model: di
     """Rank function: load the checkpoint at (tp, pp, dp) (`model`: dtype and TP mode, see
     `_model_settings`), run all three request kinds. `lm_head_positions`: positions whose logits
     this rank's `lm_head` computed, per request kind."""
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from lighteval_nanotron.parallel.mesh import record_gather_bytes
     from lighteval_nanotron.parallel.vocab_parallel import record_logits_width
@@ -177,7 +177,7 @@ def evaluate_with_failing_rank(checkpoint: str, tp: int, pp: int, dp: int) -> No
     """Rank function: world rank 1's prompt function raises in the middle of preparing."""
     import torch.distributed as dist
 
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from tests.helpers.distributed import parallel_context
     from tests.helpers.tiny_model import tiny_tokenizer

@@ -11,7 +11,7 @@ OUT_OF_MEMORY = "CUDA out of memory (raised on purpose by the test)"
 
 
 def _engine(checkpoint: str, tp: int, pp: int):
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from tests.helpers.distributed import parallel_context
     from tests.helpers.tiny_model import tiny_tokenizer

@@ -81,8 +81,8 @@ def held_out_run(
 ):
     """Rank function: the engine's per-window NLL of `source` at (tp, pp, dp); at TP1/PP1/DP1 also
     Nanotron's own forward on the same windows."""
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.heldout import HeldOutSpec, build_held_out_set
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from lighteval_nanotron.parallel.vocab_parallel import record_logits_width
     from tests.helpers.distributed import parallel_context
@@ -132,8 +132,8 @@ def write_nanoset(folder: Path, token_files: list, token_size: int = 2, tokenize
 def pipeline_run(checkpoint: str, held_out: dict, sequence_length: int, tasks: str, output_dir: str) -> dict:
     """Rank function: `EvaluationPipeline` with held-out domains (and `tasks`) at TP1, results written
     with the json, details and tensorboard loggers."""
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.heldout import held_out_specs
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from lighteval_nanotron.pipeline import EvaluationPipeline, PipelineSettings
     from lighteval_nanotron.tasks.data_dirs import set_data_dirs

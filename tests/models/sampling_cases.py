@@ -14,7 +14,7 @@ def sampling_docs() -> list:
 
 def generate(checkpoint: str, tp: int, pp: int, dp: int, generation: dict, config: dict) -> dict:
     """Load the checkpoint at (tp, pp, dp) and generate the sampling docs; every rank returns all."""
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from tests.helpers.distributed import parallel_context
     from tests.helpers.tiny_model import tiny_tokenizer

@@ -9,9 +9,8 @@ from tests.helpers.distributed import run_distributed
 from tests.models.engine_cases import MAX_LENGTH, assert_same, engine_docs
 
 
-
 def _engine(checkpoint: str, tp: int, pp: int, dp: int, **config):
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from tests.helpers.distributed import parallel_context
     from tests.helpers.tiny_model import tiny_tokenizer

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from lighteval_nanotron.data import token_balanced_owners
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.models.engine.batching import cut_batches
 from lighteval_nanotron.models.engine.config import EngineConfig
+from lighteval_nanotron.models.engine.data import token_balanced_owners
 from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter, encode_pair, rolling_windows, score_window
 from tests.helpers.tiny_model import tiny_tokenizer
 
@@ -169,7 +169,7 @@ def test_batched_tokenization_gives_the_ids_of_one_call_per_text(tok):
 def test_random_init_skipped_draws_nothing_and_restores_torch_init():
     import torch
 
-    from lighteval_nanotron.models.checkpoint.no_init import RANDOM_INITS, random_init_skipped
+    from lighteval_nanotron.checkpoints.no_init import RANDOM_INITS, random_init_skipped
 
     saved = {name: getattr(torch.nn.init, name) for name in RANDOM_INITS}
     state = torch.random.get_rng_state()

@@ -120,7 +120,7 @@ def test_sampling_settings_without_a_temperature_are_refused(run, task):
 
 def test_task_config_and_run_configs_take_generation_parameters(tmp_path):
     from lighteval_nanotron.checkpoint_eval import CheckpointEvalConfig
-    from lighteval_nanotron.hook.config import EvaluationConfig
+    from lighteval_nanotron.options.hook import EvaluationConfig
 
     with pytest.raises(ConfigError, match="lighteval_nanotron.generation: .*top_k"):
         EvaluationConfig(tasks="lighteval|gsm8k|0", generation={"top_k": -2})

@@ -75,7 +75,7 @@ def _task_docs() -> list[Doc]:
 
 def evaluate_task(checkpoint: str, tp: int, pp: int, dp: int, config: dict) -> dict:
     """Rank function: the 3-shot task's log-likelihoods twice (two evaluations of one plan)."""
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from tests.helpers.distributed import parallel_context
     from tests.helpers.tiny_model import tiny_tokenizer

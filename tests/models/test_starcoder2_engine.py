@@ -19,7 +19,7 @@ def _run(checkpoint, tp: int, pp: int, dp: int) -> list[dict]:
 
 def _engine_and_nanotron_forward(checkpoint: str) -> list[tuple[list[float], list[float]]]:
     """Rank function (TP1/PP1): each doc's choice log-probs from the engine and from Nanotron's forward."""
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter, encode_pair, score_window
     from lighteval_nanotron.tasks.prompt_manager import PromptManager

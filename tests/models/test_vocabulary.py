@@ -101,7 +101,7 @@ def test_a_target_no_shard_owns_is_refused_at_tp1_and_tp2():
 
 def _engine_outcomes(checkpoint: str, tp: int) -> dict:
     """Rank function at TP `tp`: what building and preparing the engine gives with each tokenizer."""
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from tests.helpers.distributed import parallel_context
 

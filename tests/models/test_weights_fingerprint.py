@@ -17,7 +17,7 @@ from tests.helpers.tiny_model import tiny_checkpoint, tiny_starcoder2_checkpoint
 
 
 def _fingerprint(checkpoint: str, tp: int, pp: int, dp: int, dtype: str) -> str:
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.weights_fingerprint import weights_fingerprint
 
     context = parallel_context(tp, pp, dp)

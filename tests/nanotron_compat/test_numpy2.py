@@ -58,7 +58,7 @@ def _as_numpy2_form(folder: Path) -> None:
 
 def _resave(source: str, target: str, tp: int) -> None:
     """run_distributed worker: load `source` at TP `tp` and save it again to `target` (sharded over TP)."""
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint, save_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint, save_nanotron_checkpoint
 
     context = parallel_context(tp, 1, 1)
     model, model_config = load_nanotron_checkpoint(source, context, dtype=torch.float32)
@@ -67,7 +67,7 @@ def _resave(source: str, target: str, tp: int) -> None:
 
 def _logits(path: str, tp: int, pp: int):
     """run_distributed worker: full logits of the checkpoint at (tp, pp) on fixed tokens (None off the output stage)."""
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from tests.helpers.forward import full_logits
 
     context = parallel_context(tp, pp, 1)

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.options import EvaluationOptions
 from lighteval_nanotron.options.base import UNIONS, field_docs
+from lighteval_nanotron.options.checkpoint_eval import CheckpointEvalConfig
 from lighteval_nanotron.options.flags import flag_name
+from lighteval_nanotron.options.hook import EvaluationConfig
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = [field.name for field in dataclasses.fields(EvaluationOptions)]
@@ -47,8 +47,8 @@ def _sample(cls: type, field: dataclasses.Field) -> tuple[list[str], object]:
 
 @pytest.mark.parametrize("name", [f.name for f in dataclasses.fields(CheckpointEvalConfig) if f.name != "checkpoint"])
 def test_every_eval_option_is_a_flag_that_reaches_the_config(name):
-    from lighteval_nanotron.checkpoint_eval.lighteval_config import eval_config
     from lighteval_nanotron.cli.main import build_parser
+    from lighteval_nanotron.lighteval_compat.eval_config import eval_config
     from lighteval_nanotron.options.flags import given_options
 
     field = next(f for f in dataclasses.fields(CheckpointEvalConfig) if f.name == name)
@@ -166,9 +166,9 @@ def _number_options(cls: type) -> list[str]:
 def test_a_number_option_that_is_not_finite_is_refused_both_ways(tmp_path, value, capsys):
     """NaN passes every `<= 0` check: a NaN or infinite timeout, interval or settle time (a watch that
     never took a checkpoint, a deadline that crashed with a traceback) is refused like any bad value."""
-    from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig
     from lighteval_nanotron.cli.main import main
     from lighteval_nanotron.hook.training_config import load_training_config
+    from lighteval_nanotron.options.launch import AsyncEvaluationConfig
     from lighteval_nanotron.requests import GenerationParameters
 
     tasks = {"tasks": "a|b|0"}
@@ -193,12 +193,12 @@ def test_a_number_option_that_is_not_finite_is_refused_both_ways(tmp_path, value
 def test_a_key_written_twice_is_refused_by_every_yaml_reader(tmp_path, capsys):
     """PyYAML keeps the last of two equal keys: `max_samples: 100` and, further down, `max_samples: 5`
     evaluated 5 docs a task without a word. Each reader of a YAML a person edits names the key and lines."""
-    from lighteval_nanotron.checkpoint_eval.lighteval_config import read_lighteval_config
+    from lighteval_nanotron.checkpoints.format import read_training_config
     from lighteval_nanotron.cli.main import main
     from lighteval_nanotron.errors import CheckpointError
-    from lighteval_nanotron.hook.config_check import check_training_config
     from lighteval_nanotron.hook.training_config import load_training_config
-    from lighteval_nanotron.models.checkpoint.format import read_training_config
+    from lighteval_nanotron.lighteval_compat.eval_config import read_lighteval_config
+    from lighteval_nanotron.training.config_check import check_training_config
 
     train = Path(_section_yaml(tmp_path, {"tasks": "a|b|0", "max_samples": 100}))
     text = train.read_text()
@@ -226,8 +226,8 @@ def test_a_leading_tilde_is_the_home_folder_in_every_path_option_both_ways(tmp_p
     """A YAML value (or `--output-dir=~/out`) reaches the options without a shell: results went to
     `./~/out` (and `./$EVAL_ROOT/out`), and a `~/tasks.txt` was read as a task name, while data dirs and
     held-out paths expanded `~`."""
-    from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig, SlurmSettings
     from lighteval_nanotron.hook.training_config import load_training_config
+    from lighteval_nanotron.options.launch import AsyncEvaluationConfig, SlurmSettings
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("UNSET_ROOT", raising=False)

@@ -9,8 +9,8 @@ def evaluate_on_mesh(checkpoint: str, data_dir: str, out_dir: str, tp: int, pp: 
     """Rank function: `evaluate(llama, parallel_context, tokenizer, ...)` on the tiny checkpoint."""
     import helpers_pipeline
 
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.evaluate_once import evaluate
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig
     from lighteval_nanotron.tasks.data_dirs import ENV_VAR
     from tests.helpers.distributed import parallel_context
@@ -37,8 +37,8 @@ def evaluate_sampled_on_mesh(checkpoint: str, data_dir: str, tp: int, pp: int, d
     """Rank function: the sampled toy task through `evaluate`; (results, every doc's samples)."""
     import helpers_pipeline
 
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.evaluate_once import evaluate
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig
     from lighteval_nanotron.tasks.data_dirs import ENV_VAR
     from tests.helpers.distributed import parallel_context
@@ -67,8 +67,8 @@ BUILTIN_TASKS = "lighteval|arc:easy|0,lighteval|piqa|0,lighteval|triviaqa|0"
 
 def evaluate_builtin_tasks(checkpoint: str, tp: int, pp: int, dp: int) -> dict | None:
     """Rank function: built-in tasks on the bundled slices, through `evaluate`, at one layout."""
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.evaluate_once import evaluate
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig
     from lighteval_nanotron.tasks import set_data_dirs
     from tests.helpers.distributed import parallel_context
@@ -94,8 +94,8 @@ def evaluate_into_a_step(checkpoint: str, data_dir: str, out_dir: str, tasks: st
     the type and text of the error it raised, None when it wrote."""
     import helpers_pipeline
 
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.evaluate_once import evaluate
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig
     from lighteval_nanotron.tasks.data_dirs import ENV_VAR
     from tests.helpers.distributed import parallel_context

@@ -18,7 +18,7 @@ def _prepare_and_listen(checkpoint: str, tp: int) -> tuple:
     truncation logger, whether this rank reports, `summary_tasks` of the result)."""
     import logging
 
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import load_nanotron_checkpoint
+    from lighteval_nanotron.checkpoints.nanotron_builder import load_nanotron_checkpoint
     from lighteval_nanotron.models.engine import EngineConfig, NanotronLightevalModel
     from lighteval_nanotron.pipeline import EvaluationPipeline, PipelineSettings
     from lighteval_nanotron.tasks import set_data_dirs

@@ -3,9 +3,9 @@ by attribute name from an untyped run object."""
 
 import dataclasses
 
-from lighteval_nanotron.hook.config import EvaluationConfig
 from lighteval_nanotron.models.engine import EngineConfig
 from lighteval_nanotron.options import EvaluationOptions, TokenizationOptions
+from lighteval_nanotron.options.hook import EvaluationConfig
 from lighteval_nanotron.requests import GenerationParameters
 from lighteval_nanotron.setup.engine import engine_config
 

@@ -7,11 +7,11 @@ import typing
 
 import pytest
 
-from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.errors import TrackingError
 from lighteval_nanotron.models.engine import EngineConfig
 from lighteval_nanotron.options import EvaluationOptions, TrackingOptions
 from lighteval_nanotron.options.base import SCORES, declares_scores
+from lighteval_nanotron.options.checkpoint_eval import CheckpointEvalConfig
 from lighteval_nanotron.requests import Doc
 from lighteval_nanotron.requests.doc import DOCS_DIGEST, docs_digest
 from lighteval_nanotron.setup.engine import engine_config
@@ -90,7 +90,10 @@ def test_two_values_of_a_score_changing_option_are_recorded_and_never_mixed(name
 
 
 def test_a_task_is_done_only_on_the_docs_it_was_scored_on():
-    docs = [Doc(query="2+2=", choices=[" 4", " 5"], gold_index=0), Doc(query="1+1=", choices=[" 2", " 3"], gold_index=0)]
+    docs = [
+        Doc(query="2+2=", choices=[" 4", " 5"], gold_index=0),
+        Doc(query="1+1=", choices=[" 2", " 3"], gold_index=0),
+    ]
     digest = docs_digest(docs)
     others = [
         docs[:1],

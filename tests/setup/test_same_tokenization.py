@@ -30,8 +30,8 @@ def _both_ways(checkpoint: str, training_yaml: str) -> dict:
     from lighteval_nanotron.checkpoint_eval import CheckpointEvalConfig
     from lighteval_nanotron.checkpoint_eval.mesh_setup import parallel_context_for
     from lighteval_nanotron.checkpoint_eval.runner import CheckpointEvaluator, plan_evaluation
-    from lighteval_nanotron.hook.config import EvaluationConfig
     from lighteval_nanotron.hook.training_config import load_training_config
+    from lighteval_nanotron.options.hook import EvaluationConfig
     from lighteval_nanotron.parallel.deadline import bounded_collectives
     from lighteval_nanotron.setup.engine import training_engine
     from lighteval_nanotron.setup.tasks import load_tasks, prepare_pipeline

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from lighteval_nanotron.data import DynamicBatchDataset, GenDistributedSampler
+from lighteval_nanotron.models.engine.data import DynamicBatchDataset, GenDistributedSampler
 
 
 def round_up(value: int, multiple: int) -> int:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
-from lighteval_nanotron.data import GenerativeTaskDatasetNanotron
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.models.engine.batching import batch_budget, cut_batches, replica_items
 from lighteval_nanotron.models.engine.config import EngineConfig
+from lighteval_nanotron.models.engine.data import GenerativeTaskDatasetNanotron
 from lighteval_nanotron.models.engine.sampling import doc_seed
 from lighteval_nanotron.models.engine.scoring_plan import PlanStats
 from lighteval_nanotron.models.engine.tokenization import TokenizerAdapter

@@ -44,6 +44,7 @@ from lighteval_nanotron.parallel.once import computed_once
 from lighteval_nanotron.parallel.tp_mode import all_reduce_form
 from lighteval_nanotron.requests import Doc, ModelResponse
 from lighteval_nanotron.requests.held_out import HeldOutLosses, HeldOutSet
+from lighteval_nanotron.tasks.prompt_manager import PromptManager
 
 Plan = ScoringPlan | GenerationPlan | HeldOutPlan
 P = TypeVar("P", ScoringPlan, GenerationPlan, HeldOutPlan)
@@ -74,8 +75,6 @@ class NanotronLightevalModel(HeldOutModel):
         self.vocab_size = self.runtime.vocab_size
         """The model's vocabulary (every token id fed or scored must fit it: `engine.vocabulary`)."""
         if prompt_fn is None:
-            from lighteval_nanotron.tasks.prompt_manager import PromptManager
-
             prompt_fn = PromptManager(use_chat_template=False, tokenizer=tokenizer).prepare_prompt
         self.prompt_fn = prompt_fn
 

@@ -13,7 +13,6 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from lighteval_nanotron.data import LoglikelihoodDataset
 from lighteval_nanotron.models.engine.batching import (
     batch_budget,
     cut_batches,
@@ -21,6 +20,7 @@ from lighteval_nanotron.models.engine.batching import (
     round_up,
 )
 from lighteval_nanotron.models.engine.config import EngineConfig
+from lighteval_nanotron.models.engine.data import LoglikelihoodDataset
 from lighteval_nanotron.models.engine.doc_tokens import prefix_doc_tokens, row_doc_tokens, slot_docs
 from lighteval_nanotron.models.engine.packing import ModelRow, ScoredSequence, chain_row, packed_rows, tree_rows
 from lighteval_nanotron.models.engine.shared_prefix import split_shared_prefixes

@@ -1,7 +1,7 @@
 """`StageLoader` against current Nanotron's own `TrainingMetadata`: the per-stage token count it
 reports keeps main's resume check true, and a resumed stage counts on from its checkpoint."""
 
-from lighteval_nanotron.hook.training_data.stage_loader import SOURCE, StageLoader
+from lighteval_nanotron.training.data.stage_loader import SOURCE, StageLoader
 from tests.helpers.nanotron_versions import only_on_main
 
 pytestmark = only_on_main

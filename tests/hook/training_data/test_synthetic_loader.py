@@ -1,15 +1,15 @@
 """The CPU synthetic training loader: the same tokens whatever the model takes beside them
 (`input_mask`, or Qwen2's `position_ids`), on the pipeline stage that reads each key."""
 
-from lighteval_nanotron.hook.training_data.synthetic import takes_position_ids
 from lighteval_nanotron.nanotron_compat.variant import has_qwen2
+from lighteval_nanotron.training.data.synthetic import takes_position_ids
 from tests.helpers.distributed import parallel_context, run_distributed
 
 
 def _first_batches(position_ids: bool) -> dict:
     import torch
 
-    from lighteval_nanotron.hook.training_data.synthetic import synthetic_dataloader
+    from lighteval_nanotron.training.data.synthetic import synthetic_dataloader
 
     context = parallel_context(1, 2, 1)
     loader = synthetic_dataloader(context, input_pp_rank=0, output_pp_rank=1, micro_batch_size=2, sequence_length=8,

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from lighteval_nanotron.checkpoints.format import CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.errors import CheckpointError, UnsupportedModelError
-from lighteval_nanotron.models.checkpoint.format import CheckpointModel, read_checkpoint_model
 from lighteval_nanotron.models.families import LlamaFamily, Starcoder2Family, family_of_fields, family_of_model
 from lighteval_nanotron.models.families.llama.tiny import tiny_llama_config
 from lighteval_nanotron.models.families.starcoder2.tiny import tiny_starcoder2_config

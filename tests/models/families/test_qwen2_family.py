@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
+from lighteval_nanotron.checkpoints.format import CheckpointModel, weight_files
 from lighteval_nanotron.errors import CheckpointError, UnsupportedModelError
-from lighteval_nanotron.models.checkpoint.format import CheckpointModel, weight_files
 from lighteval_nanotron.models.families.qwen2.conversion import nanotron_config_from_hf
 from lighteval_nanotron.models.families.qwen2.tiny import tiny_hf_qwen2_moe
 from tests.helpers.distributed import run_distributed
@@ -59,7 +59,7 @@ def engine_setup_with_expert_parallelism(fields: dict) -> str:
     """Rank function (world 1): an MoE Qwen2 built with `expert_parallel_size=2`, handed to the engine."""
     from nanotron.config import ParallelismArgs
 
-    from lighteval_nanotron.models.checkpoint.nanotron_builder import build_nanotron_model
+    from lighteval_nanotron.checkpoints.nanotron_builder import build_nanotron_model
     from lighteval_nanotron.models.engine import NanotronLightevalModel
     from tests.helpers.distributed import parallel_context
     from tests.helpers.tiny_model import tiny_tokenizer

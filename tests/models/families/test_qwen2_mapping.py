@@ -14,10 +14,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from lighteval_nanotron.checkpoints.format import CheckpointModel
 from lighteval_nanotron.convert import convert_hf_to_nanotron
 from lighteval_nanotron.convert.hf_source import SafetensorsWeights
 from lighteval_nanotron.errors import CheckpointError, UnsupportedModelError
-from lighteval_nanotron.models.checkpoint.format import CheckpointModel
 from lighteval_nanotron.models.families.qwen2.conversion import (
     is_hf_qwen2,
     iter_hf_to_nanotron,

@@ -2,10 +2,10 @@
 
 Usage:
     # GPUs, one process per GPU:
-    torchrun --nproc_per_node 8 -m lighteval_nanotron.hook.run_train \\
+    torchrun --nproc_per_node 8 -m lighteval_nanotron.training.run_train \\
         --config-file configs/llama_1b_train_with_eval.yaml
     # CPU (gloo), 4 local processes started for you:
-    OMP_NUM_THREADS=1 python -m lighteval_nanotron.hook.run_train \\
+    OMP_NUM_THREADS=1 python -m lighteval_nanotron.training.run_train \\
         --config-file configs/tiny_cpu_train.yaml --cpu --nproc 4
 
 The config is a Nanotron training YAML; its `lighteval_nanotron:` section (see docs/hook.md)
@@ -41,8 +41,8 @@ from lighteval_nanotron.console_errors import (
 from lighteval_nanotron.errors import LightevalNanotronError
 from lighteval_nanotron.nanotron_compat.console import add_verbose_flag, is_verbose, quiet_process, set_verbose
 from lighteval_nanotron.options.flags import expanded_path
-from lighteval_nanotron.parallel.cpu_threads import prefer_passive_wait
-from lighteval_nanotron.parallel.distributed import free_loopback_port, local_rank_env
+from lighteval_nanotron.parallel.cpu_threads import configure_cpu_threads, prefer_passive_wait
+from lighteval_nanotron.parallel.distributed import free_loopback_port, init_process_group_from_env, local_rank_env
 from lighteval_nanotron.parallel.launch_env import apply_launcher_env
 
 DEFAULT_TIMEOUT_S = 1800
@@ -62,12 +62,11 @@ def train(config_file: str, cpu: bool = False, timeout_s: int = DEFAULT_TIMEOUT_
     apply_launcher_env()
     if cpu:
         from lighteval_nanotron.cpu import enable_cpu_support
-        from lighteval_nanotron.parallel.distributed import init_process_group_from_env
 
         enable_cpu_support()
         init_process_group_from_env(backend="gloo", timeout=timedelta(seconds=timeout_s))
     from lighteval_nanotron.hook.trainer import EvaluatingTrainer
-    from lighteval_nanotron.hook.training_data.dataloader import build_dataloader
+    from lighteval_nanotron.training.data.dataloader import build_dataloader
 
     trainer = EvaluatingTrainer(config_file)
     trainer.train(build_dataloader(trainer, cpu))
@@ -78,8 +77,6 @@ def _spawned_rank(rank: int, world_size: int, port: int, config_file: str, timeo
     os.environ.update(local_rank_env(rank, world_size, port))
     quiet_process()
     import torch.distributed as dist
-
-    from lighteval_nanotron.parallel.cpu_threads import configure_cpu_threads
 
     configure_cpu_threads()
     try:
@@ -170,7 +167,7 @@ def _raised_summary(failure: Any) -> str:
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or OneLineErrorParser(
-        prog="python -m lighteval_nanotron.hook.run_train",
+        prog="python -m lighteval_nanotron.training.run_train",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -202,8 +199,8 @@ def main(argv: List[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point shared with `lighteval-nanotron train`; every torchrun rank calls it."""
-    from lighteval_nanotron.hook.config_check import check_training_config
-    from lighteval_nanotron.hook.preflight import check_evaluation_inputs, check_launch
+    from lighteval_nanotron.training.config_check import check_training_config
+    from lighteval_nanotron.training.preflight import check_evaluation_inputs, check_launch
 
     if not os.path.isfile(args.config_file):
         return _usage_error(f"config file {args.config_file} does not exist: pass the path of a training YAML.")

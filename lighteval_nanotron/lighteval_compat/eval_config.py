@@ -1,5 +1,5 @@
 """`eval --checkpoint-config-path <checkpoint>/config.yaml --lighteval-config-path eval.yaml`: the
-counterpart of `lighteval nanotron`, through the table shared with the hook (`lighteval_options`).
+counterpart of `lighteval nanotron`, through the table shared with the hook (`lighteval_compat.fields`).
 
 The checkpoint config path names the checkpoint folder (its parent); the lighteval YAML's fields
 become `CheckpointEvalConfig` options. A command-line flag may set what the YAML leaves unset;
@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
-from lighteval_nanotron.checkpoint_eval.config import CheckpointEvalConfig
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.lighteval_options import LAUNCHER, Consumer, map_lighteval_options, with_source
+from lighteval_nanotron.lighteval_compat.fields import LAUNCHER, Consumer, map_lighteval_options, with_source
+from lighteval_nanotron.options.checkpoint_eval import CheckpointEvalConfig
 from lighteval_nanotron.options.flags import flag_name
 from lighteval_nanotron.yaml_keys import UniqueKeyLoader
 

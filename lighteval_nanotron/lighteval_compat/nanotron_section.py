@@ -2,7 +2,7 @@
 
 Nanotron 0.4 parses that section and then never uses it; current Nanotron's runner submits a Slurm
 job per checkpoint (and is broken at its HEAD). Here it becomes a `lighteval_nanotron:` section,
-through the table shared with `eval --lighteval-config-path` (`lighteval_options.FIELDS`), with a
+through the table shared with `eval --lighteval-config-path` (`lighteval_compat.fields.FIELDS`), with a
 log of what mapped and what has no effect:
 
 - with Slurm settings (a `slurm_template`, or any `slurm.*`, `slurm_script_dir` or `logs_path`
@@ -20,10 +20,8 @@ import dataclasses
 import math
 from typing import Any
 
-from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig, SlurmSettings
 from lighteval_nanotron.errors import ConfigError
-from lighteval_nanotron.hook.config import SECTION, EvaluationConfig
-from lighteval_nanotron.lighteval_options import (
+from lighteval_nanotron.lighteval_compat.fields import (
     NANOTRON_SLURM_DEFAULTS,
     Consumer,
     MappedOptions,
@@ -31,6 +29,8 @@ from lighteval_nanotron.lighteval_options import (
     nanotron_slurm_asked,
     with_source,
 )
+from lighteval_nanotron.options.hook import SECTION, EvaluationConfig
+from lighteval_nanotron.options.launch import AsyncEvaluationConfig, SlurmSettings
 
 MESH = "the hook evaluates on the training mesh, in the loop: Slurm settings would launch jobs at this layout"
 HOOK = Consumer(

@@ -21,9 +21,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Protocol, Union
 
-from lighteval_nanotron.checkpoint_eval.launch.job import EvalJob
-from lighteval_nanotron.checkpoint_eval.launch.script import KILL_AFTER_S, local_script, slurm_script
-from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig
+from lighteval_nanotron.launch.job import EvalJob
+from lighteval_nanotron.launch.script import KILL_AFTER_S, local_script, slurm_script
+from lighteval_nanotron.options.launch import AsyncEvaluationConfig
 
 COMMAND_TIMEOUT_S = 60
 """The longest a Slurm command (sbatch, scontrol) may take before it counts as failed."""

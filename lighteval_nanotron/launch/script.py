@@ -25,9 +25,9 @@ import re
 import string
 from pathlib import Path
 
-from lighteval_nanotron.checkpoint_eval.launch.job import EvalJob, quoted
-from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig
 from lighteval_nanotron.errors import ConfigError
+from lighteval_nanotron.launch.job import EvalJob, quoted
+from lighteval_nanotron.options.launch import AsyncEvaluationConfig
 
 DEFAULT_TEMPLATE = "#!/bin/bash\n${sbatch}\n${setup}\n${command}\n"
 SBATCH_PLAIN = re.compile(r"[A-Za-z0-9_./:=%,@+-]*")

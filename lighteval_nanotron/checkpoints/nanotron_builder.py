@@ -4,7 +4,7 @@ The model config's class picks the family (`models.families`: `LlamaConfig` -> `
 `Starcoder2Config` -> `Starcoder2ForTraining`); a config no family supports, or an option the
 engine cannot run, raises UnsupportedModelError before anything is built.
 
-What a checkpoint folder holds is read by `models.checkpoint.format`. Nanotron's `load_weights` reshards on
+What a checkpoint folder holds is read by `checkpoints.format`. Nanotron's `load_weights` reshards on
 load, so a checkpoint saved at one TP/PP/DP layout loads at any other that fits the model; the saved
 shapes are checked against the model config first, since the loader would slice a mismatched
 tensor without a word. On CPU call `enable_cpu_support()` first.
@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import torch
 import torch.distributed as dist
 
-from lighteval_nanotron.errors import CheckpointError, LayoutError, UnsupportedModelError
-from lighteval_nanotron.models.checkpoint.content import check_weight_content
-from lighteval_nanotron.models.checkpoint.format import (
+from lighteval_nanotron.checkpoints.content import check_weight_content
+from lighteval_nanotron.checkpoints.format import (
     CONVERTED_STAGE,
     MODEL_CONFIG_FILE,
     ROPE_INTERLEAVED_KEY,
@@ -34,8 +33,9 @@ from lighteval_nanotron.models.checkpoint.format import (
     read_checkpoint_model,
     saved_weight_shapes,
 )
-from lighteval_nanotron.models.checkpoint.integrity import check_checkpoint_integrity, model_weight_shapes
-from lighteval_nanotron.models.checkpoint.no_init import random_init_skipped
+from lighteval_nanotron.checkpoints.integrity import check_checkpoint_integrity, model_weight_shapes
+from lighteval_nanotron.checkpoints.no_init import random_init_skipped
+from lighteval_nanotron.errors import CheckpointError, LayoutError, UnsupportedModelError
 from lighteval_nanotron.models.families import family_of_config
 from lighteval_nanotron.models.families.base import DEFAULT_ROPE_THETA, ROPE_THETA_KEY
 from lighteval_nanotron.nanotron_compat.console import quiet_nanotron

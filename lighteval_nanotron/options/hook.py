@@ -9,10 +9,10 @@ every rank, before the model is even built. The keys are flat: `tasks`, `eval_in
 from dataclasses import dataclass, field
 from typing import Optional
 
-from lighteval_nanotron.checkpoint_eval.launch.settings import AsyncEvaluationConfig
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.options import EvaluationOptions
 from lighteval_nanotron.options.base import path
+from lighteval_nanotron.options.launch import AsyncEvaluationConfig
 
 SECTION = "lighteval_nanotron"
 

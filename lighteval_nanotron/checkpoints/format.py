@@ -32,8 +32,8 @@ from typing import Any
 import torch
 import yaml
 
+from lighteval_nanotron.checkpoints.path_hints import checkpoint_path_hint
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint.path_hints import checkpoint_path_hint
 from lighteval_nanotron.models.families import ModelFamily, family_of_config, family_of_fields
 from lighteval_nanotron.models.families.base import DEFAULT_ROPE_THETA, ROPE_THETA_KEY
 from lighteval_nanotron.nanotron_compat.imports import import_nanotron

@@ -13,8 +13,9 @@ from typing import Any, Iterator, Union
 
 from lighteval_nanotron.errors import ConfigError
 from lighteval_nanotron.hook.trainer_state import consumed_train_samples
-from lighteval_nanotron.hook.training_data.stage_loader import StageLoader
 from lighteval_nanotron.nanotron_compat.variant import installed_nanotron
+from lighteval_nanotron.training.data.stage_loader import StageLoader
+from lighteval_nanotron.training.data.synthetic import synthetic_dataloader_for, takes_position_ids
 
 
 def build_dataloader(trainer: Any, cpu: bool) -> Union[Iterator[Any], dict]:
@@ -47,8 +48,6 @@ def _main_stage(trainer: Any, cpu: bool, stage: Any) -> StageLoader:
     from nanotron.config.config import PretrainDatasetsArgs
     from nanotron.data.dataloader import get_train_dataloader
     from nanotron.data.processing import get_datasets
-
-    from lighteval_nanotron.hook.training_data.synthetic import takes_position_ids
 
     model, args = trainer.unwrapped_model, stage.data.dataset
     if not isinstance(args, PretrainDatasetsArgs):
@@ -101,13 +100,11 @@ def _separators(tokenizer: Any) -> list:
 def _synthetic(trainer: Any, cpu: bool, seed: int) -> Iterator[Any]:
     config, model = trainer.config, trainer.unwrapped_model
     if cpu:
-        from lighteval_nanotron.hook.training_data.synthetic import synthetic_dataloader_for
-
         return synthetic_dataloader_for(trainer, seed=seed)
     if installed_nanotron().name == "main":
         from nanotron.data.dataloader import dummy_infinite_data_generator
 
-        from lighteval_nanotron.hook.training_data.synthetic import takes_position_ids
+        from lighteval_nanotron.training.data.synthetic import takes_position_ids
 
         # main's generator takes the context-parallel group, and packed position ids for Qwen2 (as its run_train.py)
         extra = {"use_position_ids": takes_position_ids(model), "cp_pg": trainer.parallel_context.cp_pg}

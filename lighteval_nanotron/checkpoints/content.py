@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
+from lighteval_nanotron.checkpoints.format import weight_files
 from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint.format import weight_files
 
 _CHUNK = 1 << 24  # values per chunk: no temporary larger than 16M booleans
 

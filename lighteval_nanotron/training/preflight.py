@@ -63,7 +63,7 @@ def check_launch(path: str, config: Any, cpu: bool, nproc: int | None) -> None:
 
 def check_evaluation_inputs(config: Any) -> None:
     """The `lighteval_nanotron:` section's tasks resolve and the training tokenizer can be had."""
-    from lighteval_nanotron.hook.config import SECTION
+    from lighteval_nanotron.options.hook import SECTION
     from lighteval_nanotron.setup.tasks import load_tasks
     from lighteval_nanotron.setup.tokenizer import check_tokenizer_source
     from lighteval_nanotron.tasks import data_dirs_kept

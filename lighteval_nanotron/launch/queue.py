@@ -19,8 +19,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lighteval_nanotron.checkpoint_eval.launch.job import EvalJob
-from lighteval_nanotron.checkpoint_eval.launch.launchers import Launch, Launcher, Outcome, mark_queued
+from lighteval_nanotron.launch.job import EvalJob
+from lighteval_nanotron.launch.launchers import Launch, Launcher, Outcome, mark_queued
 
 logger = logging.getLogger(__name__)
 

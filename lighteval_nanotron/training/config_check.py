@@ -10,14 +10,12 @@ config written for the other Nanotron (0.4's `data:` and `optimizer.adam_*`, or 
 `data_stages:` and `optimizer.optimizer_factory`) is named as such, with the shipped config to start from.
 """
 
-import dataclasses
-import difflib
-import typing
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import yaml
 
 from lighteval_nanotron.errors import ConfigError, UnsupportedModelError
+from lighteval_nanotron.hook.training_config import TrainingConfigWithEvaluation, check_known_keys, load_training_config
 from lighteval_nanotron.nanotron_compat.variant import CONFIG_FOLDERS, installed_nanotron
 from lighteval_nanotron.options.base import describe_type
 from lighteval_nanotron.yaml_keys import UniqueKeyLoader
@@ -32,8 +30,6 @@ SCHEMA_KEYS = {
 def check_training_config(path: str, world_size: Optional[int] = None) -> Any:
     """The loaded `TrainingConfigWithEvaluation` of `path`, or a `ConfigError` with the fix."""
     import dacite
-
-    from lighteval_nanotron.hook.training_config import TrainingConfigWithEvaluation, load_training_config
 
     try:
         with open(path) as stream:
@@ -92,43 +88,6 @@ def _check_layout(path: str, parallelism: Any, world_size: int) -> None:
             f"start {needed} (--nproc {needed} / --nproc_per_node) or change parallelism.dp/tp/pp to multiply to "
             f"{world_size}."
         )
-
-
-def check_known_keys(path: str, content: dict, cls: type) -> None:
-    """ConfigError naming the first key of `content` that no field of dataclass `cls` (or of the
-    dataclasses it nests) matches, with its full path and the closest known key (an option's
-    former name: its new one, from its `renamed_from` metadata)."""
-    for key_path, known in _unknown_keys(content, cls):
-        name = key_path.rsplit(".", 1)[-1]
-        renamed = [field.name for field in known if field.metadata.get("renamed_from") == name]
-        if renamed:
-            raise ConfigError(f"{path}: unknown key {key_path!r}: it is renamed {renamed[0]!r}; write that.")
-        names = [field.name for field in known]
-        close = difflib.get_close_matches(str(name), names, n=1)
-        hint = f"did you mean {close[0]!r}?" if close else f"known keys there: {', '.join(sorted(names))}."
-        raise ConfigError(f"{path}: unknown key {key_path!r}: {hint}")
-
-
-def _unknown_keys(content: dict, cls: type, prefix: str = "") -> Iterator[tuple[str, list[dataclasses.Field]]]:
-    """(dotted key path, the dataclass fields at that level) of every key no dataclass field matches."""
-    hints = typing.get_type_hints(cls)
-    fields = {field.name: hints.get(field.name) for field in dataclasses.fields(cls)}
-    for key, value in content.items():
-        key_path = f"{prefix}{key}"
-        if key not in fields:
-            yield key_path, list(dataclasses.fields(cls))
-            continue
-        nested = _dataclass_of(fields[key])
-        if nested is not None and isinstance(value, dict):
-            yield from _unknown_keys(value, nested, key_path + ".")
-
-
-def _dataclass_of(hint: Any) -> Optional[type]:
-    """The one dataclass a field's type names (through Optional), else None (unions stay unchecked)."""
-    if dataclasses.is_dataclass(hint):
-        return hint
-    candidates = [arg for arg in typing.get_args(hint) if dataclasses.is_dataclass(arg)]
-    return candidates[0] if len(candidates) == 1 else None
 
 
 def _wrong_type(error: Any, content: dict) -> str:

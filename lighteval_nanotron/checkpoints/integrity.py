@@ -30,14 +30,14 @@ from typing import Any
 
 import torch
 
-from lighteval_nanotron.errors import CheckpointError
-from lighteval_nanotron.models.checkpoint.format import (
+from lighteval_nanotron.checkpoints.format import (
     MODEL_CONFIG_FILE,
     TRAINING_CONFIG_FILE,
     WEIGHTS_FOLDER,
     training_config_section,
     weight_files,
 )
+from lighteval_nanotron.errors import CheckpointError
 
 _SHARD_SUFFIX = re.compile(
     r"_pp-rank-(?P<pp>\d+)-of-(?P<pp_size>\d+)_tp-rank-(?P<tp>\d+)-of-(?P<tp_size>\d+)\.safetensors$"
