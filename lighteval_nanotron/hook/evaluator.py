@@ -27,8 +27,10 @@ from lighteval_nanotron.nanotron_compat.console import is_verbose
 from lighteval_nanotron.options.hook import EvaluationConfig
 from lighteval_nanotron.parallel.agreement import Verdict, agree, collectively
 from lighteval_nanotron.parallel.deadline import bounded_collectives, is_timeout
+from lighteval_nanotron.pipeline import EvaluationPipeline
 from lighteval_nanotron.setup.finished_steps import finished_steps, finished_tasks_by_step
 from lighteval_nanotron.setup.step import StepEvaluator
+from lighteval_nanotron.tracking import LoggerContainer
 from lighteval_nanotron.tracking.log_table import format_cost_table, format_results_line, format_results_table
 from lighteval_nanotron.tracking.scalars import COST_TRAIN_STEPS_KEY
 
@@ -153,11 +155,11 @@ class InLoop:
 
     def __init__(self, run: TrainingEvaluator) -> None:
         self.run = run
-        self.pipeline: Any = None
+        self.pipeline: Optional[EvaluationPipeline] = None
         self.step: Optional[StepEvaluator] = None
         """The `setup.step.StepEvaluator` of the prepared pipeline (set up in `setup`)."""
-        self.loggers: Any = None
-        self.signal: Any = None
+        self.loggers: Optional[LoggerContainer] = None
+        self.signal: Optional[LiveSignal] = None
         """The run's signal analysis (`analysis.LiveSignal`), on the reporting rank."""
 
     # Setup ---------------------------------------------------------------------------------------

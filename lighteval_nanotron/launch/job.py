@@ -16,10 +16,10 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from lighteval_nanotron.options import EvaluationOptions, LayoutOptions
 from lighteval_nanotron.options.flags import as_arguments, flag_name
+from lighteval_nanotron.options.launch import AsyncEvaluationConfig
 from lighteval_nanotron.tracking.paths import safe_relative_path
 
 LAUNCH_VARIABLES = (
@@ -107,7 +107,7 @@ def quoted(command: list[str]) -> str:
 
 def build_job(
     section: EvaluationOptions,
-    settings: Any,
+    settings: AsyncEvaluationConfig,
     step: int,
     checkpoint: Path,
     model_name: str,

@@ -21,11 +21,13 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from lighteval_nanotron.analysis import LiveSignal
 from lighteval_nanotron.options import EvaluationOptions
 from lighteval_nanotron.options.base import score_values
 from lighteval_nanotron.pipeline import EvaluationPipeline
 from lighteval_nanotron.pipeline.result import WEIGHTS_KEY, EvaluationResult, raise_for_failed_tasks
 from lighteval_nanotron.setup.finished_steps import check_done_step, check_step_settings
+from lighteval_nanotron.tracking import LoggerContainer
 from lighteval_nanotron.tracking.results_file import IDENTITY_KEY
 
 DTYPE_KEY = "dtype"
@@ -61,9 +63,9 @@ class StepEvaluator:
     model: Any = None
     """The Nanotron model whose weights are fingerprinted; None for a model interface alone."""
     parallel_context: Any = None
-    loggers: Any = None
+    loggers: LoggerContainer | None = None
     """The results loggers on the reporting rank (`setup.loggers.open_loggers`), None elsewhere."""
-    signal: Any = None
+    signal: LiveSignal | None = None
     """The run's `analysis.LiveSignal` on the reporting rank, None elsewhere."""
     writes: bool = True
     """Whether results go to `options.output_dir` (then a step is checked against its file there)."""
