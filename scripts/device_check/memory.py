@@ -48,6 +48,8 @@ ENGINE_LOGGER = "lighteval_nanotron.models.engine.model"
 def plan_batches(plans: list[Any]) -> list[dict[str, Any]]:
     """Per scoring plan of the prepared pipeline: its kind, the token budget its micro-batches were
     cut for, their number and the largest (tokens, padding included)."""
+    from lighteval_nanotron.models.engine.scoring_plan import ScoringPlan
+
     return [
         {
             "kind": plan.kind,
@@ -56,7 +58,7 @@ def plan_batches(plans: list[Any]) -> list[dict[str, Any]]:
             "largest": max((b.input_ids.numel() for b in plan.batches), default=0),
         }
         for plan in plans
-        if plan is not None and hasattr(plan, "specs")
+        if isinstance(plan, ScoringPlan)
     ]
 
 
