@@ -402,7 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--work", type=Path, default=None, help="models, runs and logs (default: a temporary folder)")
     parser.add_argument("--dry", action="store_true", help="CPU/gloo at toy sizes instead of CUDA (CI)")
     parser.add_argument("--carry", type=Path, default=REPO / ".gpu-carry", help="the carried assets (make gpu-carry)")
-    parser.add_argument("--skip", default="", help="comma list of steps to skip: evaluations, training, memory, figures")
+    parser.add_argument(
+        "--skip", default="", help="comma list of steps to skip: evaluations, training, memory, figures"
+    )
     parser.add_argument(
         "--budget",
         type=float,

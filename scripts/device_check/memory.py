@@ -105,7 +105,9 @@ def watch_evaluations(trainer: Any, cuda: bool) -> list[dict[str, Any]]:
     how = trainer.evaluator.how
     evaluate, records = how.evaluate, []
     retries = _Retries()
-    logging.getLogger(ENGINE_LOGGER).addHandler(retries)
+    engine_logger = logging.getLogger(ENGINE_LOGGER)
+    engine_logger.addHandler(retries)
+    engine_logger.setLevel(logging.WARNING)  # the retries are recorded whatever the training's log level
 
     def watched(trainer_: Any, step: int, *args: Any) -> None:
         record: dict[str, Any] = {"step": step, "before": plan_batches(how.pipeline.prepared.plans)}

@@ -51,6 +51,10 @@ def _training_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _gib(value: int) -> str:
+    return f"{value / 2**30:.2f} GiB"
+
+
 def _batches(plans: list[dict[str, Any]]) -> str:
     return ", ".join(f"{p['micro_batches']} x <= {p['largest']} tokens (budget {p['tokens_per_batch']})" for p in plans)
 
@@ -64,9 +68,9 @@ def _memory_lines(report: dict[str, Any]) -> list[str]:
         f"the training without evaluation: {memory['bitwise_equal']}"
     ]
     for entry in memory["evaluations"]:
-        seen = f"{entry['pressure']} of {entry['bytes']} bytes, the engine saw {entry['engine_free']} free; " if (
-            "pressure" in entry
-        ) else ""
+        seen = ""
+        if "pressure" in entry:
+            seen = f"{entry['pressure']} {_gib(entry['bytes'])}, the engine saw {_gib(entry['engine_free'])} free; "
         lines.append(
             f"memory run step {entry['step']}: {seen}micro-batches {_batches(entry['before'])} -> "
             f"{_batches(entry['after'])}; {len(entry['retries'])} out-of-memory retries"
