@@ -16,7 +16,10 @@ Steps (`OUT/gpu_check.json` holds every figure, `OUT/summary.txt` the short vers
    (device_check/evaluations.py); the same docs through transformers on the GPU (the baseline);
 4. the hook inside a short bf16 training of the same shape, bitwise against the same training
    without it, and its cost for a standard suite in training steps (device_check/training.py);
-5. figures: the measured bf16 matmul peak; docs/s and model FLOP/s for scoring and generation at
+5. the memory-safe evaluation: the same training with the hook's evaluations at an unbounded token
+   budget under memory pressure (on CUDA, a ballast, then a capped allocator), bitwise against the
+   training without evaluation, its scores against the default budget's (device_check/memory.py);
+6. figures: the measured bf16 matmul peak; docs/s and model FLOP/s for scoring and generation at
    TP1 on SmolLM2's shape and a 1B Llama shape (device_check/figures.py).
 
 `--dry` runs every step on the CPU (the "device" process on gloo, at TP1 as on one GPU) with toy
@@ -303,6 +306,32 @@ def training(ns: argparse.Namespace, profile: Profile) -> tuple[dict[str, Any], 
     return summary, failures + more
 
 
+def memory(ns: argparse.Namespace, profile: Profile) -> tuple[dict[str, Any], list[str]]:
+    """The training once more, its evaluations with an unbounded token budget under memory pressure:
+    against the training without evaluation (bitwise) and the evaluations of the default budget."""
+    from device_check.memory import TOKENS_PER_BATCH, compare_memory_run
+    from device_check.models import SHAPES, TOKENIZER_FOLDER
+    from device_check.training import DETERMINISM_ENV, train_config
+
+    out, name = ns.work / "training", "train-memory"
+    plain = out / "train-without.rank0.json"
+    if not plain.is_file() or not (out / "train-with-hook" / "eval").is_dir():
+        return {}, ["memory: needs the training step's runs (do not --skip training)"]
+    section = {"tokens_per_batch": TOKENS_PER_BATCH, "memory_budget_gb": profile.memory_budget_gb}
+    config = train_config(out, name, SHAPES[profile.shape], profile, ns.carry / TOKENIZER_FOLDER, True, section)
+    report, log = out / name, out / f"{name}.log"
+    args = [__file__, "--worker", "train", str(config), str(report), "memory"] + (["--dry"] if ns.dry else [])
+    code, wall = _torchrun(1, args, _env(1, DETERMINISM_ENV), ns.remaining(), log)
+    if code != 0:
+        return {"error": _tail(log), "seconds": wall}, [f"{name} failed (exit {code}, {log.name}): {_error_line(log)}"]
+    reports = {
+        name: {"ranks": [json.loads(Path(f"{report}.rank0.json").read_text())]},
+        "train-without": {"ranks": [json.loads(plain.read_text())]},
+    }
+    summary, failures = compare_memory_run(reports, out, [profile.train_steps // 2, profile.train_steps])
+    return {"seconds": wall, "tokens_per_batch": TOKENS_PER_BATCH, **summary}, failures
+
+
 def figures(ns: argparse.Namespace, profile: Profile) -> tuple[dict[str, Any], list[str]]:
     """The measured bf16 matmul peak, the benchmark per shape, the transformers baseline."""
     from device_check.figures import bench_command, kind_figures, matmul_peak, read_bench
@@ -373,7 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--work", type=Path, default=None, help="models, runs and logs (default: a temporary folder)")
     parser.add_argument("--dry", action="store_true", help="CPU/gloo at toy sizes instead of CUDA (CI)")
     parser.add_argument("--carry", type=Path, default=REPO / ".gpu-carry", help="the carried assets (make gpu-carry)")
-    parser.add_argument("--skip", default="", help="comma list of steps to skip: evaluations, training, figures")
+    parser.add_argument(
+        "--skip", default="", help="comma list of steps to skip: evaluations, training, memory, figures"
+    )
     parser.add_argument(
         "--budget",
         type=float,
@@ -425,6 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     steps = (
         ("evaluations", lambda: evaluations(ns, profile, models)),
         ("training", lambda: training(ns, profile)),
+        ("memory", lambda: memory(ns, profile)),
         ("figures", lambda: figures(ns, profile)),
     )
     for name, step in steps:

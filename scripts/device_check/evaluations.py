@@ -83,13 +83,14 @@ def eval_worker(job_file: str) -> None:
         Path(job["timings"]).write_text(json.dumps(timings))
 
 
-def read_details(output_dir: Path) -> dict[str, dict[int, dict[str, Any]]]:
-    """The details an evaluation wrote: per task, its rows by doc id."""
+def read_details(output_dir: Path, step: int | None = None) -> dict[str, dict[int, dict[str, Any]]]:
+    """The details an evaluation wrote (the one at training `step`, if given): per task, its rows by doc id."""
     import pyarrow.parquet as pq
 
     from lighteval_nanotron.tracking import details_task_name
 
-    folders = {f.parent for f in output_dir.glob("details/**/details_*.parquet")}
+    pattern = "details/**/details_*.parquet" if step is None else f"details/**/{step}/*/details_*.parquet"
+    folders = {f.parent for f in output_dir.glob(pattern)}
     if len(folders) != 1:
         raise RuntimeError(f"{output_dir}: expected the details of one evaluation, found {len(folders)}")
     (folder,) = folders
@@ -133,7 +134,8 @@ def choice_differences(reference: dict, run: dict, label: str, failures: list[st
     return per_task
 
 
-def _summary(pairs: list[tuple]) -> dict[str, Any]:
+def choice_summary(pairs: list[tuple]) -> dict[str, Any]:
+    """Of `choice_differences` pairs: the choices, their largest and median |diff|, the generations equal."""
     diffs = [d for d, _ in pairs if d is not None]
     generations = [equal for d, equal in pairs if d is None]
     entry: dict[str, Any] = {"choices": len(diffs)}
@@ -169,7 +171,7 @@ def compare_fp32(reference: dict, run: dict, label: str, model_kind: str) -> dic
     failures: list[str] = []
     tasks = {}
     for task, pairs in choice_differences(reference["details"], run["details"], label, failures).items():
-        entry = tasks[task] = _summary(pairs)
+        entry = tasks[task] = choice_summary(pairs)
         worst = max(((d - FP32_ATOL - FP32_RTOL * r) for d, r in pairs if d is not None), default=0.0)
         if worst > 0:
             failures.append(
@@ -199,8 +201,8 @@ def compare_bf16(cpu_fp32: dict, cpu_bf16: dict, run: dict, label: str, model_ki
     for task, pairs in choice_differences(cpu_fp32["details"], run["details"], label, failures).items():
         scored = [pair for pair in pairs if pair[0] is not None]
         generated = [pair for pair in same_dtype.get(task, []) if pair[0] is None]
-        entry = tasks[task] = _summary(scored + generated)
-        cpu = _summary(own.get(task, []))
+        entry = tasks[task] = choice_summary(scored + generated)
+        cpu = choice_summary(own.get(task, []))
         entry["cpu_bf16"] = cpu
         if "max_abs_diff" in entry and "max_abs_diff" in cpu:
             median_bound = BF16_FACTOR * cpu["median_abs_diff"] + BF16_ATOL

@@ -23,6 +23,9 @@ class Profile:
     train_steps: int
     suite_samples: int
     """Docs per task of the standard suite the hook evaluates in the training."""
+    memory_budget_gb: float | None
+    """`memory_budget_gb` of the memory step's evaluations: None on CUDA (the free memory cuts their
+    micro-batches); on CPU, whose free memory the engine does not probe, a budget that does."""
     bench_scale: float
     peak_size: int
     peak_repeats: int
@@ -38,6 +41,7 @@ PROFILES = {
         micro_batch_size=8,
         train_steps=8,
         suite_samples=500,
+        memory_budget_gb=None,
         bench_scale=1.0,
         peak_size=8192,
         peak_repeats=30,
@@ -51,6 +55,7 @@ PROFILES = {
         micro_batch_size=2,
         train_steps=4,
         suite_samples=2,
+        memory_budget_gb=0.01,  # about 400 tokens of the dry shape in bf16
         bench_scale=0.01,
         peak_size=256,
         peak_repeats=5,

@@ -51,6 +51,41 @@ def _training_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _gib(value: int) -> str:
+    return f"{value / 2**30:.2f} GiB"
+
+
+def _batches(plans: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{p['micro_batches']} x <= {p['largest']} tokens (budget {p['tokens_per_batch']})" for p in plans)
+
+
+def _memory_lines(report: dict[str, Any]) -> list[str]:
+    memory = report.get("memory", {})
+    if "bitwise_equal" not in memory:
+        return []
+    lines = [
+        f"memory-safe evaluation (tokens_per_batch {memory['tokens_per_batch']}): training bitwise equal to "
+        f"the training without evaluation: {memory['bitwise_equal']}"
+    ]
+    for entry in memory["evaluations"]:
+        seen = ""
+        if "pressure" in entry:
+            seen = f"{entry['pressure']} {_gib(entry['bytes'])}, the engine saw {_gib(entry['engine_free'])} free; "
+        lines.append(
+            f"memory run step {entry['step']}: {seen}micro-batches {_batches(entry['before'])} -> "
+            f"{_batches(entry['after'])}; {len(entry['retries'])} out-of-memory retries"
+            + (f" ({'; '.join(entry['retries'])})" if entry["retries"] else "")
+        )
+    for step, tasks in memory["steps"].items():
+        for task, entry in tasks.items():
+            lines.append(
+                f"memory run step {step} vs default budget: {task}: |dlogprob| max {entry.get('max_abs_diff', 0):.3g}, "
+                f"median {entry.get('median_abs_diff', 0):.3g}; decisive docs {entry['decisive_docs']}, "
+                f"flipped {entry['decisive_flipped']}"
+            )
+    return lines
+
+
 def _figure_lines(report: dict[str, Any]) -> list[str]:
     figures = report.get("figures", {})
     lines = []
@@ -97,6 +132,8 @@ def _step_lines(report: dict[str, Any]) -> list[str]:
                 inner.append(f"{device} {_seconds(entry.get('seconds'))}" + (f": {runs}" if runs else ""))
         elif step == "training":
             inner = [f"{n} {_seconds(r.get('seconds'))}" for n, r in report.get("training", {}).get("runs", {}).items()]
+        elif step == "memory":
+            inner = [f"train-memory {_seconds(report.get('memory', {}).get('seconds'))}"]
         elif step == "figures":
             figures = report.get("figures", {})
             inner = [f"bench {n} {_seconds(e.get('seconds'))}" for n, e in figures.get("shapes", {}).items()]
@@ -120,7 +157,7 @@ def _note_lines(report: dict[str, Any]) -> list[str]:
 
 def summary_lines(report: dict[str, Any]) -> list[str]:
     lines = [_environment(report), *_step_lines(report), *_note_lines(report)]
-    lines += _comparison_lines(report) + _training_lines(report) + _figure_lines(report)
+    lines += _comparison_lines(report) + _training_lines(report) + _memory_lines(report) + _figure_lines(report)
     lines += [f"FAIL {failure}" for failure in report["failures"]]
     lines.append("RESULT: " + ("FAILED" if report["failures"] else "PASSED"))
     return lines

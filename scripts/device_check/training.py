@@ -23,7 +23,16 @@ STANDARD_SUITE = "lighteval|arc:easy|0,lighteval|piqa|0,leaderboard|hellaswag|0"
 DETERMINISM_ENV = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
 
 
-def train_config(out: Path, name: str, shape: dict[str, Any], profile: Any, tokenizer: Path, evaluate: bool) -> Path:
+def train_config(
+    out: Path,
+    name: str,
+    shape: dict[str, Any],
+    profile: Any,
+    tokenizer: Path,
+    evaluate: bool,
+    section: dict[str, Any] | None = None,
+) -> Path:
+    """The training's config; with `evaluate`, the hook's section (results and details), updated by `section`."""
     import yaml
 
     from lighteval_nanotron.nanotron_compat.variant import shipped_config
@@ -52,7 +61,8 @@ def train_config(out: Path, name: str, shape: dict[str, Any], profile: Any, toke
             eval_at_start=False,
             eval_at_end=True,
             output_dir=str(out / name / "eval"),
-            loggers=["json"],
+            loggers=["json", "details"],
+            **(section or {}),
         )
     else:
         del content["lighteval_nanotron"]
@@ -62,9 +72,10 @@ def train_config(out: Path, name: str, shape: dict[str, Any], profile: Any, toke
     return path
 
 
-def train_worker(config: str, report: str, cpu: bool) -> None:
+def train_worker(config: str, report: str, *flags: str, cpu: bool) -> None:
     """Under torchrun: train `config` with the hook's trainer; each rank writes its losses and a
-    digest of its final weights."""
+    digest of its final weights. With the flag `memory`: the evaluations under memory pressure,
+    their micro-batches recorded (device_check/memory.py)."""
     import torch
     import torch.distributed as dist
 
@@ -78,6 +89,7 @@ def train_worker(config: str, report: str, cpu: bool) -> None:
 
         enable_cpu_support()
         init_process_group_from_env(backend="gloo", timeout=timedelta(seconds=300))
+    from device_check.memory import watch_evaluations
     from lighteval_nanotron.hook.trainer import EvaluatingTrainer
     from lighteval_nanotron.training.data.dataloader import build_dataloader
 
@@ -93,6 +105,7 @@ def train_worker(config: str, report: str, cpu: bool) -> None:
     with warnings.catch_warnings(record=True) as caught:  # kernels without a deterministic version, if any
         warnings.simplefilter("always")
         trainer = RecordingTrainer(config)
+        watched = watch_evaluations(trainer, cuda=not cpu) if "memory" in flags else None
         trainer.train(build_dataloader(trainer, cpu))
     shown = set()
     for warning in caught:  # still in the log, each once
@@ -112,6 +125,7 @@ def train_worker(config: str, report: str, cpu: bool) -> None:
         "failures": [str(f) for f in evaluator.failures] if evaluator else [],
         "tokens_per_step": trainer.global_batch_size * trainer.sequence_length,
         "nondeterministic": nondeterministic,
+        "memory": watched,
     }
     Path(f"{report}.rank{dist.get_rank()}.json").write_text(json.dumps(record))
 

@@ -91,6 +91,13 @@ def test_dry_gpu_check_passes_and_writes_its_report(carry, tmp_path):
     training = report["training"]
     assert training["bitwise_equal"] and training["evaluated_steps"] == [2, 4]
     assert training["hook_cost"]["cost_train_steps"] > 0
+    memory = report["memory"]  # the unbounded token budget, cut by the dry profile's memory_budget_gb
+    assert memory["bitwise_equal"] and [entry["step"] for entry in memory["evaluations"]] == [2, 4]
+    ((planned,), (used,)) = memory["evaluations"][0]["before"], memory["evaluations"][0]["after"]
+    assert planned["tokens_per_batch"] == 10**9 and used["tokens_per_batch"] < planned["largest"]
+    assert used["largest"] <= used["tokens_per_batch"] < planned["largest"]
+    assert memory["evaluations"][1]["before"] == memory["evaluations"][1]["after"] == [used]  # the cut plan kept
+    assert {entry["max_abs_diff"] for tasks in memory["steps"].values() for entry in tasks.values()} == {0.0}
     figures = report["figures"]
     assert figures["bf16_matmul_peak"]["flop_per_s"] > 0
     assert {"multi-token", "generative", "mix"} <= set(figures["shapes"]["smollm2-mini"]["kinds"])
@@ -99,6 +106,7 @@ def test_dry_gpu_check_passes_and_writes_its_report(carry, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["gpu_check.json", "logs.tar.gz", "summary.txt"]
     summary = (out / "summary.txt").read_text()
     assert "RESULT: PASSED" in summary and "bitwise equal: True" in summary
+    assert "training bitwise equal to the training without evaluation: True" in summary
 
 
 def test_help_builds_nothing(tmp_path):

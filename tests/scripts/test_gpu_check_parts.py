@@ -60,6 +60,47 @@ def test_the_summary_says_where_the_time_went_and_what_may_explain_a_failure():
     assert lines[-1] == "RESULT: PASSED"
 
 
+def test_the_summary_shows_the_memory_runs_pressure_batches_and_retries():
+    """The lines only a CUDA run fills (the pressure, the memory the engine saw, retries)."""
+    plans = [{"kind": "loglikelihood", "tokens_per_batch": 10**9, "micro_batches": 3, "largest": 65536}]
+    cut = [{"kind": "loglikelihood", "tokens_per_batch": 9811, "micro_batches": 40, "largest": 9728}]
+    retry = "loglikelihood ran out of memory; retrying with micro-batches of 4864 tokens"
+    evaluations = [
+        {"step": 4, "pressure": "ballast", "bytes": 2**30, "device_free_before": 2**37, "engine_free": 2**30,
+         "before": plans, "after": cut, "retries": []},
+        {"step": 8, "pressure": "cap", "bytes": 2**28, "device_free_before": 2**37, "engine_free": 2**37,
+         "before": cut, "after": cut, "retries": [retry]},
+    ]  # fmt: skip
+    task = {"max_abs_diff": 0.01, "median_abs_diff": 0.002, "decisive_docs": 300, "decisive_flipped": 0}
+    memory = {"bitwise_equal": True, "tokens_per_batch": 10**9, "evaluations": evaluations, "seconds": 55.0,
+              "steps": {4: {"lighteval|piqa|0": task}}}  # fmt: skip
+    lines = summary_lines(_report(step_seconds={"memory": 56.0}, memory=memory))
+    assert "memory run step 4: ballast 1.00 GiB, the engine saw 1.00 GiB free; micro-batches 3 x <= 65536 tokens " \
+        "(budget 1000000000) -> 40 x <= 9728 tokens (budget 9811); 0 out-of-memory retries" in lines
+    assert any(line.startswith("memory run step 8: cap 0.25 GiB") and line.endswith(f"1 out-of-memory retries ({retry})")
+               for line in lines)  # fmt: skip
+    assert "memory run step 4 vs default budget: lighteval|piqa|0: |dlogprob| max 0.01, median 0.002; decisive " \
+        "docs 300, flipped 0" in lines
+    assert next(line for line in lines if line.startswith("time: ")).startswith("time: memory 56 s (train-memory 55 s)")
+
+
+def test_a_memory_run_that_differs_failed_or_was_never_cut_is_a_failure(tmp_path):
+    from device_check.memory import compare_memory_run
+
+    plan = [{"kind": "loglikelihood", "tokens_per_batch": 10**9, "micro_batches": 1, "largest": 428}]
+    memory = {"losses": [2.0, 1.5], "params": "a", "evaluated": [], "failures": [[2, "out of memory"]],
+              "memory": [{"step": 2, "before": plan, "after": plan, "retries": []}]}  # fmt: skip
+    plain = {**memory, "losses": [2.0, 1.25]}
+    reports = {"train-memory": {"ranks": [memory]}, "train-without": {"ranks": [plain]}}
+    summary, failures = compare_memory_run(reports, tmp_path, [2, 4])
+    assert not summary["bitwise_equal"]
+    assert failures == [
+        "memory run: its training differs from the training without evaluation",
+        "memory run: evaluated at [] (expected [2, 4]): [[2, 'out of memory']]",
+        "memory run: no evaluation cut its micro-batches (the budget did not bind)",
+    ]
+
+
 @pytest.mark.parametrize(
     ("plain", "named"),
     [
