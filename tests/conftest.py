@@ -9,9 +9,10 @@
   of the same name as a benchmark) nor writes into them. The folder is removed when the run ends.
 - Every test gets one tier (`tests/helpers/tiers.py`: unit, distributed, e2e), derived from what
   its code reaches; a unit test that starts a process or a process group fails (its guard).
-- The data dirs (`eval --data-dir`, the hook's `data_dirs` and `set_data_dirs` set them for the
-  whole process, by design) go back to their default after each test, so a later test reads
-  `$LIGHTEVAL_NANOTRON_DATA_DIRS` as its fixtures set it.
+- After each test the environment is as it was before it (a command run in-process sets variables
+  for the processes it starts), and the data dirs (`eval --data-dir`, the hook's `data_dirs` and
+  `set_data_dirs` set them for the whole process, by design) are at their default, so a later test
+  reads `$LIGHTEVAL_NANOTRON_DATA_DIRS` as its fixtures set it.
 """
 
 import contextlib
@@ -70,8 +71,14 @@ def pytest_runtest_call(item: pytest.Item):
 
 
 @pytest.fixture(autouse=True)
-def data_dirs_from_the_environment():
+def process_settings_restored():
+    """After each test: the environment as it was before it (a command run in-process sets variables
+    for the processes it starts, e.g. `PYTHONWARNINGS=ignore` when not verbose, which later tests'
+    subprocesses would inherit) and the data dirs at their default."""
+    environment = dict(os.environ)
     yield
+    os.environ.clear()
+    os.environ.update(environment)
     set_data_dirs(None)
 
 
